@@ -1,0 +1,20 @@
+// The subcommands. Each registers its flags on a CLI11 app and returns the
+// process exit status when run.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace cubicle::cli {
+
+// Exit statuses of cubicle itself (the payload's own status otherwise).
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitTimeout = 124;
+inline constexpr int kExitSetupFailed = 125;
+
+// Registers `run` on `app`; the returned function runs it after parsing.
+std::function<int()> AddRunCommand(CLI::App& app);
+std::function<int()> AddProbeCommand(CLI::App& app);
+
+}  // namespace cubicle::cli

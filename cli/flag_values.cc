@@ -1,0 +1,104 @@
+#include "cli/flag_values.h"
+
+#include <sys/resource.h>
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace cubicle::cli {
+namespace {
+
+absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, " '", value, "': expected ", expected));
+}
+
+struct RlimitName {
+  const char* name;
+  int resource;
+};
+constexpr RlimitName kRlimits[] = {
+    {"as", RLIMIT_AS},         {"core", RLIMIT_CORE},       {"cpu", RLIMIT_CPU},
+    {"data", RLIMIT_DATA},     {"fsize", RLIMIT_FSIZE},     {"locks", RLIMIT_LOCKS},
+    {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE},
+    {"nofile", RLIMIT_NOFILE}, {"nproc", RLIMIT_NPROC},     {"rss", RLIMIT_RSS},
+    {"rtprio", RLIMIT_RTPRIO}, {"rttime", RLIMIT_RTTIME},   {"sigpending", RLIMIT_SIGPENDING},
+    {"stack", RLIMIT_STACK},
+};
+
+absl::StatusOr<rlim_t> ParseRlimValue(absl::string_view flag, absl::string_view all, absl::string_view v) {
+  if (v == "unlimited" || v == "infinity") return RLIM_INFINITY;
+  uint64_t n;
+  if (!absl::SimpleAtoi(v, &n)) return Bad(flag, all, "NAME=SOFT[:HARD] with numbers or 'unlimited'");
+  return static_cast<rlim_t>(n);
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseSize(absl::string_view flag, absl::string_view value) {
+  absl::string_view digits = value;
+  uint64_t mult = 1;
+  if (!digits.empty()) {
+    switch (absl::ascii_tolower(static_cast<unsigned char>(digits.back()))) {
+      case 'k': mult = 1ull << 10; break;
+      case 'm': mult = 1ull << 20; break;
+      case 'g': mult = 1ull << 30; break;
+      case 't': mult = 1ull << 40; break;
+      default: break;
+    }
+    if (mult != 1) digits.remove_suffix(1);
+  }
+  uint64_t n;
+  if (digits.empty() || !absl::SimpleAtoi(digits, &n) || digits.front() == '-' || digits.front() == '+') {
+    return Bad(flag, value, "a size like 1048576, 64K, 256M or 1G");
+  }
+  if (n > UINT64_MAX / mult) return Bad(flag, value, "a size that fits in 64 bits");
+  return n * mult;
+}
+
+absl::StatusOr<absl::Duration> ParseSeconds(absl::string_view flag, absl::string_view value) {
+  double s;
+  if (!absl::SimpleAtod(value, &s) || !std::isfinite(s) || s <= 0 || s > 1e9) {
+    return Bad(flag, value, "a positive number of seconds, like 5 or 0.25");
+  }
+  return absl::Seconds(s);
+}
+
+absl::StatusOr<uint32_t> ParseId(absl::string_view flag, absl::string_view value) {
+  uint32_t n;
+  if (!absl::SimpleAtoi(value, &n) || value.front() == '-' || value.front() == '+' ||
+      n == UINT32_MAX) {
+    return Bad(flag, value, "a numeric id between 0 and 4294967294");
+  }
+  return n;
+}
+
+absl::StatusOr<runtime::RlimitSpec> ParseRlimit(absl::string_view flag, absl::string_view value) {
+  size_t eq = value.find('=');
+  if (eq == absl::string_view::npos) return Bad(flag, value, "NAME=SOFT[:HARD], e.g. nofile=256");
+  absl::string_view name = value.substr(0, eq);
+  absl::string_view limits = value.substr(eq + 1);
+  runtime::RlimitSpec spec;
+  bool found = false;
+  for (const RlimitName& r : kRlimits) {
+    if (name == r.name) {
+      spec.resource = r.resource;
+      found = true;
+    }
+  }
+  if (!found) return Bad(flag, value, "a known resource (as, core, cpu, data, fsize, nofile, nproc, stack, ...)");
+  size_t colon = limits.find(':');
+  absl::StatusOr<rlim_t> soft = ParseRlimValue(flag, value, limits.substr(0, colon));
+  if (!soft.ok()) return soft.status();
+  absl::StatusOr<rlim_t> hard =
+      colon == absl::string_view::npos ? soft : ParseRlimValue(flag, value, limits.substr(colon + 1));
+  if (!hard.ok()) return hard.status();
+  if (*soft > *hard) return Bad(flag, value, "a soft limit no larger than the hard limit");
+  spec.soft = *soft;
+  spec.hard = *hard;
+  return spec;
+}
+
+}  // namespace cubicle::cli

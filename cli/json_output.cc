@@ -1,0 +1,75 @@
+#include "cli/json_output.h"
+
+#include <boost/json/array.hpp>
+
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace cubicle::cli {
+namespace {
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+double Ms(const struct timeval& tv) { return static_cast<double>(tv.tv_sec) * 1e3 + tv.tv_usec / 1e3; }
+
+}  // namespace
+
+boost::json::object ResultToJson(const runtime::ExecResult& result) {
+  boost::json::object out;
+  out["reason"] = std::string(runtime::ExitReasonName(result.reason));
+  out["exit_code"] = result.reason == runtime::ExitReason::kExited ? boost::json::value(result.exit_code)
+                                                                    : boost::json::value(nullptr);
+  out["signal"] = result.signal != 0 ? boost::json::value(result.signal) : boost::json::value(nullptr);
+  out["status"] = result.ShellStatus();
+  if (result.reason == runtime::ExitReason::kSetupFailed) {
+    out["error"] = std::string(result.setup_error.message());
+  }
+  out["wall_ms"] = Ms(result.wall);
+  out["setup_ms"] = Ms(result.setup);
+  boost::json::object ru;
+  ru["user_ms"] = Ms(result.rusage.ru_utime);
+  ru["system_ms"] = Ms(result.rusage.ru_stime);
+  ru["max_rss_kb"] = result.rusage.ru_maxrss;
+  ru["minor_faults"] = result.rusage.ru_minflt;
+  ru["major_faults"] = result.rusage.ru_majflt;
+  ru["voluntary_switches"] = result.rusage.ru_nvcsw;
+  ru["involuntary_switches"] = result.rusage.ru_nivcsw;
+  out["rusage"] = std::move(ru);
+  boost::json::array steps;
+  for (const auto& [name, d] : result.steps) {
+    steps.push_back(boost::json::object{{"step", name}, {"ms", Ms(d)}});
+  }
+  out["steps"] = std::move(steps);
+  boost::json::array warnings;
+  for (const std::string& w : result.warnings) warnings.push_back(boost::json::string(w));
+  out["warnings"] = std::move(warnings);
+  return out;
+}
+
+boost::json::object ProbeToJson(const runtime::ProbeReport& report) {
+  boost::json::object out;
+  out["root"] = report.root;
+  out["kernel"] = report.kernel;
+  boost::json::object checks;
+  for (const runtime::ProbeCheck& c : report.checks) {
+    boost::json::object o{{"ok", c.ok}, {"detail", c.detail}};
+    if (!c.ok) o["impact"] = c.impact;
+    checks[c.name] = std::move(o);
+  }
+  out["checks"] = std::move(checks);
+  boost::json::object cg;
+  cg["version"] = report.cgroups.version;
+  cg["v2_mount"] = report.cgroups.v2_mount;
+  boost::json::array v2, v1;
+  for (const std::string& c : report.cgroups.v2_controllers) v2.push_back(boost::json::string(c));
+  for (const std::string& c : report.cgroups.v1_controllers) v1.push_back(boost::json::string(c));
+  cg["v2_controllers"] = std::move(v2);
+  cg["v1_controllers"] = std::move(v1);
+  out["cgroups"] = std::move(cg);
+  boost::json::array warnings;
+  for (const std::string& w : report.warnings) warnings.push_back(boost::json::string(w));
+  out["warnings"] = std::move(warnings);
+  return out;
+}
+
+}  // namespace cubicle::cli

@@ -1,0 +1,32 @@
+// cubicle: a native Linux sandbox runtime.
+#include <cstdio>
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/log.h"
+
+int main(int argc, char** argv) {
+  cubicle::cli::InitLogging();
+  CLI::App app{"cubicle: run untrusted code in fresh, isolated Linux sandboxes"};
+  app.set_version_flag("--version", "cubicle 0.1.0");
+  app.require_subcommand(1);
+  std::function<int()> run = cubicle::cli::AddRunCommand(app);
+  std::function<int()> probe = cubicle::cli::AddProbeCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "cubicle: %s\n", e.what());
+    return cubicle::cli::kExitUsage;
+  }
+  if (app.got_subcommand("run")) return run();
+  if (app.got_subcommand("probe")) return probe();
+  return cubicle::cli::kExitUsage;
+}

@@ -1,0 +1,270 @@
+// `cubicle run [flags] -- CMD...`: one sandbox from the default spec plus
+// flags named as bubblewrap names the same things.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <boost/json/serialize.hpp>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "cli/commands.h"
+#include "cli/flag_values.h"
+#include "cli/json_output.h"
+#include "cli/log.h"
+#include "runtime/defaults.h"
+#include "runtime/launcher.h"
+
+namespace cubicle::cli {
+namespace {
+
+struct RunFlags {
+  CLI::App* app = nullptr;
+  // Mount flags, kept in argv order through CLI11's parse_order().
+  CLI::Option* ro_bind = nullptr;
+  CLI::Option* ro_bind_try = nullptr;
+  CLI::Option* bind = nullptr;
+  CLI::Option* bind_try = nullptr;
+  CLI::Option* dev_bind = nullptr;
+  CLI::Option* tmpfs = nullptr;
+  CLI::Option* size = nullptr;
+  CLI::Option* dir = nullptr;
+  CLI::Option* symlink = nullptr;
+  CLI::Option* remount_ro = nullptr;
+  CLI::Option* setenv = nullptr;
+  CLI::Option* unsetenv = nullptr;
+
+  std::string chdir;
+  std::string hostname = "cubicle";
+  std::string uid, gid, host_uid, host_gid;
+  std::string workspace;
+  std::string tmp_size;
+  std::string timeout;
+  std::string seccomp = "no-network";
+  std::string json_status;
+  std::vector<std::string> rlimits;
+  std::vector<std::string> command;
+};
+
+// Applies the ordered flags (mounts and env) to `spec`.
+absl::Status ApplyOrderedFlags(const RunFlags& f, runtime::SandboxSpec* spec) {
+  std::map<const CLI::Option*, size_t> cursor;
+  auto next = [&](const CLI::Option* opt) -> const std::string& {
+    return opt->results()[cursor[opt]++];
+  };
+  uint64_t pending_size = 0;  // from --size, for the next --tmpfs (0: none)
+  for (const CLI::Option* opt : f.app->parse_order()) {
+    rootfs::MountOp op;
+    bool is_mount = true;
+    if (opt == f.ro_bind || opt == f.ro_bind_try || opt == f.bind || opt == f.bind_try ||
+        opt == f.dev_bind) {
+      op.kind = rootfs::MountKind::kBind;
+      op.source = next(opt);
+      op.dest = next(opt);
+      op.readonly = opt == f.ro_bind || opt == f.ro_bind_try;
+      op.optional = opt == f.ro_bind_try || opt == f.bind_try;
+      op.devices = opt == f.dev_bind;
+      // Host sources resolve as the host sees them; relative ones against our cwd.
+      if (!op.source.empty() && op.source.front() != '/') {
+        char cwd[4096];
+        if (::getcwd(cwd, sizeof(cwd)) != nullptr) op.source = absl::StrCat(cwd, "/", op.source);
+      }
+    } else if (opt == f.tmpfs) {
+      op.kind = rootfs::MountKind::kTmpfs;
+      op.dest = next(opt);
+      op.size_bytes = pending_size;
+      pending_size = 0;
+    } else if (opt == f.size) {
+      CUBICLE_ASSIGN_OR_RETURN(pending_size, ParseSize("--size", next(opt)));
+      if (pending_size == 0) return absl::InvalidArgumentError("--size '0': must be positive");
+      continue;
+    } else if (opt == f.dir) {
+      op.kind = rootfs::MountKind::kDir;
+      op.dest = next(opt);
+    } else if (opt == f.symlink) {
+      op.kind = rootfs::MountKind::kSymlink;
+      op.source = next(opt);
+      op.dest = next(opt);
+    } else if (opt == f.remount_ro) {
+      op.kind = rootfs::MountKind::kRemountRo;
+      op.dest = next(opt);
+    } else if (opt == f.setenv) {
+      const std::string& name = next(opt);
+      const std::string& value = next(opt);
+      if (name.empty() || name.find('=') != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("--setenv '", name, "': not a variable name"));
+      }
+      std::erase_if(spec->env, [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
+      spec->env.push_back(absl::StrCat(name, "=", value));
+      is_mount = false;
+    } else if (opt == f.unsetenv) {
+      const std::string& name = next(opt);
+      std::erase_if(spec->env, [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
+      is_mount = false;
+    } else {
+      continue;
+    }
+    if (!is_mount) continue;
+    std::string flag = opt->get_name();
+    CUBICLE_ASSIGN_OR_RETURN(op.dest, rootfs::NormalizeSandboxPath(op.dest, flag));
+    spec->mounts.push_back(std::move(op));
+  }
+  if (pending_size != 0) {
+    return absl::InvalidArgumentError("--size must come before the --tmpfs it applies to");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
+  runtime::DefaultsOptions defaults;
+  defaults.hostname = f.hostname;
+  if (!f.uid.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(defaults.uid, ParseId("--uid", f.uid));
+  }
+  if (!f.gid.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(defaults.gid, ParseId("--gid", f.gid));
+  }
+  if (!f.tmp_size.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(defaults.tmp_size, ParseSize("--tmp-size", f.tmp_size));
+  }
+  if (!f.workspace.empty()) defaults.workspace = f.workspace;
+  CUBICLE_ASSIGN_OR_RETURN(runtime::SandboxSpec spec, runtime::DefaultSpec(defaults));
+  if (!f.host_uid.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(spec.host_uid, ParseId("--host-uid", f.host_uid));
+  }
+  if (!f.host_gid.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(spec.host_gid, ParseId("--host-gid", f.host_gid));
+  }
+  if (!f.timeout.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(spec.timeout, ParseSeconds("--timeout", f.timeout));
+  }
+  CUBICLE_ASSIGN_OR_RETURN(spec.seccomp, seccomp::ParsePolicy(f.seccomp));
+  for (const std::string& r : f.rlimits) {
+    CUBICLE_ASSIGN_OR_RETURN(runtime::RlimitSpec limit, ParseRlimit("--rlimit", r));
+    std::erase_if(spec.rlimits, [&](const runtime::RlimitSpec& x) { return x.resource == limit.resource; });
+    spec.rlimits.push_back(limit);
+  }
+  CUBICLE_RETURN_IF_ERROR(ApplyOrderedFlags(f, &spec));
+  if (!f.chdir.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(spec.cwd, rootfs::NormalizeSandboxPath(f.chdir, "--chdir"));
+  }
+  spec.argv = f.command;
+  return spec;
+}
+
+absl::Status WriteJsonStatus(const std::string& path, const runtime::ExecResult& result) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) return ErrnoStatus(errno, absl::StrCat("--json-status: open(", path, ")"));
+  std::string text = boost::json::serialize(ResultToJson(result)) + "\n";
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd.get(), text.data() + off, text.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, absl::StrCat("--json-status: write(", path, ")"));
+    }
+    off += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+int Run(const RunFlags& f) {
+  absl::StatusOr<runtime::SandboxSpec> spec = BuildSpec(f);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "cubicle run: %s\n", std::string(spec.status().message()).c_str());
+    return kExitUsage;
+  }
+  // Forward termination signals to the sandbox instead of dying with them.
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&forwarded, sig);
+  sigset_t previous;
+  ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
+  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
+  runtime::LaunchOptions options;
+  options.signal_fd = sigfd.get();
+  absl::StatusOr<runtime::ExecResult> result = runtime::Launch(*spec, options);
+  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+  if (!result.ok()) {
+    std::fprintf(stderr, "cubicle run: %s\n", std::string(result.status().message()).c_str());
+    return kExitSetupFailed;
+  }
+  for (const std::string& w : result->warnings) LogWarning(w);
+  if (result->reason == runtime::ExitReason::kSetupFailed) {
+    std::fprintf(stderr, "cubicle run: setup failed: %s\n",
+                 std::string(result->setup_error.message()).c_str());
+  } else if (result->reason == runtime::ExitReason::kTimeout) {
+    std::fprintf(stderr, "cubicle run: timed out after %s; every process of the sandbox was killed\n",
+                 absl::FormatDuration(spec->timeout).c_str());
+  }
+  if (!f.json_status.empty()) {
+    if (absl::Status st = WriteJsonStatus(f.json_status, *result); !st.ok()) {
+      std::fprintf(stderr, "cubicle run: %s\n", std::string(st.message()).c_str());
+      return kExitSetupFailed;
+    }
+  }
+  return result->ShellStatus();
+}
+
+CLI::Option* Pair(CLI::App* app, const char* name, const char* type, const char* help) {
+  return app->add_option(name)
+      ->description(help)
+      ->type_size(2)
+      ->type_name(type)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+CLI::Option* Single(CLI::App* app, const char* name, const char* type, const char* help) {
+  return app->add_option(name)
+      ->description(help)
+      ->type_size(1)
+      ->type_name(type)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+}  // namespace
+
+std::function<int()> AddRunCommand(CLI::App& root) {
+  auto flags = std::make_shared<RunFlags>();
+  RunFlags& f = *flags;
+  CLI::App* app = root.add_subcommand("run", "Run a command in a fresh sandbox");
+  f.app = app;
+  f.ro_bind = Pair(app, "--ro-bind", "SRC DEST", "Bind host SRC read-only at DEST");
+  f.ro_bind_try = Pair(app, "--ro-bind-try", "SRC DEST", "As --ro-bind; skipped if SRC is missing");
+  f.bind = Pair(app, "--bind", "SRC DEST", "Bind host SRC read-write at DEST");
+  f.bind_try = Pair(app, "--bind-try", "SRC DEST", "As --bind; skipped if SRC is missing");
+  f.dev_bind = Pair(app, "--dev-bind", "SRC DEST", "As --bind, device nodes usable");
+  f.tmpfs = Single(app, "--tmpfs", "DEST", "Mount a new tmpfs at DEST");
+  f.size = Single(app, "--size", "BYTES", "Size of the next --tmpfs (64K, 256M, ...)");
+  f.dir = Single(app, "--dir", "DEST", "Create a directory");
+  f.symlink = Pair(app, "--symlink", "TARGET DEST", "Create a symlink at DEST pointing to TARGET");
+  f.remount_ro = Single(app, "--remount-ro", "DEST", "Make the mount at DEST read-only");
+  f.setenv = Pair(app, "--setenv", "VAR VALUE", "Set an environment variable");
+  f.unsetenv = Single(app, "--unsetenv", "VAR", "Unset an environment variable");
+  app->add_option("--chdir", f.chdir, "Working directory (default: /workspace with --workspace, else /)");
+  app->add_option("--hostname", f.hostname, "Hostname inside the sandbox");
+  app->add_option("--uid", f.uid, "User id inside the sandbox (default 1000)");
+  app->add_option("--gid", f.gid, "Group id inside the sandbox (default 1000)");
+  app->add_option("--host-uid", f.host_uid,
+                  "Host uid the sandbox uid maps to (root only; default 1000000+uid)");
+  app->add_option("--host-gid", f.host_gid, "Host gid the sandbox gid maps to (root only)");
+  app->add_option("--workspace", f.workspace, "Host directory bound read-write at /workspace");
+  app->add_option("--tmp-size", f.tmp_size, "Size cap of /tmp (default 64M)");
+  app->add_option("--timeout", f.timeout, "Wall-clock limit in seconds; kills every process");
+  app->add_option("--seccomp", f.seccomp, "Seccomp policy: no-network (default), default, none");
+  app->add_option("--json-status", f.json_status, "Write the result as JSON to FILE (/dev/fd/N works)");
+  app->add_option("--rlimit", f.rlimits, "NAME=SOFT[:HARD], e.g. nofile=256 (repeatable)");
+  app->add_option("command", f.command, "The command and its arguments")->required();
+  return [flags] { return Run(*flags); };
+}
+
+}  // namespace cubicle::cli

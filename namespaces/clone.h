@@ -1,0 +1,42 @@
+// Creating the sandbox's first process in its new namespaces.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+namespace cubicle::namespaces {
+
+// The namespaces a sandbox may ask for, as CLONE_NEW* bits.
+struct NamespaceSet {
+  bool user = true;
+  bool mount = true;
+  bool pid = true;
+  bool net = true;
+  bool uts = true;
+  bool ipc = true;
+  bool cgroup = true;
+
+  uint64_t CloneFlags() const;
+  bool operator==(const NamespaceSet&) const = default;
+};
+
+struct CloneResult {
+  pid_t pid = -1;     // 0 in the child, -errno on failure in the parent
+  int pidfd = -1;     // parent only; -1 when the kernel has no CLONE_PIDFD
+  bool used_clone3 = false;
+};
+
+// Forks (fork semantics: no new stack, the child returns 0) into new
+// namespaces. Uses clone3 with CLONE_PIDFD (and CLONE_INTO_CGROUP when
+// cgroup_fd >= 0); where the kernel has no clone3 (ENOSYS) falls back to
+// clone, and then `cgroup_fd` must be handled by the caller. `try_clone3`
+// lets a cached probe result skip the doomed first attempt.
+// The child must not rely on glibc's cached thread state (no raise(),
+// no pthread calls); it should make raw syscalls until execve.
+CloneResult CloneInto(uint64_t flags, int cgroup_fd, bool try_clone3);
+
+// pidfd_send_signal, falling back to kill(pid) where pidfd is -1.
+int SignalProcess(int pidfd, pid_t pid, int sig);
+
+}  // namespace cubicle::namespaces

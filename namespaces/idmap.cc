@@ -1,0 +1,83 @@
+#include "namespaces/idmap.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace cubicle::namespaces {
+namespace {
+
+absl::Status WriteProcFile(pid_t pid, const char* name, const std::string& content) {
+  std::string path = absl::StrCat("/proc/", pid, "/", name);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(errno, absl::StrCat("open(", path, ")"));
+  // Each map must arrive in a single write(2).
+  ssize_t n = ::write(fd.get(), content.data(), content.size());
+  if (n < 0) return ErrnoStatus(errno, absl::StrCat("write(", path, ", \"", content, "\")"));
+  if (static_cast<size_t>(n) != content.size()) {
+    return absl::InternalError(absl::StrCat("write(", path, "): short write"));
+  }
+  return absl::OkStatus();
+}
+
+std::string Format(const std::vector<IdMap>& maps) {
+  std::string out;
+  for (const IdMap& m : maps) absl::StrAppend(&out, m.inside, " ", m.outside, " ", m.count, "\n");
+  return out;
+}
+
+}  // namespace
+
+absl::Status WriteIdMaps(pid_t pid, const IdMapping& mapping) {
+  CUBICLE_RETURN_IF_ERROR(WriteProcFile(pid, "uid_map", Format(mapping.uids)));
+  CUBICLE_RETURN_IF_ERROR(
+      WriteProcFile(pid, "setgroups", mapping.deny_setgroups ? "deny" : "allow"));
+  return WriteProcFile(pid, "gid_map", Format(mapping.gids));
+}
+
+}  // namespace cubicle::namespaces
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+namespace cubicle::namespaces {
+
+absl::StatusOr<int> MakeUserNamespaceFd(const IdMapping& mapping) {
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2");
+  UniqueFd read_end(pipefd[0]), write_end(pipefd[1]);
+  long pid = ::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid < 0) return ErrnoStatus(errno, "clone(CLONE_NEWUSER)");
+  if (pid == 0) {
+    // Hold the namespace alive until the parent has opened it.
+    char c;
+    write_end.reset();
+    while (::read(read_end.get(), &c, 1) < 0 && errno == EINTR) {
+    }
+    ::_exit(0);
+  }
+  read_end.reset();
+  absl::Status status = WriteIdMaps(static_cast<pid_t>(pid), mapping);
+  int ns_fd = -1;
+  if (status.ok()) {
+    std::string path = absl::StrCat("/proc/", pid, "/ns/user");
+    ns_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns_fd < 0) status = ErrnoStatus(errno, absl::StrCat("open(", path, ")"));
+  }
+  write_end.reset();  // releases the child
+  int wstatus;
+  while (::waitpid(static_cast<pid_t>(pid), &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (!status.ok()) return status;
+  return ns_fd;
+}
+
+}  // namespace cubicle::namespaces

@@ -1,0 +1,42 @@
+// User-namespace id maps, written by the parent for its child.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace cubicle::namespaces {
+
+struct IdMap {
+  uint32_t inside = 0;
+  uint32_t outside = 0;
+  uint32_t count = 1;
+  bool operator==(const IdMap&) const = default;
+};
+
+struct IdMapping {
+  std::vector<IdMap> uids;
+  std::vector<IdMap> gids;
+  // "deny" is required for an unprivileged writer; a privileged one writes
+  // "allow" so the child can drop the supplementary groups it inherited
+  // (as root those include gid 0, which the sandbox must not keep).
+  bool deny_setgroups = true;
+};
+
+// Writes setgroups, uid_map and gid_map of `pid`, in the order the kernel
+// requires. Errors name the file and errno.
+absl::Status WriteIdMaps(pid_t pid, const IdMapping& mapping);
+
+}  // namespace cubicle::namespaces
+
+namespace cubicle::namespaces {
+
+// An fd of a new, otherwise unused user namespace with `mapping` (for
+// idmapped mounts). Costs one short-lived child process.
+absl::StatusOr<int> MakeUserNamespaceFd(const IdMapping& mapping);
+
+}  // namespace cubicle::namespaces

@@ -1,0 +1,80 @@
+#include "namespaces/init.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace cubicle::namespaces {
+namespace {
+
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+void Ignore(int) {}
+
+}  // namespace
+
+void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg) {
+  // Init's memory is a copy of the launcher's (its heap, its environment):
+  // not dumpable, so nothing in the sandbox can read it through /proc/1.
+  // The payload's execve makes the payload dumpable again.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // A PID 1 only receives signals it has a handler for; the handler never
+  // runs (everything is blocked and taken with sigwaitinfo) but makes the
+  // kernel deliver them.
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = Ignore;
+  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the payload unblocks its own copy
+
+  report->step_ns[kStepInitReady] = MonotonicNanos();
+  long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    payload(arg);
+    ::_exit(127);  // not reached: payload() execs or exits
+  }
+  if (pid < 0) {
+    report->type = ControlType::kSetupError;
+    child::Fail(&report->error, "clone(payload)", "", errno);
+    SendControl(control_fd, *report);
+    ::_exit(1);
+  }
+  report->step_ns[kStepPayloadForked] = MonotonicNanos();
+  report->payload_pid = static_cast<int32_t>(pid);
+
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, SIGCHLD);
+  for (int sig : kForwarded) sigaddset(&wanted, sig);
+  for (;;) {
+    siginfo_t info;
+    int sig = ::sigwaitinfo(&wanted, &info);
+    if (sig < 0) continue;  // EINTR
+    if (sig != SIGCHLD) {
+      ::kill(static_cast<pid_t>(pid), sig);
+      continue;
+    }
+    for (;;) {
+      int status = 0;
+      struct rusage usage;
+      pid_t reaped = ::wait4(-1, &status, WNOHANG, &usage);
+      if (reaped <= 0) break;
+      if (reaped != pid) continue;  // an orphan reparented to us: reaped, nothing to report
+      report->type = ControlType::kPayloadExited;
+      report->wait_status = status;
+      report->rusage = usage;
+      SendControl(control_fd, *report);
+      ::_exit(0);
+    }
+  }
+}
+
+}  // namespace cubicle::namespaces

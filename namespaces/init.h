@@ -1,0 +1,18 @@
+// cubicle's PID 1 inside the sandbox: forks the payload, forwards
+// SIGTERM/SIGINT/SIGHUP/SIGQUIT (and SIGUSR1/SIGUSR2) to it, reaps every
+// zombie, and reports the payload's wait status and rusage on the control
+// socket. When the payload ends, init exits, and the kernel kills whatever is
+// left in the pid namespace (daemonized grandchildren included).
+#pragma once
+
+#include "namespaces/control.h"
+
+namespace cubicle::namespaces {
+
+using PayloadMain = void (*)(void* arg);  // must not return (execve or _exit)
+
+// `report` carries the step stamps so far; init adds its own and sends it as
+// the kPayloadExited message. Never returns.
+[[noreturn]] void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg);
+
+}  // namespace cubicle::namespaces

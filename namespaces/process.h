@@ -1,0 +1,56 @@
+// Child-side steps between clone and execve. Every function here is
+// async-signal-safe and allocation-free, returns false with a ChildError on
+// failure, and is named for the step it performs.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "base/child_error.h"
+
+namespace cubicle::namespaces {
+
+// Blocks until the launcher says the id maps are written (one byte on the
+// control socket). EOF means the launcher died: the caller must exit.
+bool WaitForLauncher(int control_fd, ChildError* error);
+
+// Makes the id switch the maps allow: drops supplementary groups when
+// `clear_groups` (setgroups was allowed), then setresgid/setresuid. Until
+// this runs the child still carries the launcher's kuid and every file it
+// creates fails with EOVERFLOW.
+bool BecomeSandboxIds(uid_t uid, gid_t gid, bool clear_groups, ChildError* error);
+
+// Dies with the launcher: PR_SET_PDEATHSIG(SIGKILL).
+bool DieWithParent(ChildError* error);
+
+bool SetHostname(const char* hostname, ChildError* error);
+
+// Brings up `lo` in the (new, empty) network namespace.
+bool BringUpLoopback(ChildError* error);
+
+struct Rlimit {
+  int resource;
+  rlim_t soft;
+  rlim_t hard;
+};
+
+bool ApplyRlimits(const Rlimit* limits, size_t count, ChildError* error);
+
+// Drops every capability: bounding set, ambient set, then effective,
+// permitted and inheritable; locks the securebits so no later execve (even
+// of a setuid binary, or as uid 0) can regain any.
+bool DropAllCapabilities(ChildError* error);
+
+bool SetNoNewPrivs(ChildError* error);
+
+// Closes every fd >= 3 except `keep` (which should be O_CLOEXEC).
+bool CloseOtherFds(int keep, ChildError* error);
+
+// Restores default dispositions and an empty signal mask.
+void ResetSignals();
+
+// execve, with a PATH search (inside the sandbox) when argv[0] has no '/'.
+// Returns only on failure, with errno set.
+void ExecSearchingPath(const char* file, char* const argv[], char* const envp[], const char* path);
+
+}  // namespace cubicle::namespaces

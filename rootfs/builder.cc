@@ -1,0 +1,548 @@
+#include "rootfs/builder.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace cubicle::rootfs {
+namespace {
+
+// The staging area. bubblewrap's trick: mount a tmpfs over /tmp, pivot into
+// it, and the old root appears at /oldroot with its own /tmp uncovered again
+// (pivot_root moves the staging mount away from /tmp), so bind sources under
+// the host's /tmp stay reachable as /oldroot/tmp/...
+constexpr char kStagingBase[] = "/tmp";
+constexpr char kOldRoot[] = "/oldroot";
+constexpr char kNewRoot[] = "/newroot";
+constexpr char kFdPrefix[] = "/oldroot/proc/self/fd/";
+
+// Files and directories of procfs that leak host state or accept writes.
+constexpr const char* kProcReadOnly[] = {"sys", "sysrq-trigger", "irq", "bus", "fs"};
+constexpr const char* kProcMaskFiles[] = {"kcore", "keys", "timer_list", "sched_debug",
+                                          "latency_stats", "kpagecount", "kpageflags"};
+constexpr const char* kProcMaskDirs[] = {"acpi", "scsi", "firmware"};
+
+// The device nodes of a minimal /dev, bound from the host's: a user namespace
+// cannot mknod.
+constexpr const char* kDevNodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+struct DevLink {
+  const char* name;
+  const char* target;
+};
+constexpr DevLink kDevLinks[] = {{"fd", "/proc/self/fd"},        {"stdin", "/proc/self/fd/0"},
+                                 {"stdout", "/proc/self/fd/1"},  {"stderr", "/proc/self/fd/2"},
+                                 {"ptmx", "pts/ptmx"},           {"core", "/proc/kcore"}};
+
+// Closes on scope exit; the child may not use UniqueFd's out-of-line code
+// paths freely, but this one is trivial and allocation-free.
+struct ScopedFd {
+  int fd = -1;
+  explicit ScopedFd(int f) : fd(f) {}
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  ~ScopedFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+struct FdPath {
+  char buf[64];
+  explicit FdPath(int fd) { child::FormatWithNumber(buf, sizeof(buf), kFdPrefix, fd); }
+  const char* c_str() const { return buf; }
+};
+
+// Opens `rel` beneath `root_fd`, refusing any resolution that leaves it (a
+// "..", an absolute symlink or a relative one that climbs out). Returns the
+// fd or -errno. On kernels without openat2, symlinks are refused outright.
+int OpenBeneath(int root_fd, const char* rel, int flags) {
+  if (rel[0] == '\0') {
+    int fd = ::fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+    return fd >= 0 ? fd : -errno;
+  }
+  struct open_how how;
+  std::memset(&how, 0, sizeof(how));
+  how.flags = static_cast<unsigned long long>(flags | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  long fd = ::syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+  if (fd >= 0) return static_cast<int>(fd);
+  if (errno != ENOSYS) return -errno;
+
+  // Fallback walk: one component at a time, never following a symlink.
+  char part[PATH_MAX];
+  int cur = ::fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+  if (cur < 0) return -errno;
+  const char* p = rel;
+  while (*p != '\0') {
+    size_t n = 0;
+    while (p[n] != '\0' && p[n] != '/') ++n;
+    if (n >= sizeof(part)) {
+      ::close(cur);
+      return -ENAMETOOLONG;
+    }
+    std::memcpy(part, p, n);
+    part[n] = '\0';
+    p += n;
+    while (*p == '/') ++p;
+    bool last = *p == '\0';
+    int next = ::openat(cur, part, (last ? flags : O_PATH | O_DIRECTORY) | O_NOFOLLOW | O_CLOEXEC);
+    int saved = errno;
+    ::close(cur);
+    if (next < 0) return saved == ELOOP ? -EXDEV : -saved;
+    struct stat st;
+    if (::fstat(next, &st) == 0 && S_ISLNK(st.st_mode)) {
+      ::close(next);
+      return -EXDEV;
+    }
+    cur = next;
+  }
+  return cur;
+}
+
+bool FailPath(ChildError* error, const char* step, const char* dest, int err) {
+  if (err == EXDEV) {
+    return child::Fail(error, "resolve destination (it leaves the sandbox root via a symlink)",
+                       dest, EXDEV);
+  }
+  return child::Fail(error, step, dest, err);
+}
+
+// mkdir -p of `rel` beneath root; the last component gets `mode`. Returns an
+// O_PATH fd of the directory, or -1 with `error` filled.
+int MakeDirs(int root_fd, const char* rel, mode_t mode, const char* dest, ChildError* error) {
+  char prefix[PATH_MAX];
+  size_t len = std::strlen(rel);
+  if (len >= sizeof(prefix)) {
+    child::Fail(error, "mkdir", dest, ENAMETOOLONG);
+    return -1;
+  }
+  int parent = ::fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+  if (parent < 0) {
+    child::Fail(error, "dup", dest, errno);
+    return -1;
+  }
+  size_t pos = 0;
+  while (pos < len) {
+    size_t start = pos;
+    while (pos < len && rel[pos] != '/') ++pos;
+    std::memcpy(prefix, rel, pos);
+    prefix[pos] = '\0';
+    const char* name = prefix + start;
+    bool last = pos >= len;
+    if (::mkdirat(parent, name, last ? mode : 0755) != 0 && errno != EEXIST) {
+      int saved = errno;
+      ::close(parent);
+      child::Fail(error, "mkdir", dest, saved);
+      return -1;
+    }
+    int next = OpenBeneath(root_fd, prefix, O_PATH | O_DIRECTORY);
+    ::close(parent);
+    if (next < 0) {
+      FailPath(error, "open directory", dest, -next);
+      return -1;
+    }
+    parent = next;
+    ++pos;
+  }
+  return parent;
+}
+
+// Makes (or finds) a regular file at the op's destination for a file bind.
+int MakeFileMountpoint(int root_fd, const PreparedOp& op, ChildError* error) {
+  int existing = OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH);
+  if (existing >= 0) return existing;
+  if (existing != -ENOENT) {
+    FailPath(error, "open destination", op.dest.c_str(), -existing);
+    return -1;
+  }
+  ScopedFd parent(MakeDirs(root_fd, op.parent_relative.c_str(), 0755, op.dest.c_str(), error));
+  if (parent.fd < 0) return -1;
+  int fd = ::openat(parent.fd, op.base_name.c_str(), O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+                    0444);
+  if (fd < 0 && errno != EEXIST) {
+    child::Fail(error, "create mountpoint", op.dest.c_str(), errno);
+    return -1;
+  }
+  if (fd >= 0) ::close(fd);
+  fd = OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH);
+  if (fd < 0) FailPath(error, "open destination", op.dest.c_str(), -fd);
+  return fd;
+}
+
+uint64_t BindAttrs(bool readonly, bool devices) {
+  uint64_t attrs = MOUNT_ATTR_NOSUID;
+  if (readonly) attrs |= MOUNT_ATTR_RDONLY;
+  if (!devices) attrs |= MOUNT_ATTR_NODEV;
+  return attrs;
+}
+
+// Read-only remount for kernels without mount_setattr: per-mount flags that
+// the kernel locked (nosuid, nodev, noexec, atime) must be repeated or the
+// remount is refused in a user namespace. Covers the top mount only.
+int ClassicRemount(const char* path, bool readonly, bool devices) {
+  struct statvfs sv;
+  if (::statvfs(path, &sv) != 0) return -errno;
+  unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID;
+  if (readonly) flags |= MS_RDONLY;
+  if (!devices || (sv.f_flag & ST_NODEV)) flags |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return ::mount(nullptr, path, nullptr, flags, nullptr) == 0 ? 0 : -errno;
+}
+
+// Binds `src_path` (relative to src_dirfd) onto the object open as `dest_fd`.
+bool BindOnto(const PreparedPlan& plan, int src_dirfd, const char* src_path, int dest_fd,
+              bool readonly, bool devices, const char* dest, ChildError* error) {
+  if (plan.new_mount_api) {
+    // Clone the tree detached, fix its flags, then attach: the mount is never
+    // visible writable, and no path is resolved twice.
+    ScopedFd tree(::open_tree(src_dirfd, src_path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (tree.fd < 0) return child::Fail(error, "open_tree", dest, errno);
+    struct mount_attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.attr_set = BindAttrs(readonly, devices);
+    if (::mount_setattr(tree.fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+      return child::Fail(error, "mount_setattr", dest, errno);
+    }
+    if (::move_mount(tree.fd, "", dest_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+      return child::Fail(error, "move_mount", dest, errno);
+    }
+    return true;
+  }
+  char src[PATH_MAX];
+  if (src_dirfd == AT_FDCWD) {
+    child::CopyString(src, sizeof(src), src_path);
+  } else {
+    FdPath dir(src_dirfd);
+    size_t n = child::CopyString(src, sizeof(src), dir.c_str());
+    if (src_path[0] != '\0') {
+      n += child::CopyString(src + n, sizeof(src) - n, "/");
+      child::CopyString(src + n, sizeof(src) - n, src_path);
+    }
+  }
+  FdPath target(dest_fd);
+  if (::mount(src, target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    return child::Fail(error, "mount(bind)", dest, errno);
+  }
+  int rc = ClassicRemount(target.c_str(), readonly, devices);
+  if (rc != 0) return child::Fail(error, "mount(remount)", dest, -rc);
+  return true;
+}
+
+bool MountFs(const char* fstype, int dest_fd, unsigned long flags, const char* options,
+             const char* dest, ChildError* error) {
+  FdPath target(dest_fd);
+  if (::mount(fstype, target.c_str(), fstype, flags, options) != 0) {
+    char step[32];
+    size_t n = child::CopyString(step, sizeof(step), "mount(");
+    n += child::CopyString(step + n, sizeof(step) - n, fstype);
+    child::CopyString(step + n, sizeof(step) - n, ")");
+    return child::Fail(error, step, dest, errno);
+  }
+  return true;
+}
+
+bool ApplyBind(const PreparedPlan& plan, int root_fd, const PreparedOp& op, ChildError* error) {
+  if (op.tree_fd >= 0) {
+    ScopedFd dest(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
+    if (dest.fd < 0) return false;
+    if (::move_mount(op.tree_fd, "", dest.fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+      return child::Fail(error, "move_mount", op.dest.c_str(), errno);
+    }
+    return true;
+  }
+  struct stat st;
+  if (::stat(op.host_source.c_str(), &st) != 0) {
+    if (op.op->optional && errno == ENOENT) return true;
+    return child::Fail(error, "stat bind source", op.op->source.c_str(), errno);
+  }
+  int dest_fd = S_ISDIR(st.st_mode)
+                    ? MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error)
+                    : MakeFileMountpoint(root_fd, op, error);
+  if (dest_fd < 0) return false;
+  ScopedFd dest(dest_fd);
+  return BindOnto(plan, AT_FDCWD, op.host_source.c_str(), dest.fd, op.op->readonly, op.op->devices,
+                  op.dest.c_str(), error);
+}
+
+bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildReport* report,
+               ChildError* error) {
+  {
+    ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0555, op.dest.c_str(), error));
+    if (dir.fd < 0) return false;
+    FdPath target(dir.fd);
+    if (::mount("proc", target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+      // A fresh procfs is refused where the host's /proc is partly covered
+      // (the kernel's mnt_too_revealing check). Fall back to the host's,
+      // read-only, and mask it below; the probe warns that host processes
+      // are then visible.
+      int saved = errno;
+      if (!plan.allow_proc_fallback || (saved != EPERM && saved != EINVAL)) {
+        return child::Fail(error, "mount(proc)", op.dest.c_str(), saved);
+      }
+      report->proc_fallback = true;
+      report->proc_errno = saved;
+      if (!BindOnto(plan, AT_FDCWD, "/oldroot/proc", dir.fd, true, false, op.dest.c_str(), error)) {
+        return false;
+      }
+    }
+  }
+  // Reopen: the fd above names the directory under the new mount.
+  ScopedFd proc(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH | O_DIRECTORY));
+  if (proc.fd < 0) return FailPath(error, "open proc", op.dest.c_str(), -proc.fd);
+  for (const char* name : kProcReadOnly) {
+    ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (sub.fd < 0) continue;
+    if (!BindOnto(plan, proc.fd, name, sub.fd, true, false, name, error)) return false;
+  }
+  for (const char* name : kProcMaskFiles) {
+    ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (sub.fd < 0) continue;
+    if (!BindOnto(plan, AT_FDCWD, "/oldroot/dev/null", sub.fd, true, true, name, error)) return false;
+  }
+  for (const char* name : kProcMaskDirs) {
+    ScopedFd sub(::openat(proc.fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (sub.fd < 0) continue;
+    if (!MountFs("tmpfs", sub.fd, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,mode=0555",
+                 name, error)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ApplyDev(const PreparedPlan& plan, int root_fd, const PreparedOp& op, ChildError* error) {
+  {
+    ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
+    if (dir.fd < 0) return false;
+    if (!MountFs("tmpfs", dir.fd, MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k", op.dest.c_str(), error)) {
+      return false;
+    }
+  }
+  ScopedFd dev(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH | O_DIRECTORY));
+  if (dev.fd < 0) return FailPath(error, "open dev", op.dest.c_str(), -dev.fd);
+  char host[64];
+  for (const char* node : kDevNodes) {
+    size_t n = child::CopyString(host, sizeof(host), "/oldroot/dev/");
+    child::CopyString(host + n, sizeof(host) - n, node);
+    struct stat st;
+    if (::stat(host, &st) != 0) {
+      if (std::strcmp(node, "tty") == 0) continue;  // hosts without a tty node exist
+      return child::Fail(error, "stat host device", host + 8, errno);
+    }
+    int made = ::openat(dev.fd, node, O_CREAT | O_EXCL | O_RDONLY | O_CLOEXEC, 0666);
+    if (made < 0) return child::Fail(error, "create device mountpoint", node, errno);
+    ::close(made);
+    ScopedFd target(::openat(dev.fd, node, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (target.fd < 0) return child::Fail(error, "open device mountpoint", node, errno);
+    if (!BindOnto(plan, AT_FDCWD, host, target.fd, false, true, node, error)) return false;
+  }
+  if (::mkdirat(dev.fd, "shm", 01777) != 0) return child::Fail(error, "mkdir", "/dev/shm", errno);
+  {
+    ScopedFd shm(::openat(dev.fd, "shm", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (shm.fd < 0) return child::Fail(error, "open", "/dev/shm", errno);
+    if (!MountFs("tmpfs", shm.fd, MS_NOSUID | MS_NODEV, "mode=1777,size=64m", "/dev/shm", error)) {
+      return false;
+    }
+  }
+  if (::mkdirat(dev.fd, "pts", 0755) != 0) return child::Fail(error, "mkdir", "/dev/pts", errno);
+  {
+    ScopedFd pts(::openat(dev.fd, "pts", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (pts.fd < 0) return child::Fail(error, "open", "/dev/pts", errno);
+    // No gid= option: group 5 (tty) is not mapped in the user namespace.
+    if (!MountFs("devpts", pts.fd, MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620",
+                 "/dev/pts", error)) {
+      return false;
+    }
+  }
+  for (const DevLink& link : kDevLinks) {
+    if (std::strcmp(link.name, "core") == 0) continue;  // no /proc/kcore link: it is masked
+    if (::symlinkat(link.target, dev.fd, link.name) != 0) {
+      return child::Fail(error, "symlink", link.name, errno);
+    }
+  }
+  return true;
+}
+
+bool ApplySymlink(int root_fd, const PreparedOp& op, ChildError* error) {
+  ScopedFd parent(MakeDirs(root_fd, op.parent_relative.c_str(), 0755, op.dest.c_str(), error));
+  if (parent.fd < 0) return false;
+  if (::symlinkat(op.op->source.c_str(), parent.fd, op.base_name.c_str()) == 0) return true;
+  int saved = errno;
+  if (saved == EEXIST) {
+    // bubblewrap accepts an existing link with the same target.
+    char existing[PATH_MAX];
+    ssize_t n = ::readlinkat(parent.fd, op.base_name.c_str(), existing, sizeof(existing) - 1);
+    if (n >= 0) {
+      existing[n] = '\0';
+      if (std::strcmp(existing, op.op->source.c_str()) == 0) return true;
+    }
+  }
+  return child::Fail(error, "symlink", op.dest.c_str(), saved);
+}
+
+bool ApplyFile(int root_fd, const PreparedOp& op, ChildError* error) {
+  ScopedFd parent(MakeDirs(root_fd, op.parent_relative.c_str(), 0755, op.dest.c_str(), error));
+  if (parent.fd < 0) return false;
+  ScopedFd file(::openat(parent.fd, op.base_name.c_str(),
+                         O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, op.op->mode));
+  if (file.fd < 0) return child::Fail(error, "create file", op.dest.c_str(), errno);
+  const char* data = op.op->data.data();
+  size_t left = op.op->data.size();
+  while (left > 0) {
+    ssize_t n = ::write(file.fd, data, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return child::Fail(error, "write file", op.dest.c_str(), errno);
+    }
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fchmod(file.fd, op.op->mode) != 0) return child::Fail(error, "chmod", op.dest.c_str(), errno);
+  return true;
+}
+
+bool RemountReadOnly(const PreparedPlan& plan, int fd, const char* dest, ChildError* error) {
+  if (plan.new_mount_api) {
+    struct mount_attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+      return child::Fail(error, "mount_setattr(read-only)", dest, errno);
+    }
+    return true;
+  }
+  FdPath target(fd);
+  int rc = ClassicRemount(target.c_str(), true, false);
+  return rc == 0 ? true : child::Fail(error, "mount(remount read-only)", dest, -rc);
+}
+
+bool ApplyOp(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildReport* report,
+             ChildError* error) {
+  switch (op.kind) {
+    case MountKind::kBind:
+      return ApplyBind(plan, root_fd, op, error);
+    case MountKind::kTmpfs: {
+      ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
+      if (dir.fd < 0) return false;
+      return MountFs("tmpfs", dir.fd, MS_NOSUID | MS_NODEV, op.tmpfs_options.c_str(), op.dest.c_str(),
+                     error);
+    }
+    case MountKind::kProc:
+      return ApplyProc(plan, root_fd, op, report, error);
+    case MountKind::kDev:
+      return ApplyDev(plan, root_fd, op, error);
+    case MountKind::kDir: {
+      ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), op.op->mode, op.dest.c_str(), error));
+      return dir.fd >= 0;
+    }
+    case MountKind::kSymlink:
+      return ApplySymlink(root_fd, op, error);
+    case MountKind::kFile:
+      return ApplyFile(root_fd, op, error);
+    case MountKind::kRemountRo: {
+      ScopedFd target(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH));
+      if (target.fd < 0) return FailPath(error, "open remount target", op.dest.c_str(), -target.fd);
+      return RemountReadOnly(plan, target.fd, op.dest.c_str(), error);
+    }
+    case MountKind::kMqueue: {
+      ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
+      if (dir.fd < 0) return false;
+      return MountFs("mqueue", dir.fd, MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr, op.dest.c_str(), error);
+    }
+  }
+  return child::Fail(error, "mount plan", "unknown operation", EINVAL);
+}
+
+}  // namespace
+
+PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_api) {
+  PreparedPlan out;
+  out.readonly_root = readonly_root;
+  out.new_mount_api = new_mount_api;
+  out.ops.reserve(plan.size());
+  for (const MountOp& op : plan) {
+    PreparedOp p{.kind = op.kind, .op = &op};
+    p.dest = op.dest;
+    p.dest_relative = op.dest.substr(1);
+    size_t slash = p.dest_relative.rfind('/');
+    if (slash == std::string::npos) {
+      p.base_name = p.dest_relative;
+    } else {
+      p.parent_relative = p.dest_relative.substr(0, slash);
+      p.base_name = p.dest_relative.substr(slash + 1);
+    }
+    if (op.kind == MountKind::kBind) p.host_source = absl::StrCat(kOldRoot, op.source);
+    if (op.kind == MountKind::kTmpfs) {
+      char octal[16];  // tmpfs wants mode= in octal
+      std::snprintf(octal, sizeof(octal), "%o", op.mode);
+      p.tmpfs_options = absl::StrCat("mode=0", octal);
+      if (op.size_bytes > 0) absl::StrAppend(&p.tmpfs_options, ",size=", op.size_bytes);
+    }
+    out.ops.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool BuildRoot(const PreparedPlan& plan, BuildReport* report, ChildError* error) {
+  ::umask(0);  // modes in the plan are exact; the payload gets 022 back
+  // Nothing we mount may propagate back to the host, nor host changes in.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return child::Fail(error, "mount(make-rprivate)", "/", errno);
+  }
+  if (::mount("tmpfs", kStagingBase, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") != 0) {
+    return child::Fail(error, "mount(staging tmpfs)", kStagingBase, errno);
+  }
+  if (::chdir(kStagingBase) != 0) return child::Fail(error, "chdir", kStagingBase, errno);
+  if (::mkdir("newroot", 0755) != 0) return child::Fail(error, "mkdir", kNewRoot, errno);
+  if (::mkdir("oldroot", 0755) != 0) return child::Fail(error, "mkdir", kOldRoot, errno);
+  if (::mount("tmpfs", "newroot", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") != 0) {
+    return child::Fail(error, "mount(root tmpfs)", kNewRoot, errno);
+  }
+  if (::syscall(SYS_pivot_root, ".", "oldroot") != 0) {
+    return child::Fail(error, "pivot_root", kStagingBase, errno);
+  }
+  if (::chdir("/") != 0) return child::Fail(error, "chdir", "/", errno);
+
+  ScopedFd root(::open(kNewRoot, O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (root.fd < 0) return child::Fail(error, "open", kNewRoot, errno);
+  for (const PreparedOp& op : plan.ops) {
+    if (!ApplyOp(plan, root.fd, op, report, error)) return false;
+  }
+  if (plan.readonly_root) {
+    // Only the root tmpfs itself: binds and tmpfs mounts keep their own mode.
+    if (plan.new_mount_api) {
+      struct mount_attr attr;
+      std::memset(&attr, 0, sizeof(attr));
+      attr.attr_set = MOUNT_ATTR_RDONLY;
+      if (::mount_setattr(root.fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+        return child::Fail(error, "mount_setattr(read-only root)", "/", errno);
+      }
+    } else if (::mount(nullptr, kNewRoot, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                       nullptr) != 0) {
+      return child::Fail(error, "mount(read-only root)", "/", errno);
+    }
+  }
+  // Enter the new root. pivot_root(".", ".") stacks the staging root on top
+  // of the new one; detaching it drops the staging tmpfs and the whole host
+  // tree in one step, leaving no path back to /oldroot.
+  if (::fchdir(root.fd) != 0) return child::Fail(error, "fchdir", kNewRoot, errno);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) return child::Fail(error, "pivot_root", kNewRoot, errno);
+  if (::umount2(".", MNT_DETACH) != 0) return child::Fail(error, "umount2(old root)", "/", errno);
+  if (::chdir("/") != 0) return child::Fail(error, "chdir", "/", errno);
+  return true;
+}
+
+}  // namespace cubicle::rootfs

@@ -1,0 +1,48 @@
+// Applies a MountPlan inside a fresh mount namespace and enters the result.
+//
+// Parent side: Prepare() turns the plan into strings the child only reads.
+// Child side: BuildRoot() runs between clone and execve; it allocates nothing
+// and reports failures through a ChildError.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/child_error.h"
+#include "rootfs/mount_plan.h"
+
+namespace cubicle::rootfs {
+
+struct PreparedOp {
+  MountKind kind;
+  std::string host_source;    // kBind: "/oldroot" + source, as seen after the first pivot
+  std::string dest;           // absolute sandbox path, for messages
+  std::string dest_relative;  // dest without its leading '/'
+  std::string parent_relative;
+  std::string base_name;
+  std::string tmpfs_options;  // kTmpfs: "mode=...,size=..."
+  const MountOp* op;          // points into the plan Prepare() was given
+  int tree_fd = -1;           // kBind: a detached mount prepared on the host, attached as is
+};
+
+struct PreparedPlan {
+  std::vector<PreparedOp> ops;
+  bool readonly_root = true;
+  bool new_mount_api = true;     // open_tree/move_mount/mount_setattr (Linux 5.12+)
+  bool allow_proc_fallback = true;
+};
+
+// `plan` must outlive the result and must have passed ValidatePlan().
+PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_api);
+
+struct BuildReport {
+  bool proc_fallback = false;  // a host /proc was bound read-only instead of a new procfs
+  int proc_errno = 0;          // why the new procfs was refused
+};
+
+// Child side. Precondition: the caller is in a new mount namespace with
+// CAP_SYS_ADMIN over it. On success the caller's root and cwd are the new
+// root, the old root is detached, and the function returns true.
+bool BuildRoot(const PreparedPlan& plan, BuildReport* report, ChildError* error);
+
+}  // namespace cubicle::rootfs

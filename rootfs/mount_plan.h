@@ -1,0 +1,60 @@
+// The mount plan: an ordered list of operations that build the sandbox's root
+// filesystem, applied in order (later operations may mount over earlier ones,
+// as in bubblewrap). This header is pure data and validation; no syscalls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace cubicle::rootfs {
+
+enum class MountKind {
+  kBind,       // bind `source` (host path) at `dest`; `readonly`, `devices`, `optional` apply
+  kTmpfs,      // a fresh tmpfs of `size_bytes` (0: the kernel default) and `mode`
+  kProc,       // a new procfs (falls back to a read-only bind of the host's, masked)
+  kDev,        // a minimal /dev: null zero full random urandom tty, shm, pts, fd links
+  kDir,        // a directory with `mode`
+  kSymlink,    // a symlink at `dest` whose target is `source`
+  kFile,       // a regular file at `dest` whose contents are `data`, with `mode`
+  kRemountRo,  // make the mount at `dest` (and those under it) read-only
+  kMqueue,     // a new POSIX message-queue filesystem
+};
+
+absl::string_view MountKindName(MountKind kind);
+
+struct MountOp {
+  MountKind kind = MountKind::kDir;
+  std::string source;  // kBind: host path; kSymlink: link target
+  std::string dest;    // absolute, normalised path inside the sandbox
+  std::string data;    // kFile: contents
+  uint64_t size_bytes = 0;
+  uint32_t mode = 0755;
+  bool readonly = false;
+  bool devices = false;   // kBind: keep device nodes usable (bwrap --dev-bind)
+  bool optional = false;  // kBind: a missing source skips the op (bwrap --bind-try)
+  // kBind, read-write: show the source's host owner as the sandbox user (an
+  // idmapped mount made on the host), so a workspace owned by any host user
+  // is writable inside and what the payload writes belongs to that owner.
+  bool idmap_owner = false;
+
+  bool operator==(const MountOp&) const = default;
+};
+
+using MountPlan = std::vector<MountOp>;
+
+// Lexically normalises an absolute sandbox path: collapses "//" and "/./",
+// drops a trailing "/". A relative path, a ".." component, a NUL byte or an
+// empty path is an error naming `what` and the path. Touches no filesystem.
+absl::StatusOr<std::string> NormalizeSandboxPath(absl::string_view path, absl::string_view what);
+
+// Checks a plan before any syscall that changes state: every destination is a
+// normalised absolute path other than "/", bind sources exist on the host
+// (unless optional), modes fit in 07777. Returns the first problem found.
+absl::Status ValidatePlan(const MountPlan& plan);
+
+}  // namespace cubicle::rootfs

@@ -1,0 +1,480 @@
+#include "runtime/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "namespaces/clone.h"
+#include "namespaces/control.h"
+#include "namespaces/idmap.h"
+#include "namespaces/init.h"
+#include "namespaces/process.h"
+#include "rootfs/builder.h"
+#include "runtime/host_features.h"
+#include "seccomp/policy.h"
+
+namespace cubicle::runtime {
+namespace {
+
+using namespaces::ControlMessage;
+using namespaces::ControlType;
+
+// Everything the child side needs, computed before clone so that the child
+// only reads memory and makes syscalls.
+struct ChildPlan {
+  rootfs::PreparedPlan rootfs;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  bool clear_groups = false;
+  bool pid_namespace = true;
+  bool net_namespace = true;
+  bool uts_namespace = true;
+  bool die_with_parent = true;
+  bool new_session = true;
+  std::string hostname;
+  std::string cwd;
+  std::string search_path;  // PATH as the payload will see it
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::vector<namespaces::Rlimit> rlimits;
+  sock_fprog seccomp{};
+  bool load_seccomp = false;
+  int stdio[3] = {0, 1, 2};
+  int control_fd = -1;
+};
+
+struct PayloadArgs {
+  const ChildPlan* plan;
+  ControlMessage* report;
+};
+
+// Puts the three stdio fds in place even when they overlap 0..2.
+bool InstallStdio(const int (&stdio)[3], ChildError* error) {
+  int moved[3];
+  for (int i = 0; i < 3; ++i) {
+    moved[i] = ::fcntl(stdio[i], F_DUPFD_CLOEXEC, 10);
+    if (moved[i] < 0) return child::Fail(error, "dup(stdio)", i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr", errno);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (::dup2(moved[i], i) < 0) return child::Fail(error, "dup2(stdio)", "", errno);
+    ::close(moved[i]);
+  }
+  return true;
+}
+
+// The payload: the process-hygiene steps of DESIGN §4.5, then execve.
+[[noreturn]] void PayloadMain(void* raw) {
+  auto* args = static_cast<PayloadArgs*>(raw);
+  const ChildPlan& plan = *args->plan;
+  ControlMessage msg = *args->report;
+  ChildError* e = &msg.error;
+  bool ok = (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
+            InstallStdio(plan.stdio, e) &&
+            (::chdir(plan.cwd.c_str()) == 0 || child::Fail(e, "chdir", plan.cwd.c_str(), errno)) &&
+            namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
+            namespaces::DropAllCapabilities(e) && namespaces::SetNoNewPrivs(e);
+  if (ok && plan.load_seccomp) {
+    int rc = seccomp::Load(plan.seccomp);
+    if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "", -rc);
+  }
+  ok = ok && namespaces::CloseOtherFds(plan.control_fd, e);
+  if (!ok) {
+    msg.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, msg);
+    ::_exit(127);
+  }
+  namespaces::ResetSignals();
+  ::umask(022);
+  msg.type = ControlType::kExecuting;
+  msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
+  namespaces::SendControl(plan.control_fd, msg);
+  namespaces::ExecSearchingPath(plan.argv[0], plan.argv.data(), plan.envp.data(),
+                                plan.search_path.c_str());
+  msg.type = ControlType::kSetupError;
+  child::Fail(e, "execve", plan.argv[0], errno);
+  namespaces::SendControl(plan.control_fd, msg);
+  ::_exit(127);
+}
+
+// The sandbox's first process: ids, root filesystem, hostname, loopback,
+// then cubicle's init.
+[[noreturn]] void ChildMain(const ChildPlan& plan) {
+  ControlMessage report;
+  std::memset(&report, 0, sizeof(report));
+  report.step_ns[namespaces::kStepChildStart] = namespaces::MonotonicNanos();
+  ChildError* e = &report.error;
+  rootfs::BuildReport build;
+  bool ok = (!plan.die_with_parent || namespaces::DieWithParent(e)) &&
+            namespaces::WaitForLauncher(plan.control_fd, e) &&
+            namespaces::BecomeSandboxIds(plan.uid, plan.gid, plan.clear_groups, e);
+  report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
+  ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
+  report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
+  ok = ok && (!plan.uts_namespace || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
+       (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
+       (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
+        child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
+  if (!ok) {
+    report.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, report);
+    ::_exit(1);
+  }
+  if (build.proc_fallback) report.flags |= namespaces::kFlagProcFallback;
+  PayloadArgs args{&plan, &report};
+  namespaces::RunInit(plan.control_fd, &report, PayloadMain, &args);
+}
+
+struct Identity {
+  namespaces::IdMapping mapping;
+  uid_t host_uid;
+  gid_t host_gid;
+  bool clear_groups;
+};
+
+absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
+  Identity id;
+  uid_t euid = ::geteuid();
+  gid_t egid = ::getegid();
+  if (euid == 0) {
+    id.host_uid = spec.host_uid.value_or(kDefaultHostIdBase + spec.uid);
+    id.host_gid = spec.host_gid.value_or(kDefaultHostIdBase + spec.gid);
+    id.mapping.deny_setgroups = false;
+    id.clear_groups = true;
+  } else {
+    id.host_uid = spec.host_uid.value_or(euid);
+    id.host_gid = spec.host_gid.value_or(egid);
+    if (id.host_uid != euid || id.host_gid != egid) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host ids ", id.host_uid, ":", id.host_gid, " requested, but rootless (uid ", euid,
+          ") can only map its own ids ", euid, ":", egid));
+    }
+    id.mapping.deny_setgroups = true;
+    id.clear_groups = false;
+  }
+  id.mapping.uids = {{spec.uid, id.host_uid, 1}};
+  id.mapping.gids = {{spec.gid, id.host_gid, 1}};
+  return id;
+}
+
+// Builds the detached, idmapped mount for a bind that asks to show its
+// source's owner as the sandbox user. Needs privilege over the source's
+// filesystem; rootless callers own their workspace already (no idmap needed).
+absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id) {
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat(", source, ")"));
+  if (st.st_uid == id.host_uid && st.st_gid == id.host_gid) return UniqueFd();  // already right
+  if (::geteuid() != 0) return UniqueFd();  // cannot idmap; plain bind keeps host ownership
+  namespaces::IdMapping idmap;
+  idmap.uids = {{st.st_uid, id.host_uid, 1}};
+  idmap.gids = {{st.st_gid, id.host_gid, 1}};
+  idmap.deny_setgroups = true;
+  CUBICLE_ASSIGN_OR_RETURN(int ns_raw, namespaces::MakeUserNamespaceFd(idmap));
+  UniqueFd userns(ns_raw);
+  UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (!tree) return ErrnoStatus(errno, absl::StrCat("open_tree(", source, ")"));
+  struct mount_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  attr.userns_fd = static_cast<uint64_t>(userns.get());
+  if (::mount_setattr(tree.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("mount_setattr(", source, ", MOUNT_ATTR_IDMAP)"));
+  }
+  return tree;
+}
+
+std::string SearchPath(const std::vector<std::string>& env) {
+  for (const std::string& kv : env) {
+    if (kv.rfind("PATH=", 0) == 0) return kv.substr(5);
+  }
+  return "/usr/local/bin:/usr/bin:/bin";
+}
+
+// Owns the sandbox's init process until it is reaped: an early return
+// anywhere in the parent kills and reaps it, so nothing outlives Launch().
+class InitProcess {
+ public:
+  InitProcess(pid_t pid, int pidfd) : pid_(pid), pidfd_(pidfd) {}
+  InitProcess(const InitProcess&) = delete;
+  InitProcess& operator=(const InitProcess&) = delete;
+  ~InitProcess() {
+    if (!reaped_) {
+      Signal(SIGKILL);
+      Reap();
+    }
+  }
+  pid_t pid() const { return pid_; }
+  int pidfd() const { return pidfd_.get(); }
+  void Signal(int sig) { namespaces::SignalProcess(pidfd_.get(), pid_, sig); }
+  int Reap() {
+    int status = 0;
+    while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+  UniqueFd pidfd_;
+  bool reaped_ = false;
+};
+
+class StepClock {
+ public:
+  explicit StepClock(ExecResult* result) : result_(result), last_(absl::Now()) {}
+  void Mark(const char* name) {
+    absl::Time now = absl::Now();
+    result_->steps.emplace_back(name, now - last_);
+    last_ = now;
+  }
+
+ private:
+  ExecResult* result_;
+  absl::Time last_;
+};
+
+absl::Duration NanosBetween(int64_t from, int64_t to) {
+  return from > 0 && to >= from ? absl::Nanoseconds(to - from) : absl::ZeroDuration();
+}
+
+absl::Status ChildErrorStatus(const ChildError& error) {
+  std::string step = error.detail[0] != '\0' ? absl::StrCat(error.step, "(", error.detail, ")")
+                                              : std::string(error.step);
+  if (error.err == 0) return absl::FailedPreconditionError(step);
+  return ErrnoStatus(error.err, step);
+}
+
+ExecResult SetupFailure(absl::Status status) {
+  ExecResult result;
+  result.reason = ExitReason::kSetupFailed;
+  result.setup_error = std::move(status);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& options) {
+  const absl::Time start = absl::Now();
+  ExecResult result;
+  StepClock clock(&result);
+
+  // 0. Validate everything before the first syscall that changes state.
+  CUBICLE_RETURN_IF_ERROR(ValidateSpec(spec));
+  CUBICLE_ASSIGN_OR_RETURN(Identity identity, ResolveIdentity(spec));
+  clock.Mark("validate");
+
+  // 1. Prepare what the child will read: seccomp program (compiled once
+  //    per process), mount plan, argv/env arrays, host-side mount trees.
+  const HostFeatures features = Features();
+  absl::StatusOr<const seccomp::BpfProgram*> bpf = seccomp::Compiled(spec.seccomp);
+  if (!bpf.ok()) return SetupFailure(bpf.status());
+  ChildPlan plan;
+  plan.rootfs = rootfs::Prepare(spec.mounts, spec.readonly_root, features.new_mount_api);
+  plan.rootfs.allow_proc_fallback = options.allow_proc_fallback;
+  std::vector<UniqueFd> trees;
+  for (rootfs::PreparedOp& op : plan.rootfs.ops) {
+    if (op.kind != rootfs::MountKind::kBind || !op.op->idmap_owner || op.op->readonly) continue;
+    absl::StatusOr<UniqueFd> tree = OpenIdmappedTree(op.op->source, identity);
+    if (!tree.ok()) return SetupFailure(tree.status());
+    op.tree_fd = tree->get();
+    trees.push_back(*std::move(tree));
+  }
+  plan.uid = spec.uid;
+  plan.gid = spec.gid;
+  plan.clear_groups = identity.clear_groups;
+  plan.pid_namespace = spec.namespaces.pid;
+  plan.net_namespace = spec.namespaces.net;
+  plan.uts_namespace = spec.namespaces.uts;
+  plan.die_with_parent = spec.die_with_parent;
+  plan.new_session = spec.new_session;
+  plan.hostname = spec.hostname;
+  plan.cwd = spec.cwd;
+  plan.search_path = SearchPath(spec.env);
+  for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
+  plan.argv.push_back(nullptr);
+  for (const std::string& kv : spec.env) plan.envp.push_back(const_cast<char*>(kv.c_str()));
+  plan.envp.push_back(nullptr);
+  for (const RlimitSpec& r : spec.rlimits) plan.rlimits.push_back({r.resource, r.soft, r.hard});
+  plan.load_seccomp = !(*bpf)->instructions.empty();
+  plan.seccomp = (*bpf)->AsFprog();
+  plan.stdio[0] = options.stdin_fd;
+  plan.stdio[1] = options.stdout_fd;
+  plan.stdio[2] = options.stderr_fd;
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return SetupFailure(ErrnoStatus(errno, "socketpair(control)"));
+  }
+  UniqueFd control(sv[0]);
+  UniqueFd child_control(sv[1]);
+  plan.control_fd = child_control.get();
+  clock.Mark("prepare");
+
+  // 2. clone into the new namespaces.
+  namespaces::CloneResult cloned =
+      namespaces::CloneInto(spec.namespaces.CloneFlags(), /*cgroup_fd=*/-1, features.clone3);
+  if (cloned.pid == 0) ChildMain(plan);
+  if (cloned.pid < 0) {
+    absl::Status st = ErrnoStatus(-cloned.pid, cloned.used_clone3 ? "clone3" : "clone");
+    if (-cloned.pid == EPERM || -cloned.pid == ENOSPC || -cloned.pid == EUSERS) {
+      st = absl::Status(st.code(), absl::StrCat(st.message(),
+                                                " (are user namespaces disabled? see "
+                                                "user.max_user_namespaces and "
+                                                "kernel.unprivileged_userns_clone)"));
+    }
+    return SetupFailure(st);
+  }
+  InitProcess init(cloned.pid, cloned.pidfd);
+  child_control.reset();
+  trees.clear();  // the child holds its own copies
+  clock.Mark("clone");
+
+  // 3. Id maps, then release the child.
+  if (absl::Status st = namespaces::WriteIdMaps(init.pid(), identity.mapping); !st.ok()) {
+    return SetupFailure(st);
+  }
+  char go = 'g';
+  if (::send(control.get(), &go, 1, MSG_NOSIGNAL) != 1) {
+    return SetupFailure(ErrnoStatus(errno, "send(control, go)"));
+  }
+  clock.Mark("id_maps");
+
+  // 4. Supervise: messages from init and the payload, init's exit, the
+  //    deadline, and signals to forward.
+  const absl::Time deadline = spec.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                       : start + spec.timeout;
+  ControlMessage last;
+  std::memset(&last, 0, sizeof(last));
+  bool have_exit = false, have_exec = false, timed_out = false, init_gone = false;
+  absl::Time exec_time;
+  absl::Status setup_error;
+  // Init and the payload each send their own copy of the step stamps.
+  auto absorb = [&](const ControlMessage& msg) {
+    for (int i = 0; i < namespaces::kChildStepCount; ++i) {
+      if (msg.step_ns[i] > 0) last.step_ns[i] = msg.step_ns[i];
+    }
+    last.flags |= msg.flags;
+    switch (msg.type) {
+      case ControlType::kSetupError:
+        if (setup_error.ok()) setup_error = ChildErrorStatus(msg.error);
+        break;
+      case ControlType::kExecuting:
+        have_exec = true;
+        exec_time = absl::Now();
+        break;
+      case ControlType::kPayloadExited:
+        have_exit = true;
+        last.wait_status = msg.wait_status;
+        last.rusage = msg.rusage;
+        break;
+    }
+  };
+  while (!init_gone) {
+    struct pollfd fds[3] = {{control.get(), POLLIN, 0}, {init.pidfd(), POLLIN, 0},
+                            {options.signal_fd, POLLIN, 0}};
+    int timeout_ms = -1;
+    if (!timed_out && deadline != absl::InfiniteFuture()) {
+      absl::Duration left = deadline - absl::Now();
+      timeout_ms = left <= absl::ZeroDuration()
+                       ? 0
+                       : static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
+    }
+    int n = ::poll(fds, 3, timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return SetupFailure(ErrnoStatus(errno, "poll(sandbox)"));
+    }
+    if (n == 0) {
+      // Killing PID 1 makes the kernel kill every process of the pid
+      // namespace, daemonized grandchildren included.
+      timed_out = true;
+      init.Signal(SIGKILL);
+      continue;
+    }
+    if (fds[2].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      if (::read(options.signal_fd, &si, sizeof(si)) == sizeof(si)) {
+        init.Signal(static_cast<int>(si.ssi_signo));
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      ControlMessage msg;
+      ssize_t got = ::recv(control.get(), &msg, sizeof(msg), MSG_DONTWAIT);
+      if (got == static_cast<ssize_t>(sizeof(msg))) {
+        absorb(msg);
+        continue;  // drain messages before looking at init's exit
+      }
+      if (got == 0 && init.pidfd() < 0) init_gone = true;  // every child end closed
+    }
+    if (fds[1].revents & POLLIN) init_gone = true;
+  }
+  // Messages sent just before init exited may still be queued.
+  for (;;) {
+    ControlMessage msg;
+    if (::recv(control.get(), &msg, sizeof(msg), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(msg))) break;
+    absorb(msg);
+  }
+  int init_status = init.Reap();
+  const absl::Time end = absl::Now();
+
+  // 5. The verdict.
+  result.wall = end - start;
+  result.setup = have_exec ? exec_time - start : result.wall;
+  const int64_t* ns = last.step_ns;
+  using namespaces::ChildStep;
+  auto child_step = [&](const char* name, ChildStep from, ChildStep to) {
+    if (ns[from] > 0 && ns[to] > 0) result.steps.emplace_back(name, NanosBetween(ns[from], ns[to]));
+  };
+  child_step("child_ids", namespaces::kStepChildStart, namespaces::kStepIdsReady);
+  child_step("rootfs", namespaces::kStepIdsReady, namespaces::kStepRootfsReady);
+  child_step("uts_net", namespaces::kStepRootfsReady, namespaces::kStepInitReady);
+  child_step("payload_fork", namespaces::kStepInitReady, namespaces::kStepPayloadForked);
+  child_step("payload_setup", namespaces::kStepPayloadForked, namespaces::kStepExecReady);
+  if (have_exec) result.steps.emplace_back("run", end - exec_time);
+  if (last.flags & namespaces::kFlagProcFallback) {
+    NoteProcfsFallback();
+    result.warnings.push_back(
+        "a new procfs was refused; /proc is a read-only bind of the host's, masked (host "
+        "processes are visible)");
+  }
+  if (!setup_error.ok()) {
+    result.reason = ExitReason::kSetupFailed;
+    result.setup_error = setup_error;
+  } else if (timed_out) {
+    result.reason = ExitReason::kTimeout;
+    result.signal = SIGKILL;
+  } else if (have_exit && WIFEXITED(last.wait_status)) {
+    result.reason = ExitReason::kExited;
+    result.exit_code = WEXITSTATUS(last.wait_status);
+  } else if (have_exit && WIFSIGNALED(last.wait_status)) {
+    result.reason = ExitReason::kSignaled;
+    result.signal = WTERMSIG(last.wait_status);
+  } else {
+    result.reason = ExitReason::kSetupFailed;
+    result.setup_error = absl::InternalError(absl::StrCat(
+        "sandbox init ended without a report (",
+        WIFSIGNALED(init_status) ? absl::StrCat("signal ", WTERMSIG(init_status))
+                                 : absl::StrCat("exit ", WEXITSTATUS(init_status)),
+        ")"));
+  }
+  if (have_exit) result.rusage = last.rusage;
+  return result;
+}
+
+}  // namespace cubicle::runtime

@@ -1,0 +1,29 @@
+// The cold launcher: makes one sandbox from a SandboxSpec, runs its payload
+// to the end and returns what happened (DESIGN §4).
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "runtime/result.h"
+#include "runtime/spec.h"
+
+namespace cubicle::runtime {
+
+struct LaunchOptions {
+  // The payload's stdio; the caller keeps ownership.
+  int stdin_fd = 0;
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+  // Optional signalfd (or -1): each signal read from it is forwarded to the
+  // sandbox's init, which forwards it to the payload.
+  int signal_fd = -1;
+  // Allow the read-only host /proc fallback when a new procfs is refused.
+  bool allow_proc_fallback = true;
+};
+
+// Validates `spec` (InvalidArgument on bad input; nothing is created), then
+// creates the sandbox and waits for it. Every failure after validation is an
+// ExecResult with reason kSetupFailed naming the step and errno. When this
+// returns, no process, mount or fd of the sandbox remains.
+absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& options = {});
+
+}  // namespace cubicle::runtime

@@ -1,0 +1,65 @@
+#include "runtime/spec.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/result.h"
+
+namespace cubicle::runtime {
+
+absl::Status ValidateSpec(const SandboxSpec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty()) {
+    return absl::InvalidArgumentError("no command given: argv is empty");
+  }
+  if (!spec.namespaces.user || !spec.namespaces.mount) {
+    return absl::InvalidArgumentError(
+        "a sandbox always has its own user and mount namespaces (they cannot be shared)");
+  }
+  auto cwd = rootfs::NormalizeSandboxPath(spec.cwd, "working directory");
+  if (!cwd.ok()) return cwd.status();
+  if (spec.hostname.empty() || spec.hostname.size() > 64 ||
+      spec.hostname.find_first_of("/\n\0 ", 0, 4) != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hostname '", spec.hostname, "': 1 to 64 characters, no spaces or '/'"));
+  }
+  if (spec.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout ", absl::FormatDuration(spec.timeout), ": must be positive"));
+  }
+  for (const std::string& kv : spec.env) {
+    size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("environment entry '", kv, "': expected NAME=value"));
+    }
+  }
+  for (const RlimitSpec& r : spec.rlimits) {
+    if (r.resource < 0 || r.resource >= RLIM_NLIMITS) {
+      return absl::InvalidArgumentError(absl::StrCat("rlimit resource ", r.resource, " is unknown"));
+    }
+    if (r.soft > r.hard) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rlimit ", r.resource, ": soft limit ", r.soft, " exceeds hard limit ", r.hard));
+    }
+  }
+  return rootfs::ValidatePlan(spec.mounts);
+}
+
+absl::string_view ExitReasonName(ExitReason reason) {
+  switch (reason) {
+    case ExitReason::kExited: return "exited";
+    case ExitReason::kSignaled: return "signaled";
+    case ExitReason::kTimeout: return "timeout";
+    case ExitReason::kSetupFailed: return "setup_failed";
+  }
+  return "unknown";
+}
+
+int ExecResult::ShellStatus() const {
+  switch (reason) {
+    case ExitReason::kExited: return exit_code;
+    case ExitReason::kSignaled: return 128 + signal;
+    case ExitReason::kTimeout: return 124;
+    case ExitReason::kSetupFailed: return 125;
+  }
+  return 125;
+}
+
+}  // namespace cubicle::runtime

@@ -1,0 +1,45 @@
+// Seccomp policies, built with libseccomp and exported to classic BPF once per
+// process. Loading a compiled program is a single seccomp(2) call, safe to make
+// between clone and execve (no allocation, no libseccomp).
+#pragma once
+
+#include <linux/filter.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cubicle::seccomp {
+
+enum class Policy {
+  kNone,       // no filter at all (only on explicit request)
+  kDefault,    // the baseline: refuses the high-risk syscalls of DESIGN §8
+  kNoNetwork,  // the baseline, and socket(2) for every family but AF_UNIX
+};
+
+// "none" | "default" | "no-network". Unknown names are InvalidArgument naming them.
+absl::StatusOr<Policy> ParsePolicy(std::string_view name);
+std::string_view PolicyName(Policy policy);
+
+// A compiled, immutable BPF program.
+struct BpfProgram {
+  std::vector<sock_filter> instructions;
+  sock_fprog AsFprog() const {
+    return sock_fprog{static_cast<unsigned short>(instructions.size()),
+                      const_cast<sock_filter*>(instructions.data())};
+  }
+};
+
+// The compiled program for `policy`, built on first use and cached for the
+// life of the process (thread-safe). kNone yields an empty program.
+absl::StatusOr<const BpfProgram*> Compiled(Policy policy);
+
+// Installs `prog` on the calling thread with SECCOMP_SET_MODE_FILTER.
+// Requires no_new_privs (or CAP_SYS_ADMIN). Returns 0, or -errno.
+// Async-signal-safe: meant for the child between clone and execve.
+int Load(const sock_fprog& prog);
+
+}  // namespace cubicle::seccomp
