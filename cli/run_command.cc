@@ -7,6 +7,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -62,7 +63,11 @@ absl::Status ApplyOrderedFlags(const RunFlags& f, runtime::SandboxSpec* spec) {
     return opt->results()[cursor[opt]++];
   };
   uint64_t pending_size = 0;  // from --size, for the next --tmpfs (0: none)
+  // parse_order() lists an option once per value: act once per occurrence,
+  // on its last value.
+  std::map<const CLI::Option*, int> seen;
   for (const CLI::Option* opt : f.app->parse_order()) {
+    if (++seen[opt] % std::max(1, opt->get_type_size_max()) != 0) continue;
     rootfs::MountOp op;
     bool is_mount = true;
     if (opt == f.ro_bind || opt == f.ro_bind_try || opt == f.bind || opt == f.bind_try ||

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what building and testing cubicle needs on Debian 12, and nothing
+# when it is all there already. Needs root (apt-get).
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build pkg-config
+  libseccomp-dev
+  libabsl-dev
+  libboost1.81-dev libboost-json1.81-dev   # Boost.JSON: Debian's default 1.74 has none
+  libspdlog-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3        # the example skills and the in-sandbox syscall probes of the tests
+  util-linux     # setpriv, for the rootless test run
+  bubblewrap     # only the baseline of bench/ and the differential tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-deps: missing packages: ${missing[*]}; run as root (or: sudo $0)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build once, run every test
+# (unit, integration as root, the rootless core subset) with ctest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+build=${CUBICLE_BUILD_DIR:-$root/build}
+jobs=${CUBICLE_TEST_JOBS:-$(nproc)}
+cd "$build"
+ctest --output-on-failure -j "$jobs" --timeout 300
