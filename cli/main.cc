@@ -6,8 +6,10 @@
 
 #include "cli/commands.h"
 #include "cli/log.h"
+#include "namespaces/init.h"
 
 int main(int argc, char** argv) {
+  cubicle::namespaces::SetArgvArea(argc, argv);
   cubicle::cli::InitLogging();
   CLI::App app{"cubicle: run untrusted code in fresh, isolated Linux sandboxes"};
   app.set_version_flag("--version", "cubicle 0.1.0");

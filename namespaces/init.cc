@@ -17,13 +17,32 @@ constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 
 void Ignore(int) {}
 
+char* argv_begin = nullptr;
+size_t argv_size = 0;
+
+void HideLauncherCommandLine() {
+  if (argv_begin != nullptr && argv_size > 0) {
+    std::memset(argv_begin, 0, argv_size);
+    child::CopyString(argv_begin, argv_size, "cubicle-init");
+  }
+  ::prctl(PR_SET_NAME, "cubicle-init", 0, 0, 0);
+}
+
 }  // namespace
+
+void SetArgvArea(int argc, char** argv) {
+  if (argc <= 0 || argv == nullptr || argv[0] == nullptr) return;
+  char* end = argv[argc - 1] + std::strlen(argv[argc - 1]) + 1;
+  argv_begin = argv[0];
+  argv_size = static_cast<size_t>(end - argv[0]);
+}
 
 void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg) {
   // Init's memory is a copy of the launcher's (its heap, its environment):
   // not dumpable, so nothing in the sandbox can read it through /proc/1.
   // The payload's execve makes the payload dumpable again.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  HideLauncherCommandLine();
   // A PID 1 only receives signals it has a handler for; the handler never
   // runs (everything is blocked and taken with sigwaitinfo) but makes the
   // kernel deliver them.

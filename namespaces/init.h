@@ -9,6 +9,11 @@
 
 namespace cubicle::namespaces {
 
+// Registers the launcher's argv strings (contiguous, from main()), which the
+// kernel shows as /proc/PID/cmdline. Init overwrites its copy, so the
+// sandbox does not learn the host command line (paths, tokens in flags).
+void SetArgvArea(int argc, char** argv);
+
 using PayloadMain = void (*)(void* arg);  // must not return (execve or _exit)
 
 // `report` carries the step stamps so far; init adds its own and sends it as

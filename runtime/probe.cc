@@ -111,7 +111,7 @@ ProbeReport RunAll() {
   report.checks.push_back(Check(
       "new_mount_api",
       InChild(CLONE_NEWUSER | CLONE_NEWNS, [] {
-        int tree = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        int tree = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
         if (tree < 0) return errno;
         struct mount_attr attr;
         std::memset(&attr, 0, sizeof(attr));

@@ -1,3 +1,56 @@
 #!/bin/sh
-echo "rootless suite not written yet" >&2
-exit 1
+# Runs the Core* integration tests as an unprivileged user: rootless is as
+# first-class as root (DESIGN §4).
+#
+#   tests/rootless.sh TEST_BINARY CUBICLE_BINARY [GTEST_ARGS...]
+#
+# As root, the two binaries are copied into a fresh world-readable temporary
+# directory (the build tree may sit under /root, which the unprivileged user
+# cannot traverse) and the tests run under `setpriv` as ROOTLESS_UID:ROOTLESS_GID
+# (default 4242:4242) with no supplementary groups and no capabilities. Not as
+# root, the tests simply run as the caller. Exits with the test binary's status.
+set -eu
+
+if [ "$#" -lt 2 ]; then
+  echo "usage: $0 TEST_BINARY CUBICLE_BINARY [GTEST_ARGS...]" >&2
+  exit 2
+fi
+test_binary=$1
+cubicle_binary=$2
+shift 2
+filter='Core*'
+
+if [ "$(id -u)" -ne 0 ]; then
+  exec env CUBICLE_BINARY="$cubicle_binary" "$test_binary" --gtest_filter="$filter" "$@"
+fi
+
+uid=${ROOTLESS_UID:-4242}
+gid=${ROOTLESS_GID:-4242}
+if ! command -v setpriv >/dev/null 2>&1; then
+  echo "$0: setpriv (util-linux) is needed to drop to uid $uid" >&2
+  exit 1
+fi
+
+workdir=$(mktemp -d "${TMPDIR:-/tmp}/itest-rootless.XXXXXX")
+cleanup() { rm -rf "$workdir"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+cp "$test_binary" "$workdir/cubicle_integration_tests"
+cp "$cubicle_binary" "$workdir/cubicle"
+chmod 755 "$workdir" "$workdir/cubicle_integration_tests" "$workdir/cubicle"
+# The tests' own temporary files go here too, so the cleanup above removes
+# anything a failing test could not.
+mkdir "$workdir/tmp"
+chown "$uid:$gid" "$workdir/tmp"
+chmod 700 "$workdir/tmp"
+
+status=0
+(
+  cd "$workdir"
+  setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all \
+    env CUBICLE_BINARY="$workdir/cubicle" HOME="$workdir/tmp" TMPDIR="$workdir/tmp" \
+    "$workdir/cubicle_integration_tests" --gtest_filter="$filter" "$@"
+) || status=$?
+exit "$status"

@@ -1,1 +1,317 @@
-// placeholder: written by the integration-test work in progress
+// `cubicle run` through the real binary: exit statuses (the payload's,
+// 128+N, 124, 125, 2), flag errors, --json-status, and the flags that shape
+// what the payload sees.
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <boost/json/value_to.hpp>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+class CoreCli : public HostHygieneTest {};
+
+// `cubicle run FLAGS... -- /bin/sh -c SCRIPT`.
+ProcessRun RunScript(std::vector<std::string> flags, const std::string& script,
+                     const std::vector<std::string>& extra_env = {}) {
+  std::vector<std::string> args = {"run"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  for (const char* a : {"--", "/bin/sh", "-c"}) args.push_back(a);
+  args.push_back(script);
+  ProcessRun run = RunCubicle(args, "", extra_env);
+  EXPECT_FALSE(run.timed_out) << "cubicle did not finish: " << run.err;
+  return run;
+}
+
+TEST_F(CoreCli, PayloadExitStatusIsCubiclesExitStatus) {
+  ProcessRun run = RunScript({}, "exit 3");
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(RunScript({}, "true").exit_code, 0);
+}
+
+TEST_F(CoreCli, DeathBySignalIs128PlusN) {
+  EXPECT_EQ(RunScript({}, "kill -TERM $$; sleep 5").exit_code, 128 + 15);
+  EXPECT_EQ(RunScript({}, "kill -KILL $$; sleep 5").exit_code, 128 + 9);
+}
+
+TEST_F(CoreCli, TimeoutIs124AndSaysSo) {
+  ProcessRun run = RunScript({"--timeout", "0.3"}, "sleep 30");
+  EXPECT_EQ(run.exit_code, 124);
+  EXPECT_TRUE(absl::StrContains(run.err, "timed out")) << run.err;
+}
+
+TEST_F(CoreCli, MissingCommandIs125NamingExecve) {
+  ProcessRun run = RunCubicle({"run", "--", "/no/such/command"});
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_TRUE(absl::StrContains(run.err, "execve")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "/no/such/command")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "ENOENT")) << run.err;
+}
+
+TEST_F(CoreCli, MissingBindSourceIs125NamingThePath) {
+  ProcessRun run = RunCubicle({"run", "--ro-bind", "/nonexistent-itest", "/x", "--", "/bin/true"});
+  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_EQ(Lines(run.err).size(), 1u) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "/nonexistent-itest")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "ENOENT")) << run.err;
+}
+
+struct BadFlag {
+  std::vector<std::string> flags;
+  std::string named;  // what the one-line error must mention
+};
+
+TEST_F(CoreCli, BadFlagValuesAreUsageErrorsNamingTheFlag) {
+  const std::vector<BadFlag> cases = {
+      {{"--timeout", "-1"}, "--timeout"},
+      {{"--timeout", "abc"}, "--timeout"},
+      {{"--timeout", "0"}, "--timeout"},
+      {{"--uid", "x"}, "--uid"},
+      {{"--gid", "-5"}, "--gid"},
+      {{"--tmp-size", "12Q"}, "--tmp-size"},
+      {{"--rlimit", "nofile=abc"}, "--rlimit"},
+      {{"--rlimit", "bogus=5"}, "--rlimit"},
+      {{"--tmpfs", "../x"}, "--tmpfs"},
+      {{"--chdir", "relative"}, "--chdir"},
+      {{"--setenv", "A=B", "c"}, "--setenv"},
+      {{"--size", "0", "--tmpfs", "/x"}, "--size"},
+      {{"--no-such-flag"}, "--no-such-flag"},
+  };
+  for (const BadFlag& c : cases) {
+    SCOPED_TRACE(c.flags[0] + (c.flags.size() > 1 ? " " + c.flags[1] : ""));
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    args.insert(args.end(), {"--", "/bin/true"});
+    ProcessRun run = RunCubicle(args);
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(Lines(run.err).size(), 1u) << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, c.named)) << run.err;
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+// BUG (reported to the lead): every flag error names its flag ("--uid 'x':
+// ..."), as cli/flag_values.h promises, except --seccomp, whose message is
+// "unknown seccomp policy 'bogus' (...)": seccomp::ParsePolicy's message is
+// printed as is. Expected to fail until run_command.cc prefixes the flag.
+TEST_F(CoreCli, BadSeccompPolicyIsAUsageErrorNamingTheFlag) {
+  ProcessRun run = RunCubicle({"run", "--seccomp", "bogus", "--", "/bin/true"});
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_EQ(Lines(run.err).size(), 1u) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "bogus")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "--seccomp")) << run.err;
+}
+
+TEST_F(CoreCli, NoCommandIsAUsageError) {
+  ProcessRun run = RunCubicle({"run"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(run.err, "command")) << run.err;
+}
+
+TEST_F(CoreCli, JsonStatusHasReasonExitCodeStepsAndRusage) {
+  TempDir dir;
+  const std::string path = dir.Join("status.json");
+  ProcessRun run = RunScript({"--json-status", path}, "exit 4");
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  std::string text = ReadFile(path);
+  boost::system::error_code ec;
+  boost::json::value doc = boost::json::parse(text, ec);
+  ASSERT_FALSE(ec) << ec.message() << ": " << text;
+  ASSERT_TRUE(doc.is_object()) << text;
+  const boost::json::object& o = doc.as_object();
+  for (const char* key : {"reason", "exit_code", "signal", "status", "wall_ms", "setup_ms", "rusage",
+                          "steps", "warnings"}) {
+    EXPECT_TRUE(o.contains(key)) << "no '" << key << "' in " << text;
+  }
+  ASSERT_TRUE(o.contains("reason") && o.at("reason").is_string());
+  EXPECT_EQ(o.at("reason").as_string(), "exited");
+  ASSERT_TRUE(o.contains("exit_code") && o.at("exit_code").is_int64()) << text;
+  EXPECT_EQ(o.at("exit_code").as_int64(), 4);
+  ASSERT_TRUE(o.contains("steps") && o.at("steps").is_array()) << text;
+  bool has_rootfs = false;
+  for (const boost::json::value& step : o.at("steps").as_array()) {
+    ASSERT_TRUE(step.is_object()) << text;
+    ASSERT_TRUE(step.as_object().contains("step") && step.as_object().contains("ms")) << text;
+    if (step.as_object().at("step") == "rootfs") has_rootfs = true;
+  }
+  EXPECT_TRUE(has_rootfs) << text;
+  ASSERT_TRUE(o.contains("rusage") && o.at("rusage").is_object()) << text;
+  EXPECT_TRUE(o.at("rusage").as_object().contains("max_rss_kb")) << text;
+}
+
+TEST_F(CoreCli, JsonStatusOfASetupFailureCarriesTheError) {
+  TempDir dir;
+  const std::string path = dir.Join("status.json");
+  ProcessRun run = RunCubicle({"run", "--json-status", path, "--", "/no/such/command"});
+  EXPECT_EQ(run.exit_code, 125);
+  boost::system::error_code ec;
+  boost::json::value doc = boost::json::parse(ReadFile(path), ec);
+  ASSERT_FALSE(ec) << ReadFile(path);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc.as_object().at("reason"), "setup_failed");
+  ASSERT_TRUE(doc.as_object().contains("error"));
+  EXPECT_TRUE(absl::StrContains(boost::json::value_to<std::string>(doc.as_object().at("error")), "execve"));
+}
+
+TEST_F(CoreCli, SetenvChdirAndHostnameAreVisibleInside) {
+  ProcessRun run = RunScript({"--setenv", "GREETING", "hello world", "--chdir", "/tmp", "--hostname", "box"},
+                             "echo \"$GREETING\"; pwd; uname -n");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "hello world\n/tmp\nbox\n");
+}
+
+TEST_F(CoreCli, UnsetenvRemovesADefault) {
+  ProcessRun run = RunScript({"--unsetenv", "LANG"}, "echo \"lang=${LANG-unset}\"");
+  EXPECT_EQ(run.out, "lang=unset\n") << run.err;
+}
+
+TEST_F(CoreCli, EnvironmentIsCleared) {
+  ProcessRun run = RunScript({}, "env", {"CUBICLE_ITEST_CALLER_VAR=visible"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(absl::StrContains(run.out, "CUBICLE_ITEST_CALLER_VAR")) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "PATH=/usr/local/bin:/usr/bin:/bin")) << run.out;
+}
+
+TEST_F(CoreCli, TheReadmeExampleShowsTheSandbox) {
+  ProcessRun run = RunScript({}, "id; hostname; ls -la /; cat /proc/self/status");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.out, "uid=1000")) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "\ncubicle\n")) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "Seccomp:\t2\n")) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "NoNewPrivs:\t1\n")) << run.out;
+}
+
+TEST_F(CoreCli, Pid1IsCubiclesInit) {
+  ProcessRun run = RunScript({}, "cat /proc/1/comm; echo $$");
+  EXPECT_EQ(run.out, "cubicle-init\n2\n") << run.err;
+}
+
+TEST_F(CoreCli, LauncherCommandLineIsHiddenFromTheSandbox) {
+  // Init is a copy of the cubicle process: its argv (host paths, tokens in
+  // flags) must not be readable through /proc/1/cmdline.
+  ProcessRun run = RunScript({"--setenv", "ITEST_TOKEN", "tok-8d1f"},
+                             "tr '\\0' ' ' < /proc/1/cmdline; echo");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(absl::StrContains(run.out, "tok-8d1f")) << run.out;
+  EXPECT_FALSE(absl::StrContains(run.out, "--setenv")) << run.out;
+}
+
+TEST_F(CoreCli, StdinAndStderrPassThrough) {
+  ProcessRun run = RunCubicle({"run", "--", "/bin/sh", "-c", "cat; echo oops >&2"}, "from stdin\n");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_EQ(run.out, "from stdin\n");
+  EXPECT_EQ(run.err, "oops\n");
+}
+
+TEST_F(CoreCli, TmpSizeCapsTmp) {
+  ProcessRun run = RunScript({"--tmp-size", "1M"}, "head -c 2097152 /dev/zero > /tmp/big; echo rc=$?");
+  EXPECT_EQ(run.out, "rc=1\n");
+  EXPECT_TRUE(absl::StrContains(run.err, "No space left on device")) << run.err;
+}
+
+TEST_F(CoreCli, WorkspaceIsTheWorkingDirectory) {
+  TempDir ws;
+  ProcessRun run = RunScript({"--workspace", ws.path()}, "pwd; echo made > f");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "/workspace\n");
+  EXPECT_EQ(ReadFile(ws.Join("f")), "made\n");
+}
+
+// BUG (reported to the lead): `--rlimit` is a vector option, so CLI11 lets
+// one occurrence take several values; when it is the last flag, the `--`
+// that follows ends the option's values instead of starting the command,
+// and the command's own dash arguments are then parsed as cubicle flags:
+// `cubicle run --rlimit nofile=64 -- /bin/sh -c 'ulimit -n'` exits 2 with
+// "The following argument was not expected: -c". Expected to fail until
+// --rlimit takes exactly one value per occurrence.
+TEST_F(CoreCli, RlimitApplies) {
+  ProcessRun run = RunScript({"--rlimit", "nofile=64"}, "ulimit -n");
+  EXPECT_EQ(run.out, "64\n") << run.err;
+  // Not last: works today.
+  run = RunScript({"--rlimit", "nofile=64", "--hostname", "x"}, "ulimit -n");
+  EXPECT_EQ(run.out, "64\n") << run.err;
+}
+
+TEST_F(CoreCli, JsonStatusToAnInheritedFd) {
+  ProcessRun run = RunCubicle({"run", "--json-status", "/dev/fd/1", "--", "/bin/true"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  boost::system::error_code ec;
+  boost::json::value doc = boost::json::parse(run.out, ec);
+  ASSERT_FALSE(ec) << run.out;
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc.as_object().at("reason"), "exited");
+}
+
+TEST_F(CoreCli, BadWorkspaceIsAUsageErrorNamingIt) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFile(dir.Join("file"), "x"));
+  for (const std::string& ws : {dir.Join("missing"), dir.Join("file")}) {
+    SCOPED_TRACE(ws);
+    ProcessRun run = RunCubicle({"run", "--workspace", ws, "--", "/bin/true"});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(Lines(run.err).size(), 1u) << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, "workspace")) << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, ws)) << run.err;
+  }
+}
+
+TEST_F(CoreCli, SeccompFlagSelectsThePolicy) {
+  constexpr char kInetSocket[] =
+      "import socket\n"
+      "try:\n"
+      "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close(); print('inet ok')\n"
+      "except PermissionError:\n"
+      "    print('inet EPERM')\n";
+  auto python = [&](const std::string& policy) {
+    return RunCubicle({"run", "--seccomp", policy, "--", "/usr/bin/python3", "-I", "-c", kInetSocket});
+  };
+  EXPECT_EQ(python("no-network").out, "inet EPERM\n");
+  EXPECT_EQ(python("default").out, "inet ok\n");
+  ProcessRun none = RunScript({"--seccomp", "none"}, "grep '^Seccomp:' /proc/self/status");
+  EXPECT_EQ(none.out, "Seccomp:\t0\n") << none.err;
+}
+
+TEST_F(CoreCli, TermToCubicleIsForwardedToThePayload) {
+  RunningProcess cubicle(CubicleArgv(
+      {"run", "--", "/bin/sh", "-c",
+       "trap 'echo got-term; exit 42' TERM; echo ready; "
+       "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; echo not-signalled"}));
+  ASSERT_TRUE(cubicle.started());
+  ASSERT_TRUE(cubicle.WaitForStdout("ready\n"));
+  cubicle.Signal(SIGTERM);
+  ProcessRun run = cubicle.Wait();
+  EXPECT_EQ(run.exit_code, 42) << run.err;
+  EXPECT_EQ(run.out, "ready\ngot-term\n");
+}
+
+TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
+  // Every process of the sandbox but init carries the marker in its
+  // command line; none may survive cubicle's death (DESIGN §8).
+  const std::string mark = absl::StrCat("sleep 1000.", ::getpid(), "7");
+  RunningProcess cubicle(CubicleArgv(
+      {"run", "--", "/bin/sh", "-c",
+       absl::StrCat(mark, " & setsid sh -c '", mark, "' & nohup ", mark,
+                    " >/dev/null 2>&1 & echo ready; ", mark)}));
+  ASSERT_TRUE(cubicle.started());
+  ASSERT_TRUE(cubicle.WaitForStdout("ready\n"));
+  cubicle.Signal(SIGKILL);
+  ProcessRun run = cubicle.Wait();
+  EXPECT_EQ(run.signal, SIGKILL);
+  EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+}
+
+}  // namespace
+}  // namespace cubicle::test_support

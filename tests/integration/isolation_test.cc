@@ -1,1 +1,387 @@
-// placeholder: written by the integration-test work in progress
+// Isolation, observed from inside real sandboxes made in-process through
+// runtime::Launch (DESIGN §4 and §8). Every assertion is about what the
+// payload itself could see or do.
+//
+// Suites named Core* must pass as root and rootless (tests/rootless.sh runs
+// them as an unprivileged uid); Root* suites need root by nature and skip
+// otherwise.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "runtime/defaults.h"
+#include "runtime/launcher.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+using runtime::ExitReason;
+
+// Runs `script` in the default sandbox and fails the test (returning an
+// empty run) when Launch refuses it or the setup fails.
+SandboxRun Shell(absl::string_view script, const runtime::DefaultsOptions& options = {}) {
+  absl::StatusOr<SandboxRun> run = RunShell(script, options);
+  EXPECT_TRUE(run.ok()) << run.status();
+  if (!run.ok()) return {};
+  EXPECT_NE(run->result.reason, ExitReason::kSetupFailed) << run->result.setup_error;
+  return *std::move(run);
+}
+
+// Runs a Python snippet (the host's /usr/bin/python3, visible through the
+// /usr bind) in the default sandbox and returns its stdout.
+std::string Python(absl::string_view code) {
+  absl::StatusOr<SandboxRun> run =
+      RunInSandbox(TestSpec({"/usr/bin/python3", "-I", "-c", std::string(code)}));
+  EXPECT_TRUE(run.ok()) << run.status();
+  if (!run.ok()) return "";
+  EXPECT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error << "\n" << run->err;
+  EXPECT_EQ(run->result.exit_code, 0) << run->err;
+  return run->out;
+}
+
+// The preamble of every syscall probe: `call(rc)` prints "errno=NAME" for a
+// failed libc call, "ok" for a successful one.
+constexpr char kPyPrelude[] = R"py(
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(rc):
+    if rc == -1:
+        e = ctypes.get_errno()
+        print("errno=" + errno.errorcode.get(e, str(e)))
+    else:
+        print("ok")
+ARCH = os.uname().machine
+SYS = {"x86_64": {"bpf": 321, "keyctl": 250}, "aarch64": {"bpf": 280, "keyctl": 219}}[ARCH]
+)py";
+
+std::string Probe(absl::string_view body) { return Python(absl::StrCat(kPyPrelude, body)); }
+
+class CoreIsolation : public HostHygieneTest {};
+class CoreSeccomp : public HostHygieneTest {};
+class RootIsolation : public HostHygieneTest {
+ protected:
+  void SetUp() override {
+    if (!IsRoot()) GTEST_SKIP() << "needs root: exercises what only a root launcher does";
+    HostHygieneTest::SetUp();
+  }
+  void TearDown() override {
+    if (IsRoot()) HostHygieneTest::TearDown();
+  }
+};
+
+// ---- Processes ---------------------------------------------------------------
+
+TEST_F(CoreIsolation, Pid1IsCubicleInitAndNoHostProcessIsVisible) {
+  SandboxRun run = Shell(
+      "echo $$; cat /proc/1/comm; ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo");
+  std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), 3u) << run.out << run.err;
+  EXPECT_EQ(lines[0], "2") << "the payload is the first child of the sandbox's init";
+  // Init is a clone of this test binary (no exec) that renames itself.
+  EXPECT_EQ(lines[1], "cubicle-init");
+  std::set<int> pids;
+  for (absl::string_view p : absl::StrSplit(lines[2], ' ', absl::SkipEmpty())) {
+    int pid = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(p, &pid)) << p;
+    pids.insert(pid);
+  }
+  EXPECT_TRUE(pids.contains(1)) << lines[2];
+  EXPECT_TRUE(pids.contains(2)) << lines[2];
+  // init, sh, and at most the pipeline's own processes: never a host pid.
+  EXPECT_LE(pids.size(), 5u) << lines[2];
+  for (int pid : pids) EXPECT_LE(pid, 10) << "a process the sandbox did not make: " << lines[2];
+}
+
+TEST_F(CoreIsolation, ExitCodePropagates) {
+  SandboxRun run = Shell("exit 7");
+  EXPECT_EQ(run.result.reason, ExitReason::kExited);
+  EXPECT_EQ(run.result.exit_code, 7);
+  EXPECT_EQ(run.result.ShellStatus(), 7);
+}
+
+TEST_F(CoreIsolation, DeathBySignalPropagates) {
+  SandboxRun run = Shell("kill -TERM $$; sleep 5");
+  EXPECT_EQ(run.result.reason, ExitReason::kSignaled);
+  EXPECT_EQ(run.result.signal, 15);
+  EXPECT_EQ(run.result.ShellStatus(), 143);
+}
+
+TEST_F(CoreIsolation, OrphansAreReaped) {
+  // The subshell exits at once, so its child is orphaned to the sandbox's
+  // init, which must reap it; a reaped process has no /proc entry (a zombie
+  // still has one). Bounded wait: 200 x 20 ms.
+  SandboxRun run = Shell(R"sh(
+    (sleep 0.05 & echo $! > /tmp/orphan)
+    orphan=$(cat /tmp/orphan)
+    i=0
+    while [ -e /proc/$orphan ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done
+    if [ -e /proc/$orphan ]; then echo "orphan: $(cat /proc/$orphan/stat)"; fi
+    zombies=0
+    for f in /proc/[0-9]*/stat; do
+      read -r line < "$f" 2>/dev/null || continue
+      case "${line##*) }" in Z*) zombies=$((zombies+1)); echo "zombie: $line";; esac
+    done
+    echo "zombies=$zombies"
+  )sh");
+  EXPECT_EQ(run.result.reason, ExitReason::kExited);
+  EXPECT_EQ(run.out, "zombies=0\n") << run.err;
+}
+
+TEST_F(CoreIsolation, TimeoutKillsDaemonizedGrandchildren) {
+  // A unique sleep length marks every process of this sandbox, so a survivor
+  // is found even if it escaped to another parent.
+  const std::string mark = absl::StrCat("1000.", ::getpid());
+  runtime::SandboxSpec spec = ShellSpec(absl::StrCat(
+      "setsid sh -c 'sleep ", mark, "' >/dev/null 2>&1 &\n",
+      "nohup sleep ", mark, " >/dev/null 2>&1 &\n",
+      "sleep ", mark, "\n"));
+  spec.timeout = absl::Milliseconds(500);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, ExitReason::kTimeout) << run->result.setup_error;
+  EXPECT_EQ(run->result.ShellStatus(), 124);
+  EXPECT_EQ(ProcessesWithArgument(absl::StrCat("sleep ", mark)), std::vector<pid_t>{});
+  EXPECT_EQ(Descendants(), std::vector<pid_t>{});
+}
+
+// ---- Identity, privileges, seccomp ------------------------------------------
+
+TEST_F(CoreIsolation, RunsAsUid1000Gid1000) {
+  SandboxRun run = Shell("id -u; id -g");
+  EXPECT_EQ(run.out, "1000\n1000\n") << run.err;
+}
+
+TEST_F(RootIsolation, SupplementaryGroupsAreCleared) {
+  // The launcher (root, with group 0) must not pass its groups on.
+  SandboxRun run = Shell("id -G");
+  EXPECT_EQ(run.out, "1000\n") << run.err;
+}
+
+TEST_F(CoreIsolation, NoCapabilitiesNoNewPrivsAndSeccompFilter) {
+  SandboxRun run = Shell("cat /proc/self/status");
+  for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_EQ(StatusField(run.out, cap), "0000000000000000") << cap;
+  }
+  EXPECT_EQ(StatusField(run.out, "NoNewPrivs"), "1");
+  EXPECT_EQ(StatusField(run.out, "Seccomp"), "2");
+}
+
+TEST_F(CoreSeccomp, MountIsRefusedWithEperm) {
+  EXPECT_EQ(Probe("call(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None))"), "errno=EPERM\n");
+}
+
+TEST_F(CoreSeccomp, PtraceIsRefusedWithEperm) {
+  EXPECT_EQ(Probe("call(libc.ptrace(0, 0, None, None))  # PTRACE_TRACEME"), "errno=EPERM\n");
+}
+
+TEST_F(CoreSeccomp, NestedUserNamespaceIsRefusedWithEperm) {
+  EXPECT_EQ(Probe("call(libc.unshare(0x10000000))  # CLONE_NEWUSER"), "errno=EPERM\n");
+}
+
+TEST_F(CoreSeccomp, BpfIsRefusedWithEperm) {
+  EXPECT_EQ(Probe("call(libc.syscall(SYS['bpf'], 0, None, 0))  # BPF_MAP_CREATE"), "errno=EPERM\n");
+}
+
+TEST_F(CoreSeccomp, KeyctlIsRefusedWithEperm) {
+  // KEYCTL_GET_KEYRING_ID of the session keyring: allowed without any
+  // privilege, so only the filter can refuse it.
+  EXPECT_EQ(Probe("call(libc.syscall(SYS['keyctl'], 0, -3, 1))"), "errno=EPERM\n");
+}
+
+TEST_F(CoreSeccomp, TiocstiIsRefusedWithEperm) {
+  EXPECT_EQ(Probe(R"py(
+master, slave = os.openpty()
+c = ctypes.c_char(b"x")
+call(libc.ioctl(slave, 0x5412, ctypes.byref(c)))  # TIOCSTI
+)py"),
+            "errno=EPERM\n");
+}
+
+TEST_F(CoreSeccomp, InetSocketIsRefusedWithEpermButUnixSocketWorks) {
+  EXPECT_EQ(Probe(R"py(
+import socket
+call(libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0))
+call(libc.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0))
+)py"),
+            "errno=EPERM\nok\n");
+}
+
+TEST_F(CoreIsolation, InitEnvironmentIsNotReadable) {
+  // Init is a copy of this process; our environment must not leak through it.
+  ASSERT_EQ(::setenv("CUBICLE_ITEST_SECRET", "s3cr3t-in-the-launcher", 1), 0);
+  SandboxRun run = Shell("cat /proc/1/environ; echo; echo rc=$?; tr '\\0' '\\n' < /proc/1/cmdline");
+  ::unsetenv("CUBICLE_ITEST_SECRET");
+  EXPECT_FALSE(absl::StrContains(run.out, "s3cr3t")) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.err, "Permission denied")) << run.err;
+}
+
+TEST_F(CoreIsolation, EnvironmentIsNotInherited) {
+  ASSERT_EQ(::setenv("CUBICLE_ITEST_INHERITED", "leaked", 1), 0);
+  SandboxRun run = Shell("env");
+  ::unsetenv("CUBICLE_ITEST_INHERITED");
+  EXPECT_FALSE(absl::StrContains(run.out, "CUBICLE_ITEST_INHERITED")) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "PATH=")) << run.out;
+}
+
+// ---- Namespaces --------------------------------------------------------------
+
+TEST_F(CoreIsolation, HostnameIsTheSandboxes) {
+  EXPECT_EQ(Shell("uname -n").out, "cubicle\n");
+  runtime::DefaultsOptions options;
+  options.hostname = "skill-box";
+  EXPECT_EQ(Shell("uname -n; hostname", options).out, "skill-box\nskill-box\n");
+}
+
+TEST_F(CoreIsolation, OnlyLoopbackExistsAndNoSys) {
+  SandboxRun run = Shell("tail -n +3 /proc/net/dev; test -e /sys && echo sys-visible; true");
+  std::vector<std::string> names;
+  for (const std::string& line : Lines(run.out)) {
+    size_t colon = line.find(':');
+    ASSERT_NE(colon, std::string::npos) << line;
+    names.emplace_back(absl::StripAsciiWhitespace(absl::string_view(line).substr(0, colon)));
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"lo"}) << run.out;
+}
+
+// ---- Filesystem --------------------------------------------------------------
+
+TEST_F(CoreIsolation, RootAndUsrAreReadOnly) {
+  SandboxRun run = Shell(
+      "touch /newfile || echo refused; touch /usr/newfile || echo refused; "
+      "(echo x >> /etc/passwd) || echo refused");
+  EXPECT_EQ(run.out, "refused\nrefused\nrefused\n") << run.err;
+  std::vector<std::string> errors = Lines(run.err);
+  ASSERT_EQ(errors.size(), 3u) << run.err;
+  for (const std::string& e : errors) EXPECT_TRUE(absl::StrContains(e, "Read-only file system")) << e;
+}
+
+TEST_F(CoreIsolation, ProcIsHardened) {
+  SandboxRun run = Shell(
+      "(echo x > /proc/sys/kernel/hostname) 2>/dev/null || echo sys-refused; "
+      "(echo h > /proc/sysrq-trigger) 2>/dev/null || echo sysrq-refused; "
+      "echo kcore=$(wc -c < /proc/kcore)");
+  EXPECT_EQ(run.out, "sys-refused\nsysrq-refused\nkcore=0\n") << run.err;
+}
+
+TEST_F(CoreIsolation, UidZeroInsideHasNoPower) {
+  runtime::DefaultsOptions options;
+  options.uid = 0;
+  options.gid = 0;
+  SandboxRun run = Shell(
+      "id -u; grep -E '^Cap(Eff|Bnd):' /proc/self/status; "
+      "touch /usr/x 2>/dev/null || echo usr-refused; "
+      "cat /proc/1/environ >/dev/null 2>&1 || echo environ-refused; "
+      "(echo x > /proc/sys/kernel/hostname) 2>/dev/null || echo sys-refused",
+      options);
+  EXPECT_EQ(run.out,
+            "0\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+            "usr-refused\nenviron-refused\nsys-refused\n")
+      << run.err;
+}
+
+TEST_F(CoreIsolation, LargeOutputIsCapturedWhole) {
+  SandboxRun run = Shell("head -c 8388608 /dev/zero; head -c 1048576 /dev/zero >&2");
+  EXPECT_EQ(run.result.exit_code, 0);
+  EXPECT_EQ(run.out.size(), 8388608u);
+  EXPECT_EQ(run.err.size(), 1048576u);
+}
+
+TEST_F(CoreIsolation, TmpIsWritableUpToItsCap) {
+  runtime::DefaultsOptions options;
+  options.tmp_size = 1 << 20;
+  SandboxRun run = Shell(
+      "echo small > /tmp/small && cat /tmp/small; "
+      "head -c 2097152 /dev/zero > /tmp/big; echo rc=$?",
+      options);
+  EXPECT_EQ(run.out, "small\nrc=1\n");
+  EXPECT_TRUE(absl::StrContains(run.err, "No space left on device")) << run.err;
+}
+
+TEST_F(CoreIsolation, HostFilesOutsideTheBindsAreAbsent) {
+  TempDir host;  // on the host's /tmp, which the sandbox replaces
+  ASSERT_TRUE(WriteFile(host.Join("secret"), "host data"));
+  SandboxRun run = Shell(absl::StrCat(
+      "for p in ", host.Join("secret"), " ", host.path(),
+      " /etc/shadow /home /root /var /sys /boot /run /mnt /opt /srv; do",
+      "  if [ -e \"$p\" ]; then echo \"visible: $p\"; fi; done; ls /etc"));
+  std::vector<std::string> lines = Lines(run.out);
+  for (const std::string& line : lines) EXPECT_FALSE(absl::StartsWith(line, "visible:")) << line;
+  // /etc is generated; only the loader cache and alternatives come from the host.
+  const std::set<std::string> allowed = {"passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache",
+                                         "alternatives"};
+  for (const std::string& name : lines) {
+    if (absl::StartsWith(name, "visible:")) continue;
+    EXPECT_TRUE(allowed.contains(name)) << "/etc/" << name << " is visible";
+  }
+}
+
+TEST_F(CoreIsolation, InheritedFdWithoutCloexecIsNotPassedOn) {
+  int raw = ::open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
+  ASSERT_GE(raw, 0);
+  int leaked = ::fcntl(raw, F_DUPFD, 100);  // F_DUPFD: the copy is not CLOEXEC either
+  ::close(raw);
+  ASSERT_GE(leaked, 100);
+  SandboxRun run = Shell("ls /proc/self/fd | tr '\\n' ' '");
+  ::close(leaked);
+  // 0-2 and the directory ls itself opened to list.
+  EXPECT_EQ(run.out, "0 1 2 3 ") << "fd " << leaked << " was open in the launcher";
+}
+
+TEST_F(CoreIsolation, StdioPassesThrough) {
+  absl::StatusOr<SandboxRun> run = RunInSandbox(
+      ShellSpec("cat; echo to-stderr >&2"), "line one\nline two\n");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, ExitReason::kExited);
+  EXPECT_EQ(run->out, "line one\nline two\n");
+  EXPECT_EQ(run->err, "to-stderr\n");
+}
+
+TEST_F(CoreIsolation, WorkspaceIsWritableAndKeepsTheHostOwner) {
+  TempDir ws;
+  struct stat dir_st;
+  ASSERT_EQ(::stat(ws.path().c_str(), &dir_st), 0);
+  runtime::DefaultsOptions options;
+  options.workspace = ws.path();
+  SandboxRun run = Shell("pwd; stat -c %u:%g /workspace; echo made-inside > out.txt && stat -c %u out.txt",
+                         options);
+  EXPECT_EQ(run.out, "/workspace\n1000:1000\n1000\n") << run.err;
+  struct stat file_st;
+  ASSERT_EQ(::stat(ws.Join("out.txt").c_str(), &file_st), 0);
+  EXPECT_EQ(file_st.st_uid, dir_st.st_uid);
+  EXPECT_EQ(file_st.st_gid, dir_st.st_gid);
+  EXPECT_EQ(ReadFile(ws.Join("out.txt")), "made-inside\n");
+}
+
+TEST_F(RootIsolation, IdmappedWorkspaceOfAnotherUserIsWritable) {
+  // A workspace owned by an arbitrary host user shows as the sandbox user
+  // inside; what the payload writes belongs to that host user.
+  TempDir ws;
+  constexpr uid_t kOwner = 4343;
+  ASSERT_EQ(::chown(ws.path().c_str(), kOwner, kOwner), 0);
+  runtime::DefaultsOptions options;
+  options.workspace = ws.path();
+  SandboxRun run = Shell("stat -c %u:%g /workspace; echo hi > /workspace/f && stat -c %u:%g /workspace/f",
+                         options);
+  EXPECT_EQ(run.out, "1000:1000\n1000:1000\n") << run.err;
+  struct stat st;
+  ASSERT_EQ(::stat(ws.Join("f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kOwner);
+  EXPECT_EQ(st.st_gid, kOwner);
+}
+
+}  // namespace
+}  // namespace cubicle::test_support

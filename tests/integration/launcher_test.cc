@@ -1,1 +1,255 @@
-// placeholder: written by the integration-test work in progress
+// The launcher's contract on bad input and on repetition (DESIGN §4, §8):
+// a bad spec gets a clear error that names the problem and changes nothing;
+// any number of sandboxes leave no process, mount, fd or temp file behind.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/defaults.h"
+#include "runtime/launcher.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+using runtime::ExitReason;
+
+class CoreLauncher : public HostHygieneTest {};
+
+rootfs::MountOp Tmpfs(std::string dest) {
+  rootfs::MountOp op;
+  op.kind = rootfs::MountKind::kTmpfs;
+  op.dest = std::move(dest);
+  return op;
+}
+
+rootfs::MountOp Bind(std::string source, std::string dest, bool readonly) {
+  rootfs::MountOp op;
+  op.kind = rootfs::MountKind::kBind;
+  op.source = std::move(source);
+  op.dest = std::move(dest);
+  op.readonly = readonly;
+  return op;
+}
+
+// Launch must refuse `spec` up front: InvalidArgument-like status whose
+// message contains every one of `words`.
+void ExpectRefused(const runtime::SandboxSpec& spec, std::vector<std::string> words) {
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_FALSE(run.ok()) << "launched anyway: reason " << runtime::ExitReasonName(run->result.reason);
+  for (const std::string& w : words) {
+    EXPECT_TRUE(absl::StrContains(run.status().message(), w)) << "'" << w << "' not in: " << run.status();
+  }
+}
+
+// Launch must accept `spec` and report a setup failure whose message
+// contains every one of `words` (never the payload's exit code).
+void ExpectSetupFailure(const runtime::SandboxSpec& spec, std::vector<std::string> words) {
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, ExitReason::kSetupFailed)
+      << "reason " << runtime::ExitReasonName(run->result.reason) << ", exit " << run->result.exit_code;
+  EXPECT_FALSE(run->result.setup_error.ok());
+  EXPECT_EQ(run->result.ShellStatus(), 125);
+  for (const std::string& w : words) {
+    EXPECT_TRUE(absl::StrContains(run->result.setup_error.message(), w))
+        << "'" << w << "' not in: " << run->result.setup_error;
+  }
+}
+
+// ---- Refused before anything is created --------------------------------------
+
+TEST_F(CoreLauncher, EmptyArgvIsRefused) {
+  runtime::SandboxSpec spec = TestSpec({});
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(run.status().message(), "argv is empty")) << run.status();
+  spec.argv = {""};
+  ExpectRefused(spec, {"argv"});
+}
+
+TEST_F(CoreLauncher, RelativeMountDestinationIsRefused) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Tmpfs("scratch"));
+  ExpectRefused(spec, {"'scratch'", "absolute"});
+}
+
+TEST_F(CoreLauncher, DotDotInMountDestinationIsRefused) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Tmpfs("/tmp/../etc"));
+  ExpectRefused(spec, {"/tmp/../etc", "'..'"});
+}
+
+TEST_F(CoreLauncher, UnnormalisedOrRootDestinationIsRefused) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Tmpfs("/scratch//x/"));
+  ExpectRefused(spec, {"/scratch//x/", "normalised"});
+  spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Tmpfs("/"));
+  ExpectRefused(spec, {"'/'"});
+}
+
+TEST_F(CoreLauncher, MissingBindSourceIsRefusedNamingPathAndErrno) {
+  TempDir dir;
+  const std::string missing = dir.Join("not-there");
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Bind(missing, "/data", true));
+  ExpectRefused(spec, {missing, "ENOENT"});
+}
+
+TEST_F(CoreLauncher, RelativeBindSourceIsRefused) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Bind("usr", "/data", true));
+  ExpectRefused(spec, {"'usr'", "absolute"});
+}
+
+TEST_F(CoreLauncher, NonPositiveTimeoutIsRefused) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.timeout = absl::ZeroDuration();
+  ExpectRefused(spec, {"timeout", "positive"});
+  spec.timeout = absl::Seconds(-1);
+  ExpectRefused(spec, {"timeout", "positive"});
+}
+
+TEST_F(CoreLauncher, BadHostnameIsRefused) {
+  for (const std::string& name : {std::string(""), std::string("has space"), std::string("a/b"),
+                                  std::string(65, 'h')}) {
+    SCOPED_TRACE(name);
+    runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+    spec.hostname = name;
+    ExpectRefused(spec, {"hostname"});
+  }
+}
+
+TEST_F(CoreLauncher, RelativeWorkingDirectoryIsRefused) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.cwd = "tmp";
+  ExpectRefused(spec, {"working directory", "'tmp'"});
+}
+
+// ---- Refused by the sandbox's own setup --------------------------------------
+
+// A destination that resolves, through a symlink in a bound host directory,
+// to somewhere outside the sandbox root must fail the setup and create
+// nothing, on the host or anywhere else.
+void ExpectSymlinkEscapeRefused(const std::string& link_target) {
+  TempDir host;
+  // Traversable by the sandbox's setup, which runs as the sandbox user.
+  ASSERT_EQ(::chmod(host.path().c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(link_target.c_str(), host.Join("esc").c_str()), 0);
+  const std::string name = absl::StrCat("itest-escape-", ::getpid());
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Bind(host.path(), "/data", false));
+  spec.mounts.push_back(Tmpfs(absl::StrCat("/data/esc/", name)));
+  ExpectSetupFailure(spec, {"leaves the sandbox root", "EXDEV", "/data/esc/"});
+  EXPECT_EQ(ListDirectory(host.path()), std::set<std::string>{"esc"});
+  struct stat st;
+  EXPECT_NE(::lstat(absl::StrCat("/etc/", name).c_str(), &st), 0);
+  EXPECT_NE(::lstat(absl::StrCat("/", name).c_str(), &st), 0);
+}
+
+TEST_F(CoreLauncher, AbsoluteSymlinkOutOfTheRootIsRefused) { ExpectSymlinkEscapeRefused("/etc"); }
+
+TEST_F(CoreLauncher, RelativeSymlinkOutOfTheRootIsRefused) { ExpectSymlinkEscapeRefused("../../.."); }
+
+TEST_F(CoreLauncher, SymlinkAsTheDestinationItselfIsRefused) {
+  TempDir host;
+  ASSERT_EQ(::chmod(host.path().c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("/etc", host.Join("esc").c_str()), 0);
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.mounts.push_back(Bind(host.path(), "/data", false));
+  spec.mounts.push_back(Tmpfs("/data/esc"));
+  ExpectSetupFailure(spec, {"leaves the sandbox root", "EXDEV"});
+}
+
+TEST_F(CoreLauncher, MissingCommandIsASetupFailureNotExit127) {
+  ExpectSetupFailure(TestSpec({"/no/such/command"}), {"execve", "/no/such/command", "ENOENT"});
+  // Through the PATH search too.
+  ExpectSetupFailure(TestSpec({"no-such-command-itest"}), {"execve", "no-such-command-itest", "ENOENT"});
+}
+
+TEST_F(CoreLauncher, NonExecutableCommandIsASetupFailure) {
+  ExpectSetupFailure(TestSpec({"/etc/passwd"}), {"execve", "/etc/passwd", "EACCES"});
+}
+
+TEST_F(CoreLauncher, MissingWorkingDirectoryIsASetupFailure) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.cwd = "/no/such/dir";
+  ExpectSetupFailure(spec, {"chdir", "/no/such/dir", "ENOENT"});
+}
+
+// ---- Repetition and reporting -------------------------------------------------
+
+// Entries of the host's /tmp that a sandbox could plausibly have left: the
+// staging names, or anything naming cubicle. Other processes (and other
+// tests, whose temp dirs start with kTempPrefix) may create files there
+// concurrently, so only these are compared.
+std::set<std::string> SandboxLookingEntries(const std::set<std::string>& names) {
+  std::set<std::string> out;
+  for (const std::string& n : names) {
+    if (absl::StartsWith(n, kTempPrefix)) continue;
+    if (n == "newroot" || n == "oldroot" || absl::StrContains(n, "cubicle") ||
+        absl::StrContains(n, "staging") || absl::StrContains(n, "sandbox")) {
+      out.insert(n);
+    }
+  }
+  return out;
+}
+
+TEST_F(CoreLauncher, HundredRunsLeaveNothingBehind) {
+  const std::set<std::string> tmp_before = SandboxLookingEntries(ListDirectory("/tmp"));
+  const std::set<std::string> fds_before = ListDirectory("/proc/self/fd");
+  const runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  int exited_zero = 0;
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+    ASSERT_TRUE(run.ok()) << "run " << i << ": " << run.status();
+    ASSERT_EQ(run->result.reason, ExitReason::kExited) << "run " << i << ": " << run->result.setup_error;
+    if (run->result.exit_code == 0) ++exited_zero;
+    ASSERT_EQ(Descendants(), std::vector<pid_t>{}) << "after run " << i;
+  }
+  EXPECT_EQ(exited_zero, 100);
+  EXPECT_EQ(SandboxLookingEntries(ListDirectory("/tmp")), tmp_before);
+  // The directory listing opens one fd in both snapshots.
+  EXPECT_EQ(ListDirectory("/proc/self/fd"), fds_before);
+}
+
+TEST_F(CoreLauncher, PerStepTimingsAreReported) {
+  absl::StatusOr<SandboxRun> run = RunArgv({"/bin/true"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->result.reason, ExitReason::kExited);
+  std::set<std::string> names;
+  for (const auto& [name, duration] : run->result.steps) {
+    names.insert(name);
+    EXPECT_GE(duration, absl::ZeroDuration()) << name;
+  }
+  for (const char* step : {"validate", "clone", "id_maps", "rootfs", "run"}) {
+    EXPECT_TRUE(names.contains(step)) << "no step '" << step << "'";
+  }
+  EXPECT_GT(run->result.wall, absl::ZeroDuration());
+  EXPECT_LE(run->result.setup, run->result.wall);
+}
+
+TEST_F(CoreLauncher, ResourceUsageIsReported) {
+  absl::StatusOr<SandboxRun> run =
+      RunArgv({"/bin/sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->result.reason, ExitReason::kExited);
+  EXPECT_GT(run->result.rusage.ru_maxrss, 0);
+  EXPECT_GT(run->result.rusage.ru_utime.tv_sec * 1000000 + run->result.rusage.ru_utime.tv_usec +
+                run->result.rusage.ru_stime.tv_sec * 1000000 + run->result.rusage.ru_stime.tv_usec,
+            0);
+}
+
+}  // namespace
+}  // namespace cubicle::test_support

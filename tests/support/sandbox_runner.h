@@ -1,0 +1,152 @@
+// Helpers for the integration tests: run a sandbox (in-process through the
+// launcher, or through the cubicle binary) with its output captured, and
+// observe the host around it (our descendant processes, host mounts, temp
+// directories) so tests can prove that nothing outlives a sandbox.
+#pragma once
+
+#include <sys/types.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "runtime/defaults.h"
+#include "runtime/launcher.h"
+#include "runtime/result.h"
+#include "runtime/spec.h"
+
+namespace cubicle::test_support {
+
+// ---- In-process sandboxes -------------------------------------------------
+
+struct SandboxRun {
+  runtime::ExecResult result;
+  std::string out;  // everything the payload wrote to stdout
+  std::string err;  // ... and to stderr
+};
+
+// The default sandbox (runtime::DefaultSpec) running `argv`. Aborts the test
+// binary only if DefaultSpec fails, which it cannot without a workspace.
+runtime::SandboxSpec TestSpec(std::vector<std::string> argv, const runtime::DefaultsOptions& options = {});
+
+// The default sandbox running `/bin/sh -c script`.
+runtime::SandboxSpec ShellSpec(absl::string_view script, const runtime::DefaultsOptions& options = {});
+
+// Launches `spec` with stdin reading `stdin_text` and stdout/stderr captured
+// in memfds (no pipes: nothing can deadlock however much the payload
+// writes). Returns Launch()'s status when it refuses the spec.
+absl::StatusOr<SandboxRun> RunInSandbox(const runtime::SandboxSpec& spec, absl::string_view stdin_text = "",
+                                        runtime::LaunchOptions options = {});
+absl::StatusOr<SandboxRun> RunArgv(std::vector<std::string> argv, absl::string_view stdin_text = "");
+absl::StatusOr<SandboxRun> RunShell(absl::string_view script, const runtime::DefaultsOptions& options = {});
+
+// ---- The cubicle binary ---------------------------------------------------
+
+struct ProcessRun {
+  int exit_code = -1;  // WEXITSTATUS, or -1 when it died of a signal
+  int signal = 0;      // WTERMSIG, or 0
+  bool timed_out = false;  // killed by us after the helper's own limit
+  std::string out;
+  std::string err;
+};
+
+// $CUBICLE_BINARY when set (the rootless script copies the binary), else
+// the path compiled in by CMake.
+std::string CubicleBinary();
+
+// Runs `argv` (argv[0] is the program path) with our environment plus
+// `extra_env` ("NAME=value"), stdin from `stdin_text`, output captured.
+// Killed with SIGKILL (and reported as timed_out) after `limit`.
+ProcessRun RunProcess(const std::vector<std::string>& argv, absl::string_view stdin_text = "",
+                      const std::vector<std::string>& extra_env = {},
+                      absl::Duration limit = absl::Seconds(60));
+
+// A process started with captured output, for tests that act on it while it
+// runs (signal it, kill it). Killed with SIGKILL and reaped on destruction
+// if still running.
+class RunningProcess {
+ public:
+  RunningProcess(const std::vector<std::string>& argv, absl::string_view stdin_text = "",
+                 const std::vector<std::string>& extra_env = {});
+  ~RunningProcess();
+  RunningProcess(const RunningProcess&) = delete;
+  RunningProcess& operator=(const RunningProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool started() const { return pid_ > 0; }
+  // What it has written to stdout so far.
+  std::string StdoutSoFar() const;
+  // Polls (every 10 ms, at most `limit`) until stdout contains `text`.
+  bool WaitForStdout(absl::string_view text, absl::Duration limit = absl::Seconds(20)) const;
+  void Signal(int sig) const;
+  // Waits at most `limit`, then kills; the result carries all output.
+  ProcessRun Wait(absl::Duration limit = absl::Seconds(60));
+
+ private:
+  pid_t pid_ = -1;
+  int pidfd_ = -1;
+  int stdout_fd_ = -1;
+  int stderr_fd_ = -1;
+  std::string spawn_error_;
+};
+
+// RunProcess of `cubicle ARGS...`.
+ProcessRun RunCubicle(const std::vector<std::string>& args, absl::string_view stdin_text = "",
+                      const std::vector<std::string>& extra_env = {});
+
+// `cubicle ARGS...` as a RunningProcess.
+std::vector<std::string> CubicleArgv(const std::vector<std::string>& args);
+
+// ---- Observing the host ---------------------------------------------------
+
+// Every live (or zombie) process whose parent chain leads to `ancestor`
+// (default: this process), found by walking /proc/*/stat.
+std::vector<pid_t> Descendants(pid_t ancestor = 0);
+
+// Polls (every 10 ms, at most `limit`) until no process other than this one
+// has `marker` in its command line; returns the survivors, if any.
+std::vector<pid_t> WaitUntilGone(absl::string_view marker, absl::Duration limit = absl::Seconds(10));
+
+// Processes other than this one whose command line contains `marker`, e.g.
+// a unique `sleep` argument: finds escapees that were reparented away.
+std::vector<pid_t> ProcessesWithArgument(absl::string_view marker);
+
+// The host mount table as this process sees it (/proc/self/mountinfo
+// lines, sorted): equal before and after means no mount leaked.
+std::vector<std::string> HostMounts();
+
+// Names in directory `dir` (no "." or "..").
+std::set<std::string> ListDirectory(const std::string& dir);
+
+// ---- Files ----------------------------------------------------------------
+
+// A fresh directory under $TMPDIR (or /tmp) named "itest-XXXXXX", removed
+// recursively (without following symlinks) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string Join(absl::string_view name) const;
+
+ private:
+  std::string path_;
+};
+
+inline constexpr char kTempPrefix[] = "itest-";
+
+bool WriteFile(const std::string& path, absl::string_view data);
+std::string ReadFile(const std::string& path);  // "" when unreadable
+
+// Lines of `text` without their terminators; no trailing empty line.
+std::vector<std::string> Lines(absl::string_view text);
+
+// The value of `Key:` in a /proc/PID/status text, trimmed ("" if absent).
+std::string StatusField(absl::string_view status_text, absl::string_view key);
+
+}  // namespace cubicle::test_support
