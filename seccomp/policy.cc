@@ -1,279 +1,39 @@
+// Compiled programs: embedded at build time where available, else built
+// with libseccomp once per process; and the one-syscall loader.
 #include "seccomp/policy.h"
 
 #include <linux/seccomp.h>
-#include <sched.h>
-#include <seccomp.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
-#include <cstddef>
-#include <initializer_list>
-#include <memory>
 #include <optional>
-#include <string>
-#include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status.h"
-#include "base/unique_fd.h"
 
 namespace cubicle::seccomp {
 namespace {
 
-// Refused outright with EPERM (DESIGN §8): each either reaches past the sandbox
-// (mounts, namespaces, other processes' memory, the host clock, modules, kexec)
-// or is a large kernel attack surface a sandboxed program has no use for.
-// Names this architecture lacks (iopl on aarch64, umount on both) are skipped.
-constexpr const char* kRefusedSyscalls[] = {
-    // The mount family: the sandbox's mount tree is fixed before execve.
-    "mount",
-    "umount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "move_mount",
-    "open_tree",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-    // Other processes, and the kernel's own programmable surfaces.
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "kcmp",
-    "pidfd_getfd",
-    "bpf",
-    "perf_event_open",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "userfaultfd",
-    "fanotify_init",
-    // The kernel keyring is not namespaced.
-    "keyctl",
-    "add_key",
-    "request_key",
-    // Replacing or extending the kernel, or stopping the machine.
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "reboot",
-    // Host-wide state: swap, accounting, quotas, the kernel log, the clock, the tty.
-    "swapon",
-    "swapoff",
-    "acct",
-    "quotactl",
-    "quotactl_fd",
-    "lookup_dcookie",
-    "syslog",
-    "settimeofday",
-    "clock_settime",
-    "clock_adjtime",
-    "adjtimex",
-    "vhangup",
-    "nfsservctl",
-    "_sysctl",
-    "uselib",
-    // Raw I/O port access.
-    "iopl",
-    "ioperm",
-    // Entering or making namespaces; clone(2) is filtered by flag below.
-    "setns",
-    "unshare",
-    // File handles bypass the path walk, and so the mount tree (the "shocker" escape).
-    "open_by_handle_at",
-    "name_to_handle_at",
-};
+// Generated at build time by cubicle_seccomp_gen from CompileWithLibseccomp:
+// kEmbeddedDefault, kEmbeddedNoNetwork (sock_filter arrays).
+#include "seccomp/embedded_programs.inc"
 
-// clone(2) is needed for fork and threads, so only the flags that make a new
-// namespace are refused. clone(2) cannot ask for CLONE_NEWTIME (only clone3 and
-// unshare can): 0x80 lies in its exit-signal byte, so that rule only refuses
-// exit "signals" of 128 and above, which no program has reason to use.
-constexpr uint64_t kNamespaceFlags[] = {
-    CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWNET,
-    CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
-};
-
-// Pushing bytes into a terminal's input queue (TIOCSTI) or driving the console
-// (TIOCLINUX) would let the sandbox type commands into the caller's terminal.
-constexpr uint64_t kRefusedIoctls[] = {TIOCSTI, TIOCLINUX};
-
-// The kernel reads ioctl's request and personality's persona as 32-bit
-// values, so the filter must compare only the low half, or a caller could set
-// high bits to slip past an equality test.
-constexpr uint64_t kLow32 = 0xffffffff;
-
-// The personas a program may ask for: the default, the 32-bit one that
-// `linux32`/`setarch` use, and the "query only" value. Everything else (the
-// ADDR_NO_RANDOMIZE, READ_IMPLIES_EXEC, MMAP_PAGE_ZERO flags and the foreign
-// execution domains) weakens the exec'd program or exists for old binaries.
-constexpr uint64_t kPersonaLinux = 0;
-constexpr uint64_t kPersonaLinux32 = 0x0008;
-constexpr uint64_t kPersonaQuery = 0xffffffff;
-
-constexpr scmp_arg_cmp Arg(unsigned int arg, scmp_compare op, uint64_t a, uint64_t b = 0) {
-  return scmp_arg_cmp{.arg = arg, .op = op, .datum_a = a, .datum_b = b};
-}
-
-struct FilterReleaser {
-  void operator()(void* ctx) const { seccomp_release(ctx); }
-};
-using FilterCtx = std::unique_ptr<void, FilterReleaser>;
-
-// One libseccomp filter under construction; every failure names its step.
-class FilterBuilder {
- public:
-  explicit FilterBuilder(FilterCtx ctx) : ctx_(std::move(ctx)) {}
-
-  absl::Status SetAttr(scmp_filter_attr attr, uint32_t value, const char* name) {
-    if (int rc = seccomp_attr_set(ctx_.get(), attr, value); rc < 0) {
-      return ErrnoStatus(-rc, absl::StrCat("seccomp_attr_set(", name, ")"));
-    }
-    return absl::OkStatus();
-  }
-
-  // Makes `syscall` fail with `err` when all `conditions` hold (always, if none).
-  absl::Status Refuse(const char* syscall, int err,
-                      std::initializer_list<scmp_arg_cmp> conditions = {}) {
-    int nr = seccomp_syscall_resolve_name(syscall);
-    // __NR_SCMP_ERROR: libseccomp does not know the name. Other negative
-    // numbers are libseccomp's stand-ins for syscalls this architecture lacks;
-    // adding them would only compare against a number no syscall has.
-    if (nr == __NR_SCMP_ERROR || nr < 0) return absl::OkStatus();
-    int rc =
-        seccomp_rule_add_array(ctx_.get(), SCMP_ACT_ERRNO(err), nr,
-                               static_cast<unsigned int>(conditions.size()), conditions.begin());
-    if (rc < 0) return ErrnoStatus(-rc, absl::StrCat("seccomp_rule_add(", syscall, ")"));
-    return absl::OkStatus();
-  }
-
-  // seccomp_export_bpf_mem arrived after libseccomp 2.5.4, so the program goes
-  // through a memfd and is read back.
-  absl::StatusOr<BpfProgram> Export() {
-    UniqueFd memfd(memfd_create("cubicle-seccomp", MFD_CLOEXEC));
-    if (!memfd) return ErrnoStatus(errno, "memfd_create(cubicle-seccomp)");
-    if (int rc = seccomp_export_bpf(ctx_.get(), memfd.get()); rc < 0) {
-      return ErrnoStatus(-rc, "seccomp_export_bpf");
-    }
-    struct stat st {};
-    if (fstat(memfd.get(), &st) != 0) return ErrnoStatus(errno, "fstat(cubicle-seccomp)");
-    auto size = static_cast<size_t>(st.st_size);
-    if (size == 0 || size % sizeof(sock_filter) != 0 || size / sizeof(sock_filter) > BPF_MAXINSNS) {
-      return absl::InternalError(
-          absl::StrCat("seccomp_export_bpf: unusable program of ", size, " bytes"));
-    }
-    BpfProgram program;
-    program.instructions.resize(size / sizeof(sock_filter));
-    auto* bytes = reinterpret_cast<char*>(program.instructions.data());
-    for (size_t done = 0; done < size;) {
-      ssize_t n = pread(memfd.get(), bytes + done, size - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return ErrnoStatus(errno, "pread(cubicle-seccomp)");
-      if (n == 0) return ErrnoStatus(EIO, "pread(cubicle-seccomp): short read");
-      done += static_cast<size_t>(n);
-    }
-    return program;
-  }
-
- private:
-  FilterCtx ctx_;
-};
-
-absl::StatusOr<FilterBuilder> NewFilter() {
-  FilterCtx ctx(seccomp_init(SCMP_ACT_ALLOW));
-  // seccomp_init reports no reason; allocation is its only failure.
-  if (ctx == nullptr) return ErrnoStatus(ENOMEM, "seccomp_init");
-  FilterBuilder filter(std::move(ctx));
-  // Ask for raw -errno from system failures instead of a blanket ECANCELED, so
-  // our messages can name them; older versions lack the attribute, which is harmless.
-  (void)filter.SetAttr(SCMP_FLTATR_API_SYSRAWRC, 1, "API_SYSRAWRC");
-  // Only the native architecture is in the filter, so i386 syscalls made with
-  // `int 0x80` on x86_64 hit this action. libseccomp's x86_64 filter also sends
-  // x32 syscalls (nr >= __X32_SYSCALL_BIT) here, so the x32 ABI needs no rule.
-  CUBICLE_RETURN_IF_ERROR(
-      filter.SetAttr(SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS, "ACT_BADARCH"));
-  // The launcher sets no_new_privs itself, in the child, and loads the program
-  // with Load(); libseccomp must not try to do either.
-  CUBICLE_RETURN_IF_ERROR(filter.SetAttr(SCMP_FLTATR_CTL_NNP, 0, "CTL_NNP"));
-  // A binary search over syscall numbers instead of a linear chain. Only an
-  // optimisation: a version without it still yields a correct program.
-  (void)filter.SetAttr(SCMP_FLTATR_CTL_OPTIMIZE, 2, "CTL_OPTIMIZE");
-  return filter;
-}
-
-// personality(2) refused for every persona but kPersonaLinux, kPersonaLinux32
-// and kPersonaQuery. libseccomp allows one comparison per argument in a rule
-// and no rule whose action is the default (ALLOW), so "x not in {a, b, c}"
-// must be a union of single masked comparisons over the low 32 bits, all the
-// kernel reads. Let B be those bits but bit 3 (kPersonaLinux32). The values
-// whose B bits are all equal are 0, 0x8, 0xfffffff7 and 0xffffffff. Any other
-// value, its B bits read as a ring, has somewhere a 0 followed by a 1: one rule
-// per neighbouring pair of B catches those, and one more 0xfffffff7.
-absl::Status RefuseUnusualPersonas(FilterBuilder& filter) {
-  std::array<unsigned int, 31> ring{};
-  for (unsigned int bit = 0, i = 0; bit < 32; ++bit) {
-    if ((uint64_t{1} << bit) != kPersonaLinux32) ring[i++] = bit;
-  }
-  for (size_t i = 0; i < ring.size(); ++i) {
-    uint64_t zero = uint64_t{1} << ring[i];
-    uint64_t one = uint64_t{1} << ring[(i + 1) % ring.size()];
-    CUBICLE_RETURN_IF_ERROR(
-        filter.Refuse("personality", EPERM, {Arg(0, SCMP_CMP_MASKED_EQ, zero | one, one)}));
-  }
-  static_assert(kPersonaLinux == 0 && kPersonaQuery == kLow32);
-  return filter.Refuse("personality", EPERM,
-                       {Arg(0, SCMP_CMP_MASKED_EQ, kLow32, kLow32 & ~kPersonaLinux32)});
-}
-
-absl::Status AddBaseline(FilterBuilder& filter) {
-  for (const char* syscall : kRefusedSyscalls) {
-    CUBICLE_RETURN_IF_ERROR(filter.Refuse(syscall, EPERM));
-  }
-  CUBICLE_RETURN_IF_ERROR(RefuseUnusualPersonas(filter));
-  // Flags are clone's first argument on x86_64 and aarch64 (s390 swaps them).
-  for (uint64_t flag : kNamespaceFlags) {
-    CUBICLE_RETURN_IF_ERROR(
-        filter.Refuse("clone", EPERM, {Arg(0, SCMP_CMP_MASKED_EQ, flag, flag)}));
-  }
-  // clone3 passes its flags in memory, out of the filter's sight. ENOSYS makes
-  // glibc fall back to clone, whose flags the rules above can read.
-  CUBICLE_RETURN_IF_ERROR(filter.Refuse("clone3", ENOSYS));
-  for (uint64_t request : kRefusedIoctls) {
-    CUBICLE_RETURN_IF_ERROR(
-        filter.Refuse("ioctl", EPERM, {Arg(1, SCMP_CMP_MASKED_EQ, kLow32, request)}));
-  }
-  return absl::OkStatus();
-}
-
-// An empty network namespace already leaves nothing to reach; refusing the
-// sockets too shrinks the kernel surface (netlink, packet, every protocol
-// module) to unix sockets, which pipes-and-files programs still need.
-absl::Status AddNoNetwork(FilterBuilder& filter) {
-  // The whole 64-bit argument is compared: a family with high bits set is
-  // refused even when its low half is AF_UNIX, which only errs towards refusal.
-  CUBICLE_RETURN_IF_ERROR(filter.Refuse("socket", EPERM, {Arg(0, SCMP_CMP_NE, AF_UNIX)}));
-  return filter.Refuse("socketpair", EPERM, {Arg(0, SCMP_CMP_NE, AF_UNIX)});
-}
-
-absl::StatusOr<BpfProgram> Build(Policy policy) {
-  if (policy == Policy::kNone) return BpfProgram{};
-  CUBICLE_ASSIGN_OR_RETURN(FilterBuilder filter, NewFilter());
-  CUBICLE_RETURN_IF_ERROR(AddBaseline(filter));
-  if (policy == Policy::kNoNetwork) CUBICLE_RETURN_IF_ERROR(AddNoNetwork(filter));
-  return filter.Export();
+const BpfProgram* Embedded(Policy policy) {
+#if CUBICLE_SECCOMP_EMBEDDED
+  static const BpfProgram* const programs[] = {
+      nullptr,
+      new BpfProgram{{std::begin(kEmbeddedDefault), std::end(kEmbeddedDefault)}},
+      new BpfProgram{{std::begin(kEmbeddedNoNetwork), std::end(kEmbeddedNoNetwork)}},
+  };
+  return programs[static_cast<size_t>(policy)];
+#else
+  (void)policy;
+  return nullptr;
+#endif
 }
 
 struct CachedProgram {
@@ -292,42 +52,25 @@ CachedProgram& CacheFor(Policy policy) {
 
 }  // namespace
 
-absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
-  for (Policy policy : {Policy::kNone, Policy::kDefault, Policy::kNoNetwork}) {
-    if (name == PolicyName(policy)) return policy;
-  }
-  // Debian's Abseil keeps its own string_view, which std::string_view does not convert to.
-  return absl::InvalidArgumentError(absl::StrCat("unknown seccomp policy '", std::string(name),
-                                                 "' (expected none, default or no-network)"));
-}
-
-std::string_view PolicyName(Policy policy) {
-  switch (policy) {
-    case Policy::kNone:
-      return "none";
-    case Policy::kDefault:
-      return "default";
-    case Policy::kNoNetwork:
-      return "no-network";
-  }
-  return "unknown";
-}
-
 absl::StatusOr<const BpfProgram*> Compiled(Policy policy) {
   if (static_cast<size_t>(policy) >= kPolicyCount) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown seccomp policy ", static_cast<int>(policy)));
   }
+  // A new process (every `cubicle run`) would otherwise spend ~0.5 ms here.
+  if (const BpfProgram* embedded = Embedded(policy); embedded != nullptr) return embedded;
   CachedProgram& cached = CacheFor(policy);
   absl::MutexLock lock(&cached.mu);
   // Failures are not cached: a transient one (EMFILE from memfd_create) must
   // not leave a long-lived daemon unable to sandbox anything.
   if (!cached.program.has_value()) {
-    CUBICLE_ASSIGN_OR_RETURN(BpfProgram program, Build(policy));
+    CUBICLE_ASSIGN_OR_RETURN(BpfProgram program, CompileWithLibseccomp(policy));
     cached.program = std::move(program);
   }
   return &*cached.program;
 }
+
+bool ProgramsEmbedded() { return Embedded(Policy::kDefault) != nullptr; }
 
 int Load(const sock_fprog& prog) {
   // kNone: nothing to install. The kernel would reject an empty program anyway.

@@ -37,6 +37,13 @@ struct BpfProgram {
 // life of the process (thread-safe). kNone yields an empty program.
 absl::StatusOr<const BpfProgram*> Compiled(Policy policy);
 
+// Builds `policy` with libseccomp now, for the native architecture. The
+// build embeds its output (cubicle_seccomp_gen); tests check they agree.
+absl::StatusOr<BpfProgram> CompileWithLibseccomp(Policy policy);
+
+// Whether Compiled() serves programs embedded at build time.
+bool ProgramsEmbedded();
+
 // Installs `prog` on the calling thread with SECCOMP_SET_MODE_FILTER.
 // Requires no_new_privs (or CAP_SYS_ADMIN). Returns 0, or -errno.
 // Async-signal-safe: meant for the child between clone and execve.

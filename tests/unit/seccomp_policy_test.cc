@@ -478,3 +478,27 @@ TEST(NoNetworkPolicyTest, UnixSocketsStillWork) {
 
 }  // namespace
 }  // namespace cubicle::seccomp
+
+namespace cubicle::seccomp {
+namespace {
+
+// The programs embedded at build time are exactly what libseccomp compiles
+// now: a stale or hand-edited embedded table cannot go unnoticed.
+TEST(EmbeddedPrograms, MatchLibseccompOutput) {
+  ASSERT_TRUE(ProgramsEmbedded());
+  for (Policy policy : {Policy::kDefault, Policy::kNoNetwork}) {
+    absl::StatusOr<const BpfProgram*> embedded = Compiled(policy);
+    absl::StatusOr<BpfProgram> fresh = CompileWithLibseccomp(policy);
+    ASSERT_TRUE(embedded.ok() && fresh.ok());
+    ASSERT_EQ((*embedded)->instructions.size(), fresh->instructions.size()) << PolicyName(policy);
+    for (size_t i = 0; i < fresh->instructions.size(); ++i) {
+      const sock_filter& a = (*embedded)->instructions[i];
+      const sock_filter& b = fresh->instructions[i];
+      EXPECT_TRUE(a.code == b.code && a.jt == b.jt && a.jf == b.jf && a.k == b.k)
+          << PolicyName(policy) << " instruction " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cubicle::seccomp
