@@ -62,6 +62,10 @@ struct FdPath {
   const char* c_str() const { return buf; }
 };
 
+// Set by BuildRoot() in the child (single-threaded there) from the plan;
+// false forces the component-by-component walk (old kernels, and tests).
+bool use_openat2 = true;
+
 // Opens `rel` beneath `root_fd`, refusing any resolution that leaves it (a
 // "..", an absolute symlink or a relative one that climbs out). Returns the
 // fd or -errno. On kernels without openat2, symlinks are refused outright.
@@ -74,11 +78,12 @@ int OpenBeneath(int root_fd, const char* rel, int flags) {
   std::memset(&how, 0, sizeof(how));
   how.flags = static_cast<unsigned long long>(flags | O_CLOEXEC);
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-  long fd = ::syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+  long fd = use_openat2 ? ::syscall(SYS_openat2, root_fd, rel, &how, sizeof(how)) : -1;
   if (fd >= 0) return static_cast<int>(fd);
-  if (errno != ENOSYS) return -errno;
+  if (use_openat2 && errno != ENOSYS) return -errno;
 
   // Fallback walk: one component at a time, never following a symlink.
+  // Callers only ask for O_PATH (optionally O_DIRECTORY) opens.
   char part[PATH_MAX];
   int cur = ::fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
   if (cur < 0) return -errno;
@@ -95,14 +100,19 @@ int OpenBeneath(int root_fd, const char* rel, int flags) {
     p += n;
     while (*p == '/') ++p;
     bool last = *p == '\0';
-    int next = ::openat(cur, part, (last ? flags : O_PATH | O_DIRECTORY) | O_NOFOLLOW | O_CLOEXEC);
+    // O_PATH|O_NOFOLLOW opens a symlink itself, so it can be told apart.
+    int next = ::openat(cur, part, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     int saved = errno;
     ::close(cur);
-    if (next < 0) return saved == ELOOP ? -EXDEV : -saved;
+    if (next < 0) return -saved;
     struct stat st;
-    if (::fstat(next, &st) == 0 && S_ISLNK(st.st_mode)) {
+    int err = ::fstat(next, &st) != 0 ? errno
+              : S_ISLNK(st.st_mode)   ? EXDEV
+              : (!last || (flags & O_DIRECTORY)) && !S_ISDIR(st.st_mode) ? ENOTDIR
+                                                                         : 0;
+    if (err != 0) {
       ::close(next);
-      return -EXDEV;
+      return -err;
     }
     cur = next;
   }
@@ -139,13 +149,18 @@ int MakeDirs(int root_fd, const char* rel, mode_t mode, const char* dest, ChildE
     prefix[pos] = '\0';
     const char* name = prefix + start;
     bool last = pos >= len;
-    if (::mkdirat(parent, name, last ? mode : 0755) != 0 && errno != EEXIST) {
-      int saved = errno;
-      ::close(parent);
-      child::Fail(error, "mkdir", dest, saved);
-      return -1;
-    }
+    // Open first: most components exist (and may sit in a read-only or
+    // foreign-owned bind where mkdir would fail for the wrong reason).
     int next = OpenBeneath(root_fd, prefix, O_PATH | O_DIRECTORY);
+    if (next == -ENOENT) {
+      if (::mkdirat(parent, name, last ? mode : 0755) != 0 && errno != EEXIST) {
+        int saved = errno;
+        ::close(parent);
+        child::Fail(error, "mkdir", dest, saved);
+        return -1;
+      }
+      next = OpenBeneath(root_fd, prefix, O_PATH | O_DIRECTORY);
+    }
     ::close(parent);
     if (next < 0) {
       FailPath(error, "open directory", dest, -next);
@@ -202,9 +217,13 @@ int ClassicRemount(const char* path, bool readonly, bool devices) {
   return ::mount(nullptr, path, nullptr, flags, nullptr) == 0 ? 0 : -errno;
 }
 
-// Binds `src_path` (relative to src_dirfd) onto the object open as `dest_fd`.
+// Binds `src_path` (relative to src_dirfd) onto the object open as `dest_fd`,
+// which is `reopen_rel` beneath `reopen_dirfd` (the classic path needs to
+// find the new mount again by a real lookup: a /proc/self/fd jump lands on
+// the directory under it, where a remount fails with EINVAL).
 bool BindOnto(const PreparedPlan& plan, int src_dirfd, const char* src_path, int dest_fd,
-              bool readonly, bool devices, const char* dest, ChildError* error) {
+              int reopen_dirfd, const char* reopen_rel, bool readonly, bool devices,
+              const char* dest, ChildError* error) {
   if (plan.new_mount_api) {
     // Clone the tree detached, fix its flags, then attach: the mount is never
     // visible writable, and no path is resolved twice.
@@ -236,7 +255,12 @@ bool BindOnto(const PreparedPlan& plan, int src_dirfd, const char* src_path, int
   if (::mount(src, target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
     return child::Fail(error, "mount(bind)", dest, errno);
   }
-  int rc = ClassicRemount(target.c_str(), readonly, devices);
+  // dest_fd still names the directory under the new mount; the remount
+  // must target the mount itself, reached by resolving the same fd again.
+  ScopedFd mounted(OpenBeneath(reopen_dirfd, reopen_rel, O_PATH));
+  if (mounted.fd < 0) return child::Fail(error, "open(bind)", dest, -mounted.fd);
+  FdPath mounted_path(mounted.fd);
+  int rc = ClassicRemount(mounted_path.c_str(), readonly, devices);
   if (rc != 0) return child::Fail(error, "mount(remount)", dest, -rc);
   return true;
 }
@@ -273,8 +297,8 @@ bool ApplyBind(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Chil
                     : MakeFileMountpoint(root_fd, op, error);
   if (dest_fd < 0) return false;
   ScopedFd dest(dest_fd);
-  return BindOnto(plan, AT_FDCWD, op.host_source.c_str(), dest.fd, op.op->readonly, op.op->devices,
-                  op.dest.c_str(), error);
+  return BindOnto(plan, AT_FDCWD, op.host_source.c_str(), dest.fd, root_fd, op.dest_relative.c_str(),
+                  op.op->readonly, op.op->devices, op.dest.c_str(), error);
 }
 
 bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildReport* report,
@@ -294,7 +318,8 @@ bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Buil
       }
       report->proc_fallback = true;
       report->proc_errno = saved;
-      if (!BindOnto(plan, AT_FDCWD, "/oldroot/proc", dir.fd, true, false, op.dest.c_str(), error)) {
+      if (!BindOnto(plan, AT_FDCWD, "/oldroot/proc", dir.fd, root_fd, op.dest_relative.c_str(), true,
+                    false, op.dest.c_str(), error)) {
         return false;
       }
     }
@@ -305,12 +330,14 @@ bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Buil
   for (const char* name : kProcReadOnly) {
     ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (sub.fd < 0) continue;
-    if (!BindOnto(plan, proc.fd, name, sub.fd, true, false, name, error)) return false;
+    if (!BindOnto(plan, proc.fd, name, sub.fd, proc.fd, name, true, false, name, error)) return false;
   }
   for (const char* name : kProcMaskFiles) {
     ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (sub.fd < 0) continue;
-    if (!BindOnto(plan, AT_FDCWD, "/oldroot/dev/null", sub.fd, true, true, name, error)) return false;
+    if (!BindOnto(plan, AT_FDCWD, "/oldroot/dev/null", sub.fd, proc.fd, name, true, true, name, error)) {
+      return false;
+    }
   }
   for (const char* name : kProcMaskDirs) {
     ScopedFd sub(::openat(proc.fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -347,7 +374,7 @@ bool ApplyDev(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Child
     ::close(made);
     ScopedFd target(::openat(dev.fd, node, O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (target.fd < 0) return child::Fail(error, "open device mountpoint", node, errno);
-    if (!BindOnto(plan, AT_FDCWD, host, target.fd, false, true, node, error)) return false;
+    if (!BindOnto(plan, AT_FDCWD, host, target.fd, dev.fd, node, false, true, node, error)) return false;
   }
   if (::mkdirat(dev.fd, "shm", 01777) != 0) return child::Fail(error, "mkdir", "/dev/shm", errno);
   {
@@ -468,8 +495,9 @@ bool ApplyOp(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildR
 
 }  // namespace
 
-PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_api) {
+PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_api, bool openat2) {
   PreparedPlan out;
+  out.openat2 = openat2;
   out.readonly_root = readonly_root;
   out.new_mount_api = new_mount_api;
   out.ops.reserve(plan.size());
@@ -497,6 +525,7 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
 }
 
 bool BuildRoot(const PreparedPlan& plan, BuildReport* report, ChildError* error) {
+  use_openat2 = plan.openat2;
   ::umask(0);  // modes in the plan are exact; the payload gets 022 back
   // Nothing we mount may propagate back to the host, nor host changes in.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {

@@ -29,11 +29,12 @@ struct PreparedPlan {
   std::vector<PreparedOp> ops;
   bool readonly_root = true;
   bool new_mount_api = true;     // open_tree/move_mount/mount_setattr (Linux 5.12+)
+  bool openat2 = true;           // RESOLVE_BENEATH (Linux 5.6+); else walk, refusing symlinks
   bool allow_proc_fallback = true;
 };
 
 // `plan` must outlive the result and must have passed ValidatePlan().
-PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_api);
+PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_api, bool openat2);
 
 struct BuildReport {
   bool proc_fallback = false;  // a host /proc was bound read-only instead of a new procfs

@@ -21,6 +21,7 @@ HostFeatures Detect() {
   bool move_mount = SyscallExists(::syscall(SYS_move_mount, -1, "", -1, "", 0));
   bool setattr = SyscallExists(::syscall(SYS_mount_setattr, -1, "", 0, nullptr, 0));
   f.new_mount_api = open_tree && move_mount && setattr;
+  f.openat2 = SyscallExists(::syscall(SYS_openat2, -1, "", nullptr, 0));
   return f;
 }
 

@@ -8,6 +8,7 @@ namespace cubicle::runtime {
 struct HostFeatures {
   bool clone3 = false;         // clone3(2), Linux 5.3
   bool new_mount_api = false;  // open_tree/move_mount/mount_setattr, Linux 5.12
+  bool openat2 = false;        // openat2 with RESOLVE_BENEATH, Linux 5.6
   bool fresh_procfs = true;    // cleared once a sandbox had to fall back
 };
 

@@ -281,15 +281,25 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
 
   // 1. Prepare what the child will read: seccomp program (compiled once
   //    per process), mount plan, argv/env arrays, host-side mount trees.
-  const HostFeatures features = Features();
+  HostFeatures features = Features();
+  if (options.features.has_value()) {
+    features.clone3 &= options.features->clone3;
+    features.new_mount_api &= options.features->new_mount_api;
+    features.openat2 &= options.features->openat2;
+  }
   absl::StatusOr<const seccomp::BpfProgram*> bpf = seccomp::Compiled(spec.seccomp);
   if (!bpf.ok()) return SetupFailure(bpf.status());
   ChildPlan plan;
-  plan.rootfs = rootfs::Prepare(spec.mounts, spec.readonly_root, features.new_mount_api);
+  plan.rootfs = rootfs::Prepare(spec.mounts, spec.readonly_root, features.new_mount_api, features.openat2);
   plan.rootfs.allow_proc_fallback = options.allow_proc_fallback;
   std::vector<UniqueFd> trees;
   for (rootfs::PreparedOp& op : plan.rootfs.ops) {
     if (op.kind != rootfs::MountKind::kBind || !op.op->idmap_owner || op.op->readonly) continue;
+    if (!features.new_mount_api) {
+      result.warnings.push_back(absl::StrCat(
+          "no idmapped mounts on this kernel: ", op.dest, " keeps its host ownership"));
+      continue;
+    }
     absl::StatusOr<UniqueFd> tree = OpenIdmappedTree(op.op->source, identity);
     if (!tree.ok()) return SetupFailure(tree.status());
     op.tree_fd = tree->get();

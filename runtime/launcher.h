@@ -2,7 +2,10 @@
 // to the end and returns what happened (DESIGN §4).
 #pragma once
 
+#include <optional>
+
 #include "absl/status/statusor.h"
+#include "runtime/host_features.h"
 #include "runtime/result.h"
 #include "runtime/spec.h"
 
@@ -18,6 +21,10 @@ struct LaunchOptions {
   int signal_fd = -1;
   // Allow the read-only host /proc fallback when a new procfs is refused.
   bool allow_proc_fallback = true;
+  // Replaces what the host offers (runtime::Features()), to exercise the
+  // fallbacks of older kernels on this one. A feature the host lacks cannot
+  // be turned on.
+  std::optional<HostFeatures> features;
 };
 
 // Validates `spec` (InvalidArgument on bad input; nothing is created), then
