@@ -52,7 +52,7 @@ struct RunFlags {
   std::string timeout;
   std::string seccomp = "no-network";
   std::string json_status;
-  std::vector<std::string> rlimits;
+  CLI::Option* rlimit = nullptr;
   std::vector<std::string> command;
 };
 
@@ -152,8 +152,10 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   if (!f.timeout.empty()) {
     CUBICLE_ASSIGN_OR_RETURN(spec.timeout, ParseSeconds("--timeout", f.timeout));
   }
-  CUBICLE_ASSIGN_OR_RETURN(spec.seccomp, seccomp::ParsePolicy(f.seccomp));
-  for (const std::string& r : f.rlimits) {
+  absl::StatusOr<seccomp::Policy> policy = seccomp::ParsePolicy(f.seccomp);
+  if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--seccomp: ", policy.status().message()));
+  spec.seccomp = *policy;
+  for (const std::string& r : f.rlimit->results()) {
     CUBICLE_ASSIGN_OR_RETURN(runtime::RlimitSpec limit, ParseRlimit("--rlimit", r));
     std::erase_if(spec.rlimits, [&](const runtime::RlimitSpec& x) { return x.resource == limit.resource; });
     spec.rlimits.push_back(limit);
@@ -267,7 +269,9 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   app->add_option("--timeout", f.timeout, "Wall-clock limit in seconds; kills every process");
   app->add_option("--seccomp", f.seccomp, "Seccomp policy: no-network (default), default, none");
   app->add_option("--json-status", f.json_status, "Write the result as JSON to FILE (/dev/fd/N works)");
-  app->add_option("--rlimit", f.rlimits, "NAME=SOFT[:HARD], e.g. nofile=256 (repeatable)");
+  // One value per occurrence: a vector option would take `--` as the end of
+  // its values and leave the command's own dash arguments to the parser.
+  f.rlimit = Single(app, "--rlimit", "NAME=SOFT[:HARD]", "e.g. nofile=256 (repeatable)");
   app->add_option("command", f.command, "The command and its arguments")->required();
   return [flags] { return Run(*flags); };
 }

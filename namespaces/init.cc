@@ -1,5 +1,7 @@
 #include "namespaces/init.h"
 
+#include "namespaces/process.h"
+
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -67,6 +69,9 @@ void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* 
     ::_exit(1);
   }
   report->step_ns[kStepPayloadForked] = MonotonicNanos();
+  // From here init needs only its control socket; the payload has its own
+  // copies of the stdio fds.
+  CloseAllFdsExcept(&control_fd, 1, &report->error);
   report->payload_pid = static_cast<int32_t>(pid);
 
   sigset_t wanted;

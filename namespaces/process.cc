@@ -6,6 +6,7 @@
 #include <linux/close_range.h>
 #include <linux/securebits.h>
 #include <net/if.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -43,6 +44,14 @@ bool BecomeSandboxIds(uid_t uid, gid_t gid, bool clear_groups, ChildError* error
 bool DieWithParent(ChildError* error) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
     return child::Fail(error, "prctl(PR_SET_PDEATHSIG)", "", errno);
+  }
+  return true;
+}
+
+bool LauncherStillThere(int control_fd, ChildError* error) {
+  struct pollfd p = {control_fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR))) {
+    return child::Fail(error, "wait for launcher", "launcher exited", EPIPE);
   }
   return true;
 }
@@ -131,6 +140,27 @@ bool CloseOtherFds(int keep, ChildError* error) {
     if (fd != keep) ::close(static_cast<int>(fd));
   }
   return true;
+}
+
+bool CloseAllFdsExcept(const int* keep, size_t count, ChildError* error) {
+  // Ascending order without allocating: repeatedly pick the next kept fd.
+  unsigned first = 0;
+  for (;;) {
+    long next = -1;
+    for (size_t i = 0; i < count; ++i) {
+      if (keep[i] >= static_cast<int>(first) && (next < 0 || keep[i] < next)) next = keep[i];
+    }
+    unsigned last = next < 0 ? ~0U : static_cast<unsigned>(next) - 1;
+    if (next < 0 || static_cast<unsigned>(next) > first) {
+      if (::syscall(SYS_close_range, first, last, 0) != 0) {
+        if (errno != ENOSYS) return child::Fail(error, "close_range", "", errno);
+        long max = ::sysconf(_SC_OPEN_MAX);
+        for (long fd = first; fd < max && (next < 0 || fd < next); ++fd) ::close(static_cast<int>(fd));
+      }
+    }
+    if (next < 0) return true;
+    first = static_cast<unsigned>(next) + 1;
+  }
 }
 
 void ResetSignals() {

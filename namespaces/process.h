@@ -20,8 +20,13 @@ bool WaitForLauncher(int control_fd, ChildError* error);
 // creates fails with EOVERFLOW.
 bool BecomeSandboxIds(uid_t uid, gid_t gid, bool clear_groups, ChildError* error);
 
-// Dies with the launcher: PR_SET_PDEATHSIG(SIGKILL).
+// Dies with the launcher: PR_SET_PDEATHSIG(SIGKILL). The kernel clears it
+// on every credential change, so call it after BecomeSandboxIds.
 bool DieWithParent(ChildError* error);
+
+// False (with an error) when the launcher's end of the control socket is
+// gone, i.e. it died before DieWithParent took effect.
+bool LauncherStillThere(int control_fd, ChildError* error);
 
 bool SetHostname(const char* hostname, ChildError* error);
 
@@ -45,6 +50,12 @@ bool SetNoNewPrivs(ChildError* error);
 
 // Closes every fd >= 3 except `keep` (which should be O_CLOEXEC).
 bool CloseOtherFds(int keep, ChildError* error);
+
+// Closes every fd, 0-2 included, except the `count` fds in `keep`. The
+// sandbox's init runs this: it never execs, so close-on-exec never applies,
+// and whatever the launcher had open (other sandboxes' pipes in a daemon,
+// the write end of the payload's stdin) would stay open for its lifetime.
+bool CloseAllFdsExcept(const int* keep, size_t count, ChildError* error);
 
 // Restores default dispositions and an empty signal mask.
 void ResetSignals();

@@ -120,11 +120,19 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   report.step_ns[namespaces::kStepChildStart] = namespaces::MonotonicNanos();
   ChildError* e = &report.error;
   rootfs::BuildReport build;
-  bool ok = (!plan.die_with_parent || namespaces::DieWithParent(e)) &&
-            namespaces::WaitForLauncher(plan.control_fd, e) &&
-            namespaces::BecomeSandboxIds(plan.uid, plan.gid, plan.clear_groups, e);
+  // The parent-death signal is set after the id switch: the kernel clears
+  // it whenever the credentials change (as root, kuid 0 becomes 1000000+),
+  // and a launcher that died in between is caught by the check after it.
+  bool ok = namespaces::WaitForLauncher(plan.control_fd, e) &&
+            namespaces::BecomeSandboxIds(plan.uid, plan.gid, plan.clear_groups, e) &&
+            (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
+                                       namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
+  // Everything but the control socket and the payload's stdio goes: the
+  // launcher's other fds (and the host-side mount trees, now attached).
+  const int keep[] = {plan.control_fd, plan.stdio[0], plan.stdio[1], plan.stdio[2]};
+  ok = ok && namespaces::CloseAllFdsExcept(keep, 4, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&

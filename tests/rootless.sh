@@ -18,7 +18,8 @@ fi
 test_binary=$1
 cubicle_binary=$2
 shift 2
-filter='Core*'
+# Core* suites, and parameterised ones (PREFIX/CoreSuite.Test/PARAM).
+filter='Core*:*/Core*'
 
 if [ "$(id -u)" -ne 0 ]; then
   exec env CUBICLE_BINARY="$cubicle_binary" "$test_binary" --gtest_filter="$filter" "$@"

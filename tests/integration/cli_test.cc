@@ -103,10 +103,9 @@ TEST_F(CoreCli, BadFlagValuesAreUsageErrorsNamingTheFlag) {
   }
 }
 
-// BUG (reported to the lead): every flag error names its flag ("--uid 'x':
-// ..."), as cli/flag_values.h promises, except --seccomp, whose message is
-// "unknown seccomp policy 'bogus' (...)": seccomp::ParsePolicy's message is
-// printed as is. Expected to fail until run_command.cc prefixes the flag.
+// Regression test: every flag error names its flag ("--uid 'x': ..."), as
+// cli/flag_values.h promises; --seccomp used to print seccomp::ParsePolicy's
+// message ("unknown seccomp policy 'bogus' (...)") without the flag.
 TEST_F(CoreCli, BadSeccompPolicyIsAUsageErrorNamingTheFlag) {
   ProcessRun run = RunCubicle({"run", "--seccomp", "bogus", "--", "/bin/true"});
   EXPECT_EQ(run.exit_code, 2) << run.err;
@@ -230,19 +229,35 @@ TEST_F(CoreCli, WorkspaceIsTheWorkingDirectory) {
   EXPECT_EQ(ReadFile(ws.Join("f")), "made\n");
 }
 
-// BUG (reported to the lead): `--rlimit` is a vector option, so CLI11 lets
+// Regression test: `--rlimit` was a vector option, so CLI11 let
 // one occurrence take several values; when it is the last flag, the `--`
 // that follows ends the option's values instead of starting the command,
 // and the command's own dash arguments are then parsed as cubicle flags:
 // `cubicle run --rlimit nofile=64 -- /bin/sh -c 'ulimit -n'` exits 2 with
-// "The following argument was not expected: -c". Expected to fail until
-// --rlimit takes exactly one value per occurrence.
+// "The following argument was not expected: -c". --rlimit now takes
+// exactly one value per occurrence.
 TEST_F(CoreCli, RlimitApplies) {
   ProcessRun run = RunScript({"--rlimit", "nofile=64"}, "ulimit -n");
   EXPECT_EQ(run.out, "64\n") << run.err;
   // Not last: works today.
   run = RunScript({"--rlimit", "nofile=64", "--hostname", "x"}, "ulimit -n");
   EXPECT_EQ(run.out, "64\n") << run.err;
+}
+
+TEST_F(CoreCli, JsonStatusOfATimeout) {
+  TempDir dir;
+  const std::string path = dir.Join("status.json");
+  ProcessRun run = RunScript({"--timeout", "0.2", "--json-status", path}, "sleep 30");
+  EXPECT_EQ(run.exit_code, 124);
+  boost::system::error_code ec;
+  boost::json::value doc = boost::json::parse(ReadFile(path), ec);
+  ASSERT_FALSE(ec) << ReadFile(path);
+  ASSERT_TRUE(doc.is_object());
+  const boost::json::object& o = doc.as_object();
+  EXPECT_EQ(o.at("reason"), "timeout");
+  EXPECT_EQ(o.at("status"), 124);
+  EXPECT_EQ(o.at("signal"), 9);  // docs/cli.md: the sandbox is SIGKILLed
+  EXPECT_TRUE(o.at("exit_code").is_null());
 }
 
 TEST_F(CoreCli, JsonStatusToAnInheritedFd) {
@@ -297,6 +312,14 @@ TEST_F(CoreCli, TermToCubicleIsForwardedToThePayload) {
   EXPECT_EQ(run.out, "ready\ngot-term\n");
 }
 
+// Regression test: fails as root. The sandbox's init asks for
+// PR_SET_PDEATHSIG before BecomeSandboxIds(); the kernel clears the
+// parent-death signal whenever the euid/egid/fsuid/fsgid change, and as root
+// setresuid() moves init from kuid 0 to the unprivileged host id, so the
+// request is silently lost: killing cubicle leaves init and every payload
+// process running, reparented to the host's init. (Rootless the kuid does
+// not change and it passed.) Fixed: the signal is set after the id switch,
+// and the control socket is checked to close the race with the parent's death.
 TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
   // Every process of the sandbox but init carries the marker in its
   // command line; none may survive cubicle's death (DESIGN §8).
@@ -310,6 +333,10 @@ TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
   cubicle.Signal(SIGKILL);
   ProcessRun run = cubicle.Wait();
   EXPECT_EQ(run.signal, SIGKILL);
+  std::vector<pid_t> survivors = WaitUntilGone(mark);
+  EXPECT_EQ(survivors, std::vector<pid_t>{});
+  // Clean up after a failure: without its payload, the orphaned init exits.
+  for (pid_t pid : survivors) ::kill(pid, SIGKILL);
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
 }
 

@@ -1,8 +1,14 @@
 // The launcher's contract on bad input and on repetition (DESIGN §4, §8):
 // a bad spec gets a clear error that names the problem and changes nothing;
 // any number of sandboxes leave no process, mount, fd or temp file behind.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <set>
 #include <string>
@@ -13,6 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/unique_fd.h"
 #include "runtime/defaults.h"
 #include "runtime/launcher.h"
 #include "tests/support/host_snapshot.h"
@@ -249,6 +257,86 @@ TEST_F(CoreLauncher, ResourceUsageIsReported) {
   EXPECT_GT(run->result.rusage.ru_utime.tv_sec * 1000000 + run->result.rusage.ru_utime.tv_usec +
                 run->result.rusage.ru_stime.tv_sec * 1000000 + run->result.rusage.ru_stime.tv_usec,
             0);
+}
+
+// Waits (bounded: 2000 x 10 ms) until the memfd `fd` holds at least `n` bytes.
+bool WaitForBytes(int fd, size_t n) {
+  for (int i = 0; i < 2000; ++i) {
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= n) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+TEST_F(CoreLauncher, SignalsFromTheSignalFdReachThePayload) {
+  sigset_t usr1, previous;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &usr1, &previous), 0);
+  UniqueFd sigfd(::signalfd(-1, &usr1, SFD_CLOEXEC | SFD_NONBLOCK));
+  ASSERT_TRUE(sigfd);
+  UniqueFd out(::memfd_create("itest-stdout", MFD_CLOEXEC));
+  ASSERT_TRUE(out);
+  runtime::SandboxSpec spec = TestSpec(
+      {"/bin/sh", "-c",
+       "trap 'echo got-usr1; exit 3' USR1; echo ready; "
+       "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"});
+  spec.timeout = absl::Seconds(30);
+  absl::StatusOr<runtime::ExecResult> result;
+  // The thread inherits the blocked mask, so SIGUSR1 can only land in sigfd.
+  std::thread launcher([&] {
+    result = runtime::Launch(spec, {.stdin_fd = out.get(), .stdout_fd = out.get(), .stderr_fd = out.get(),
+                                    .signal_fd = sigfd.get()});
+  });
+  bool started = WaitForBytes(out.get(), 6);
+  ::kill(::getpid(), SIGUSR1);
+  launcher.join();
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  ASSERT_TRUE(started);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->reason, ExitReason::kExited) << runtime::ExitReasonName(result->reason);
+  EXPECT_EQ(result->exit_code, 3);
+  char buf[64] = {};
+  ssize_t n = ::pread(out.get(), buf, sizeof(buf) - 1, 0);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "ready\ngot-usr1\n");
+}
+
+// Regression test: the sandbox's init is a fork of the launcher
+// that never execs and never closes what it inherited, so it holds a copy of
+// every fd the launcher process had at clone time (O_CLOEXEC does not help
+// without an exec). A caller that feeds the payload's stdin through a pipe
+// and then closes the write end never delivers EOF: init still holds the
+// write end, `cat` waits forever, and the run ends only by its timeout. The
+// same holds for any other fd of a multi-threaded launcher (a daemon): each
+// sandbox keeps the others' pipes and sockets alive. Fixed: the child keeps
+// only the control socket and the payload's stdio, and init drops even those
+// once the payload is forked.
+TEST_F(CoreLauncher, PayloadSeesEofWhenTheCallerClosesItsStdinPipe) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd stdin_read(p[0]), stdin_write(p[1]);
+  UniqueFd out(::memfd_create("itest-stdout", MFD_CLOEXEC));
+  UniqueFd err(::memfd_create("itest-stderr", MFD_CLOEXEC));
+  ASSERT_TRUE(out && err);
+  runtime::SandboxSpec spec = TestSpec({"/bin/sh", "-c", "echo ready; cat"});
+  spec.timeout = absl::Seconds(3);  // bounds the test when the bug is present
+  absl::StatusOr<runtime::ExecResult> result;
+  std::thread launcher([&] {
+    result = runtime::Launch(spec, {.stdin_fd = stdin_read.get(), .stdout_fd = out.get(),
+                                    .stderr_fd = err.get()});
+  });
+  bool started = WaitForBytes(out.get(), 6);
+  EXPECT_TRUE(started);
+  ASSERT_EQ(::write(stdin_write.get(), "hello\n", 6), 6);
+  stdin_write.reset();
+  launcher.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->reason, ExitReason::kExited)
+      << "reason " << runtime::ExitReasonName(result->reason) << ": cat never saw EOF";
+  char buf[64] = {};
+  ssize_t n = ::pread(out.get(), buf, sizeof(buf) - 1, 0);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "ready\nhello\n");
 }
 
 }  // namespace
