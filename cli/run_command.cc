@@ -185,7 +185,12 @@ absl::Status WriteJsonStatus(const std::string& path, const runtime::ExecResult&
 }
 
 int Run(const RunFlags& f) {
+  // Everything wrong with the input is a usage error (2), found before
+  // anything is created; 125 is kept for what fails while setting up.
   absl::StatusOr<runtime::SandboxSpec> spec = BuildSpec(f);
+  if (spec.ok()) {
+    if (absl::Status st = runtime::ValidateSpec(*spec); !st.ok()) spec = st;
+  }
   if (!spec.ok()) {
     std::fprintf(stderr, "cubicle run: %s\n", std::string(spec.status().message()).c_str());
     return kExitUsage;

@@ -61,9 +61,11 @@ TEST_F(CoreCli, MissingCommandIs125NamingExecve) {
   EXPECT_TRUE(absl::StrContains(run.err, "ENOENT")) << run.err;
 }
 
-TEST_F(CoreCli, MissingBindSourceIs125NamingThePath) {
+// A bind source is a flag value: a missing one is bad input (2), caught
+// before anything is created, not a setup failure (125).
+TEST_F(CoreCli, MissingBindSourceIsAUsageErrorNamingThePath) {
   ProcessRun run = RunCubicle({"run", "--ro-bind", "/nonexistent-itest", "/x", "--", "/bin/true"});
-  EXPECT_EQ(run.exit_code, 125);
+  EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(Lines(run.err).size(), 1u) << run.err;
   EXPECT_TRUE(absl::StrContains(run.err, "/nonexistent-itest")) << run.err;
   EXPECT_TRUE(absl::StrContains(run.err, "ENOENT")) << run.err;
