@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "runtime/host_features.h"
@@ -23,6 +24,9 @@ struct FeatureCase {
   const char* name;
   runtime::HostFeatures features;
 };
+
+// Names the case in test output (and in ctest's test names).
+void PrintTo(const FeatureCase& c, std::ostream* os) { *os << c.name; }
 
 class CoreFallbacks : public ::testing::TestWithParam<FeatureCase> {
  protected:
