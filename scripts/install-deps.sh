@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config
   libseccomp-dev
+  libcgroup-dev
   libabsl-dev
   libboost1.81-dev libboost-json1.81-dev   # Boost.JSON: Debian's default 1.74 has none
   libspdlog-dev libcli11-dev

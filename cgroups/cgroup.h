@@ -1,0 +1,140 @@
+// One sandbox's cgroups: a group named "cubicle-<owner pid>-<seq>" under the
+// layout's parent in each hierarchy the sandbox needs, with its limits
+// written, and the means to place processes in it, read what they used,
+// learn of OOM kills, kill them all and remove the groups.
+//
+// How the launcher uses it:
+//   auto cg = SandboxCgroup::Create(layout, limits);      // before clone
+//   clone3(... CLONE_INTO_CGROUP, cgroup = cg->v2_dir_fd())   // v2: placed at birth
+//   cg->Attach(pid, kV1Only or kAll)                       // before releasing the child
+//   poll(cg->OomEventFd(), ...)                             // while it runs
+//   cg->ReadStats(); cg->Kill(); cg->Remove();              // at the end (or ~SandboxCgroup)
+//
+// Not thread-safe: one owner drives one SandboxCgroup. Create is safe to
+// call from several threads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/unique_fd.h"
+#include "cgroups/layout.h"
+#include "cgroups/limits.h"
+#include "cgroups/stats.h"
+
+namespace cubicle::cgroups {
+
+class SandboxCgroup {
+ public:
+  // Which groups Attach writes the pid to.
+  enum class Placement {
+    kAll,     // every group: the child was not placed by CLONE_INTO_CGROUP
+    kV1Only,  // the v1 groups: clone3(CLONE_INTO_CGROUP, v2_dir_fd()) placed it on v2
+  };
+
+  // Makes the groups PlanGroups names and writes the limits (swap held at
+  // 0). `limits` should have passed ValidateLimits; what the kernel would
+  // refuse is refused here too, before anything is made. On any failure
+  // nothing is left behind. A name left over by an earlier process with our
+  // pid is skipped (SweepStale removes it).
+  static absl::StatusOr<std::unique_ptr<SandboxCgroup>> Create(const Layout& layout,
+                                                               const Limits& limits);
+
+  // Takes charge of the existing groups called `name` (in every hierarchy of
+  // `layout` that has one), to kill and remove them: SweepStale's tool.
+  static absl::StatusOr<std::unique_ptr<SandboxCgroup>> Adopt(const Layout& layout,
+                                                              absl::string_view name);
+
+  SandboxCgroup(const SandboxCgroup&) = delete;
+  SandboxCgroup& operator=(const SandboxCgroup&) = delete;
+  // Kill() and Remove(), best effort, when Remove() has not succeeded.
+  ~SandboxCgroup();
+
+  const std::string& name() const { return name_; }
+
+  // An O_RDONLY|O_DIRECTORY fd of the v2 group, for clone3's
+  // CLONE_INTO_CGROUP; -1 when the host mounts no cgroup2. Owned here.
+  int v2_dir_fd() const;
+
+  // Writes `pid` to cgroup.procs of the groups `placement` names, with
+  // direct cgroupfs writes (libcgroup writes v1 "tasks", moving one thread
+  // only, and costs more: bench/cgroup_bench.cc). On v1 the first migration
+  // after an idle spell waits for an RCU grace period (~10-15 ms on the
+  // development host): keep attaches off request paths.
+  absl::Status Attach(pid_t pid, Placement placement = Placement::kAll);
+
+  // What the group's processes used so far. Fields the host does not offer
+  // stay unset; an unreadable file that should be there is an error.
+  absl::StatusOr<Stats> ReadStats() const;
+
+  // An fd that becomes readable (POLLIN) when the memory controller
+  // reports an event: v1, an eventfd registered on memory.oom_control (an
+  // OOM, or the group's removal); v2, an inotify watch on memory.events
+  // (any change: high, max, oom, oom_kill). Readable means "look": confirm
+  // with ReadStats().oom_killed(). FailedPrecondition without a memory group.
+  absl::StatusOr<UniqueFd> OomEventFd() const;
+
+  // Kills every process in the groups and waits until they are empty:
+  // cgroup.kill on v2; on v1 freeze (freezer.state), SIGKILL every pid of
+  // cgroup.procs, thaw, until empty; bounded in rounds and time (an error
+  // lists the pids left). Processes it kills are only those in the groups.
+  absl::Status Kill();
+
+  // Waits (bounded) until the groups are empty, then removes them. Does not
+  // kill: a group that does not empty is an error and stays for SweepStale.
+  // Idempotent.
+  absl::Status Remove();
+
+  // The group directories, for logs and tests.
+  std::vector<std::string> paths() const;
+  // Degradations applied at Create ("swap not strictly held at 0").
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  struct Group {
+    int version = 1;
+    std::string path;
+    UniqueFd dir;
+    bool removed = false;
+  };
+
+  SandboxCgroup() = default;
+  absl::Status AddGroup(const Layout& layout, int hierarchy, bool create);
+  absl::StatusOr<std::vector<pid_t>> Pids(const Group& g) const;
+  absl::StatusOr<std::vector<pid_t>> AllPids() const;
+  absl::Status WaitEmpty(const Group& g, int64_t deadline_ns) const;
+  absl::Status FreezeKillThaw(int64_t deadline_ns);
+  const Group* GroupFor(Controller c) const;
+
+  std::string name_;
+  std::vector<Group> groups_;
+  std::array<int, kControllerCount> group_of_ = {-1, -1, -1, -1, -1, -1};  // into groups_
+  int v2_ = -1;                                                            // into groups_
+  bool emulated_ = false;
+  std::vector<std::string> notes_;
+};
+
+// The owner pid in a sandbox group's name ("cubicle-<pid>-<seq>"); 0 when
+// `name` is not one.
+pid_t GroupOwner(absl::string_view name);
+
+struct SweepReport {
+  std::vector<std::string> removed;  // group names
+  std::vector<std::string> failed;   // "name: why"
+};
+
+// Removes the groups named "cubicle-<pid>-<seq>" whose owner is gone, in
+// every hierarchy of `layout`, killing their processes first. The owner is
+// gone when no process has that pid, or when the process that has it
+// started after the group was made (the pid was reused). Run it at start-
+// up: the groups of a cubicle that was SIGKILLed go away. Assumes one pid
+// namespace per parent (the default parent is per cgroup of the caller).
+absl::StatusOr<SweepReport> SweepStale(const Layout& layout);
+
+}  // namespace cubicle::cgroups

@@ -1,0 +1,105 @@
+// Start-up cleanup: the groups of sandbox owners that are gone.
+#include "cgroups/cgroup.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status.h"
+#include "cgroups/cgroupfs.h"
+
+namespace cubicle::cgroups {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+int64_t NowNs(clockid_t clock) {
+  timespec ts;
+  ::clock_gettime(clock, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The start of `pid` in CLOCK_REALTIME nanoseconds, from /proc/<pid>/stat
+// (field 22, clock ticks since boot); nullopt when it cannot be read.
+std::optional<int64_t> ProcessStartRealtimeNs(pid_t pid) {
+  auto stat = cgroupfs::Read(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return std::nullopt;
+  size_t paren = stat->rfind(')');  // the command name may hold spaces and parens
+  if (paren == std::string::npos) return std::nullopt;
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(*stat).substr(paren + 1), ' ', absl::SkipEmpty());
+  uint64_t ticks = 0;
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) return std::nullopt;
+  long hz = ::sysconf(_SC_CLK_TCK);
+  if (hz <= 0) return std::nullopt;
+  int64_t since_boot = static_cast<int64_t>(ticks) * (1'000'000'000 / hz);
+  return NowNs(CLOCK_REALTIME) - NowNs(CLOCK_BOOTTIME) + since_boot;
+}
+
+// Whether the process that made a group born at `birth_ns` (CLOCK_REALTIME)
+// may still be alive as `pid`. Doubt keeps the group.
+bool OwnerAlive(pid_t pid, int64_t birth_ns) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::optional<int64_t> start = ProcessStartRealtimeNs(pid);
+  if (!start.has_value()) return true;
+  // A process that started after the group was made did not make it: the
+  // pid was reused. The slack covers clock-tick rounding.
+  return *start <= birth_ns + 2000 * kMs;
+}
+
+}  // namespace
+
+absl::StatusOr<SweepReport> SweepStale(const Layout& layout) {
+  // name -> the earliest birth of its directories (CLOCK_REALTIME ns).
+  std::vector<std::pair<std::string, int64_t>> found;
+  for (const Hierarchy& h : layout.hierarchies) {
+    DIR* d = ::opendir(h.parent.c_str());
+    if (d == nullptr) {
+      if (errno == ENOENT) continue;
+      return ErrnoStatus(errno, absl::StrCat("opendir(", h.parent, ")"));
+    }
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_type != DT_DIR || GroupOwner(e->d_name) == 0) continue;
+      struct stat st;
+      if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      int64_t birth = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+      auto it = std::find_if(found.begin(), found.end(),
+                             [&](const auto& f) { return f.first == e->d_name; });
+      if (it == found.end()) {
+        found.emplace_back(e->d_name, birth);
+      } else {
+        it->second = std::min(it->second, birth);
+      }
+    }
+    ::closedir(d);
+  }
+  SweepReport report;
+  for (const auto& [name, birth] : found) {
+    if (OwnerAlive(GroupOwner(name), birth)) continue;
+    auto cg = SandboxCgroup::Adopt(layout, name);
+    absl::Status st = cg.status();
+    if (st.ok()) st = (*cg)->Kill();
+    if (st.ok()) st = (*cg)->Remove();
+    if (st.ok()) {
+      report.removed.push_back(name);
+    } else {
+      report.failed.push_back(absl::StrCat(name, ": ", st.message()));
+    }
+  }
+  return report;
+}
+
+}  // namespace cubicle::cgroups
