@@ -16,5 +16,6 @@ inline constexpr int kExitSetupFailed = 125;
 // Registers `run` on `app`; the returned function runs it after parsing.
 std::function<int()> AddRunCommand(CLI::App& app);
 std::function<int()> AddProbeCommand(CLI::App& app);
+std::function<int()> AddCleanupCommand(CLI::App& app);
 
 }  // namespace cubicle::cli

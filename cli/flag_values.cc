@@ -101,4 +101,46 @@ absl::StatusOr<runtime::RlimitSpec> ParseRlimit(absl::string_view flag, absl::st
   return spec;
 }
 
+absl::StatusOr<DeviceValue> ParseDeviceValue(absl::string_view flag, absl::string_view value) {
+  const char* expected = "MAJOR:MINOR=VALUE, e.g. 8:0=10M";
+  size_t colon = value.find(':');
+  size_t eq = value.find('=');
+  if (colon == absl::string_view::npos || eq == absl::string_view::npos || eq < colon) {
+    return Bad(flag, value, expected);
+  }
+  DeviceValue out;
+  if (!absl::SimpleAtoi(value.substr(0, colon), &out.major) ||
+      !absl::SimpleAtoi(value.substr(colon + 1, eq - colon - 1), &out.minor)) {
+    return Bad(flag, value, expected);
+  }
+  absl::StatusOr<uint64_t> v = ParseSize(flag, value.substr(eq + 1));
+  if (!v.ok() || *v == 0) return Bad(flag, value, expected);
+  out.value = *v;
+  return out;
+}
+
+absl::StatusOr<std::optional<uint64_t>> ParseLimitSize(absl::string_view flag, absl::string_view value) {
+  if (value == "unlimited") return std::optional<uint64_t>();
+  absl::StatusOr<uint64_t> v = ParseSize(flag, value);
+  if (!v.ok()) return Bad(flag, value, "a size like 256M or 1G, or 'unlimited'");
+  return std::optional<uint64_t>(*v);
+}
+
+absl::StatusOr<std::optional<uint64_t>> ParseLimitCount(absl::string_view flag, absl::string_view value) {
+  if (value == "unlimited") return std::optional<uint64_t>();
+  uint64_t n;
+  if (value.empty() || value.front() == '-' || value.front() == '+' || !absl::SimpleAtoi(value, &n)) {
+    return Bad(flag, value, "a positive whole number, or 'unlimited'");
+  }
+  return std::optional<uint64_t>(n);
+}
+
+absl::StatusOr<double> ParseCpus(absl::string_view flag, absl::string_view value) {
+  double cpus;
+  if (!absl::SimpleAtod(value, &cpus) || !std::isfinite(cpus) || cpus <= 0) {
+    return Bad(flag, value, "a positive number of CPUs, like 0.5 or 2");
+  }
+  return cpus;
+}
+
 }  // namespace cubicle::cli

@@ -2,6 +2,7 @@
 
 #include <boost/json/array.hpp>
 
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -35,6 +36,21 @@ boost::json::object ResultToJson(const runtime::ExecResult& result) {
   ru["voluntary_switches"] = result.rusage.ru_nvcsw;
   ru["involuntary_switches"] = result.rusage.ru_nivcsw;
   out["rusage"] = std::move(ru);
+  if (result.cgroup.has_value()) {
+    const cgroups::Stats& st = *result.cgroup;
+    boost::json::object cg;
+    auto put = [&](const char* key, const std::optional<uint64_t>& v) {
+      cg[key] = v.has_value() ? boost::json::value(*v) : boost::json::value(nullptr);
+    };
+    put("memory_peak_bytes", st.memory_peak_bytes);
+    put("cpu_usage_ns", st.cpu_usage_ns);
+    put("pids_peak", st.pids_peak);
+    put("oom_kills", st.oom_kills);
+    put("memory_limit_hits", st.memory_limit_hits);
+    out["cgroup"] = std::move(cg);
+  } else {
+    out["cgroup"] = nullptr;
+  }
   boost::json::array steps;
   for (const auto& [name, d] : result.steps) {
     steps.push_back(boost::json::object{{"step", name}, {"ms", Ms(d)}});

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::function<int()> run = cubicle::cli::AddRunCommand(app);
   std::function<int()> probe = cubicle::cli::AddProbeCommand(app);
+  std::function<int()> cleanup = cubicle::cli::AddCleanupCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -30,5 +31,6 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("run")) return run();
   if (app.got_subcommand("probe")) return probe();
+  if (app.got_subcommand("cleanup")) return cleanup();
   return cubicle::cli::kExitUsage;
 }

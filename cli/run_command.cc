@@ -16,12 +16,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "cgroups/limits.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
 #include "cli/flag_values.h"
 #include "cli/json_output.h"
 #include "cli/log.h"
+#include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
 #include "runtime/launcher.h"
 
@@ -51,6 +54,11 @@ struct RunFlags {
   std::string tmp_size;
   std::string timeout;
   std::string seccomp = "no-network";
+  std::string memory, memory_high, pids, cpus, cpu_weight;
+  CLI::Option* io_read_bps = nullptr;
+  CLI::Option* io_write_bps = nullptr;
+  CLI::Option* io_read_iops = nullptr;
+  CLI::Option* io_write_iops = nullptr;
   std::string json_status;
   CLI::Option* rlimit = nullptr;
   std::vector<std::string> command;
@@ -129,6 +137,62 @@ absl::Status ApplyOrderedFlags(const RunFlags& f, runtime::SandboxSpec* spec) {
   return absl::OkStatus();
 }
 
+// The cgroup flags. Defaults come from DefaultSpec; "unlimited" lifts one.
+absl::Status ApplyLimitFlags(const RunFlags& f, cgroups::Limits* limits) {
+  if (!f.memory.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(limits->memory_max, ParseLimitSize("--memory", f.memory));
+  }
+  if (!f.memory_high.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(limits->memory_high, ParseLimitSize("--memory-high", f.memory_high));
+  }
+  if (!f.pids.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(limits->pids_max, ParseLimitCount("--pids", f.pids));
+  }
+  if (!f.cpus.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(limits->cpus, ParseCpus("--cpus", f.cpus));
+  }
+  if (!f.cpu_weight.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(std::optional<uint64_t> weight, ParseLimitCount("--cpu-weight", f.cpu_weight));
+    if (!weight.has_value() || *weight > cgroups::kMaxCpuWeight) {
+      return absl::InvalidArgumentError(absl::StrCat("--cpu-weight '", f.cpu_weight, "': expected 1 to 10000"));
+    }
+    limits->cpu_weight = static_cast<uint32_t>(*weight);
+  }
+  struct IoFlag {
+    const CLI::Option* opt;
+    const char* name;
+    std::optional<uint64_t> cgroups::IoLimit::*field;
+  };
+  const IoFlag io_flags[] = {{f.io_read_bps, "--io-read-bps", &cgroups::IoLimit::read_bps},
+                             {f.io_write_bps, "--io-write-bps", &cgroups::IoLimit::write_bps},
+                             {f.io_read_iops, "--io-read-iops", &cgroups::IoLimit::read_iops},
+                             {f.io_write_iops, "--io-write-iops", &cgroups::IoLimit::write_iops}};
+  for (const IoFlag& io : io_flags) {
+    for (const std::string& value : io.opt->results()) {
+      CUBICLE_ASSIGN_OR_RETURN(DeviceValue dv, ParseDeviceValue(io.name, value));
+      auto it = std::find_if(limits->io.begin(), limits->io.end(), [&](const cgroups::IoLimit& l) {
+        return l.major == dv.major && l.minor == dv.minor;
+      });
+      if (it == limits->io.end()) {
+        limits->io.push_back(cgroups::IoLimit{.major = dv.major, .minor = dv.minor});
+        it = limits->io.end() - 1;
+      }
+      (*it).*io.field = dv.value;
+    }
+  }
+  // Name the flags, not the fields, in what ValidateLimits says.
+  if (absl::Status st = cgroups::ValidateLimits(*limits, nullptr); !st.ok()) {
+    std::string msg(st.message());
+    for (auto [field, flag] : {std::pair{"memory_max", "--memory"}, {"memory_high", "--memory-high"},
+                               {"pids_max", "--pids"}, {"cpu_weight", "--cpu-weight"},
+                               {"cpus", "--cpus"}}) {
+      msg = absl::StrReplaceAll(msg, {{field, flag}});
+    }
+    return absl::InvalidArgumentError(msg);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   runtime::DefaultsOptions defaults;
   defaults.hostname = f.hostname;
@@ -155,6 +219,8 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   absl::StatusOr<seccomp::Policy> policy = seccomp::ParsePolicy(f.seccomp);
   if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--seccomp: ", policy.status().message()));
   spec.seccomp = *policy;
+  spec.limits = runtime::DefaultLimits();
+  CUBICLE_RETURN_IF_ERROR(ApplyLimitFlags(f, &spec.limits));
   for (const std::string& r : f.rlimit->results()) {
     CUBICLE_ASSIGN_OR_RETURN(runtime::RlimitSpec limit, ParseRlimit("--rlimit", r));
     std::erase_if(spec.rlimits, [&](const runtime::RlimitSpec& x) { return x.resource == limit.resource; });
@@ -274,6 +340,15 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   app->add_option("--timeout", f.timeout, "Wall-clock limit in seconds; kills every process");
   app->add_option("--seccomp", f.seccomp, "Seccomp policy: no-network (default), default, none");
   app->add_option("--json-status", f.json_status, "Write the result as JSON to FILE (/dev/fd/N works)");
+  app->add_option("--memory", f.memory, "Memory limit (cgroup; swap held at 0), e.g. 256M, or unlimited");
+  app->add_option("--memory-high", f.memory_high, "Memory high mark: reclaim/throttle above it");
+  app->add_option("--pids", f.pids, "Most processes and threads at once, or unlimited");
+  app->add_option("--cpus", f.cpus, "CPU time per wall second, e.g. 0.5");
+  app->add_option("--cpu-weight", f.cpu_weight, "CPU weight 1-10000 (100 is the default share)");
+  f.io_read_bps = Single(app, "--io-read-bps", "MAJ:MIN=RATE", "Read bytes/s cap on a block device");
+  f.io_write_bps = Single(app, "--io-write-bps", "MAJ:MIN=RATE", "Write bytes/s cap on a block device");
+  f.io_read_iops = Single(app, "--io-read-iops", "MAJ:MIN=N", "Read operations/s cap on a block device");
+  f.io_write_iops = Single(app, "--io-write-iops", "MAJ:MIN=N", "Write operations/s cap on a block device");
   // One value per occurrence: a vector option would take `--` as the end of
   // its values and leave the command's own dash arguments to the parser.
   f.rlimit = Single(app, "--rlimit", "NAME=SOFT[:HARD]", "e.g. nofile=256 (repeatable)");

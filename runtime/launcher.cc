@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
@@ -26,6 +28,8 @@
 #include "namespaces/init.h"
 #include "namespaces/process.h"
 #include "rootfs/builder.h"
+#include "cgroups/cgroup.h"
+#include "runtime/cgroup_host.h"
 #include "runtime/host_features.h"
 #include "seccomp/policy.h"
 
@@ -275,6 +279,45 @@ ExecResult SetupFailure(absl::Status status) {
   return result;
 }
 
+// The sandbox's cgroup, or nullptr when this host cannot give it one and
+// the limits degrade to rlimits (rootless without a delegated subtree, no
+// cgroup mount, a controller missing), with a warning in `result`.
+absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups::Limits& limits,
+                                                                   ExecResult* result) {
+  const CgroupHost& host = SharedCgroupHost();
+  auto degrade = [&](absl::string_view why) -> std::unique_ptr<cgroups::SandboxCgroup> {
+    result->warnings.push_back(absl::StrCat(
+        "no cgroup for this sandbox (", why,
+        "): memory is bounded by RLIMIT_AS only; pids, CPU and IO limits are not enforced"));
+    return nullptr;
+  };
+  if (!host.layout.ok()) return degrade(host.layout.status().message());
+  const cgroups::Layout& layout = *host.layout;
+  std::vector<std::string> missing;
+  if ((limits.memory_max || limits.memory_high) && !layout.Has(cgroups::Controller::kMemory)) missing.push_back("memory");
+  if (limits.pids_max && !layout.Has(cgroups::Controller::kPids)) missing.push_back("pids");
+  if ((limits.cpus || limits.cpu_weight) && !layout.Has(cgroups::Controller::kCpu)) missing.push_back("cpu");
+  if (!limits.io.empty() && !layout.Has(cgroups::Controller::kIo)) missing.push_back("io");
+  if (!missing.empty()) return degrade(absl::StrCat("controllers not on this host: ", absl::StrJoin(missing, ", ")));
+  absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> made = cgroups::SandboxCgroup::Create(layout, limits);
+  if (!made.ok() && ::geteuid() != 0 && absl::IsPermissionDenied(made.status())) {
+    return degrade(absl::StrCat("no writable delegated subtree: ", made.status().message()));
+  }
+  if (made.ok()) {
+    for (const std::string& note : (*made)->notes()) result->warnings.push_back(note);
+  }
+  return made;
+}
+
+// What rlimits can stand in for cgroup limits: only memory, as RLIMIT_AS
+// (address space, not resident memory: a looser bound). RLIMIT_NPROC is not
+// used: it counts every process of the uid, across sandboxes.
+std::vector<RlimitSpec> DegradedRlimits(const cgroups::Limits& limits) {
+  std::vector<RlimitSpec> out;
+  if (limits.memory_max) out.push_back({RLIMIT_AS, *limits.memory_max, *limits.memory_max});
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& options) {
@@ -335,6 +378,22 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   plan.stdio[1] = options.stdout_fd;
   plan.stdio[2] = options.stderr_fd;
 
+  // The cgroup exists before the child does, so no payload instruction runs
+  // unconfined. Declared before the init guard: destroyed (killed, removed)
+  // only after init is reaped.
+  std::unique_ptr<cgroups::SandboxCgroup> cgroup;
+  if (!spec.limits.empty()) {
+    absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> made = MakeCgroup(spec.limits, &result);
+    if (!made.ok()) return SetupFailure(made.status());
+    cgroup = *std::move(made);
+    if (cgroup == nullptr) {
+      for (const RlimitSpec& r : DegradedRlimits(spec.limits)) {
+        plan.rlimits.push_back({r.resource, r.soft, r.hard});
+      }
+    }
+  }
+  clock.Mark("cgroup");
+
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return SetupFailure(ErrnoStatus(errno, "socketpair(control)"));
@@ -344,9 +403,19 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   plan.control_fd = child_control.get();
   clock.Mark("prepare");
 
-  // 2. clone into the new namespaces.
+  // 2. clone into the new namespaces (and, on v2, straight into the cgroup:
+  //    CLONE_INTO_CGROUP needs no migration).
+  const int cgroup_fd = cgroup != nullptr && features.clone3 ? cgroup->v2_dir_fd() : -1;
   namespaces::CloneResult cloned =
-      namespaces::CloneInto(spec.namespaces.CloneFlags(), /*cgroup_fd=*/-1, features.clone3);
+      namespaces::CloneInto(spec.namespaces.CloneFlags(), cgroup_fd, features.clone3);
+  bool placed_on_v2 = cgroup_fd >= 0 && cloned.pid >= 0;
+  if (cloned.pid < 0 && cgroup_fd >= 0) {
+    // A v2 group the kernel will not clone into (a threaded or domain-
+    // invalid parent): place the child by writing cgroup.procs instead.
+    result.warnings.push_back(absl::StrCat("clone3(CLONE_INTO_CGROUP): ", ErrnoName(-cloned.pid),
+                                           "; the sandbox is attached after clone instead"));
+    cloned = namespaces::CloneInto(spec.namespaces.CloneFlags(), -1, features.clone3);
+  }
   if (cloned.pid == 0) ChildMain(plan);
   if (cloned.pid < 0) {
     absl::Status st = ErrnoStatus(-cloned.pid, cloned.used_clone3 ? "clone3" : "clone");
@@ -363,7 +432,16 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   trees.clear();  // the child holds its own copies
   clock.Mark("clone");
 
-  // 3. Id maps, then release the child.
+  // 3. v1 groups (and v2 without CLONE_INTO_CGROUP): attach while the child
+  //    is still blocked before its first step.
+  if (cgroup != nullptr) {
+    absl::Status st = cgroup->Attach(init.pid(), placed_on_v2 ? cgroups::SandboxCgroup::Placement::kV1Only
+                                                              : cgroups::SandboxCgroup::Placement::kAll);
+    if (!st.ok()) return SetupFailure(st);
+    clock.Mark("cgroup_attach");
+  }
+
+  // 4. Id maps, then release the child.
   if (absl::Status st = namespaces::WriteIdMaps(init.pid(), identity.mapping); !st.ok()) {
     return SetupFailure(st);
   }
@@ -373,7 +451,7 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   }
   clock.Mark("id_maps");
 
-  // 4. Supervise: messages from init and the payload, init's exit, the
+  // 5. Supervise: messages from init and the payload, init's exit, the
   //    deadline, and signals to forward.
   const absl::Time deadline = spec.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
                                                                        : start + spec.timeout;
@@ -423,6 +501,7 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
       // namespace, daemonized grandchildren included.
       timed_out = true;
       init.Signal(SIGKILL);
+      if (cgroup != nullptr) cgroup->Kill().IgnoreError();  // init's death kills the rest too
       continue;
     }
     if (fds[2].revents & POLLIN) {
@@ -450,8 +529,21 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   }
   int init_status = init.Reap();
   const absl::Time end = absl::Now();
+  if (cgroup != nullptr) {
+    absl::StatusOr<cgroups::Stats> stats = cgroup->ReadStats();
+    if (stats.ok()) {
+      result.cgroup = *stats;
+    } else {
+      result.warnings.push_back(absl::StrCat("cgroup stats: ", stats.status().message()));
+    }
+    // The pid namespace is gone with init, so the groups are empty already;
+    // Kill() is the guarantee, Remove() the cleanup.
+    for (absl::Status st : {cgroup->Kill(), cgroup->Remove()}) {
+      if (!st.ok()) result.warnings.push_back(absl::StrCat("cgroup cleanup: ", st.message()));
+    }
+  }
 
-  // 5. The verdict.
+  // 6. The verdict.
   result.wall = end - start;
   result.setup = have_exec ? exec_time - start : result.wall;
   const int64_t* ns = last.step_ns;
@@ -481,8 +573,11 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
     result.reason = ExitReason::kExited;
     result.exit_code = WEXITSTATUS(last.wait_status);
   } else if (have_exit && WIFSIGNALED(last.wait_status)) {
-    result.reason = ExitReason::kSignaled;
+    // A SIGKILL while the cgroup counted an OOM kill is the OOM killer's.
     result.signal = WTERMSIG(last.wait_status);
+    result.reason = result.signal == SIGKILL && result.cgroup.has_value() && result.cgroup->oom_killed()
+                        ? ExitReason::kOom
+                        : ExitReason::kSignaled;
   } else {
     result.reason = ExitReason::kSetupFailed;
     result.setup_error = absl::InternalError(absl::StrCat(

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
 #include "runtime/host_features.h"
 #include "runtime/launcher.h"
@@ -158,6 +159,39 @@ ProbeReport RunAll() {
         "processes are visible inside"));
   }
 
+  // Limits, measured: a sandbox with memory and pids limits must come back
+  // with its cgroup's accounting.
+  {
+    ProbeCheck c;
+    c.name = "cgroup_limits";
+    absl::Status usable = CgroupsUsable();
+    if (!usable.ok()) {
+      c.detail = std::string(usable.message());
+    } else if (spec.ok()) {
+      SandboxSpec limited = *spec;
+      limited.limits.memory_max = 64ull << 20;
+      limited.limits.pids_max = 64;
+      UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
+      LaunchOptions options;
+      options.stdin_fd = options.stdout_fd = options.stderr_fd = null.get();
+      absl::StatusOr<ExecResult> r = Launch(limited, options);
+      if (!r.ok()) {
+        c.detail = std::string(r.status().message());
+      } else if (r->reason != ExitReason::kExited || !r->cgroup.has_value()) {
+        c.detail = r->reason == ExitReason::kSetupFailed ? std::string(r->setup_error.message())
+                                                          : "the sandbox ran without a cgroup";
+      } else {
+        c.ok = true;
+        c.detail = absl::StrCat("ok (", SharedCgroupHost().layout->source, "), ",
+                                absl::FormatDuration(r->wall));
+      }
+    }
+    if (!c.ok) {
+      c.impact = "sandboxes get rlimits only: memory is bounded by RLIMIT_AS; pids, CPU and IO "
+                 "are not limited, and out-of-memory kills are not reported";
+    }
+    report.checks.push_back(std::move(c));
+  }
   report.cgroups = DetectCgroups();
   ProbeCheck cg;
   cg.name = "cgroups";

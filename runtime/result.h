@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "cgroups/stats.h"
 
 namespace cubicle::runtime {
 
@@ -18,6 +20,7 @@ enum class ExitReason {
   kSignaled,     // the payload died of a signal; signal is set
   kTimeout,      // the wall-clock limit ran out; every process was killed
   kSetupFailed,  // something before execve failed; setup_error says what
+  kOom,          // the kernel's OOM killer killed the payload (cgroup memory limit)
 };
 
 absl::string_view ExitReasonName(ExitReason reason);
@@ -34,6 +37,9 @@ struct ExecResult {
   // Per-step durations, in order ("validate", "clone", "id_maps", "rootfs", ...).
   std::vector<std::pair<std::string, absl::Duration>> steps;
   std::vector<std::string> warnings;  // degradations, e.g. the /proc fallback
+  // What the sandbox's cgroup accounted (peak memory, CPU time, peak pids,
+  // OOM kills), when it had one; fields the host does not offer stay unset.
+  std::optional<cgroups::Stats> cgroup;
 
   // The shell's convention: exit code, or 128+N for signal N.
   int ShellStatus() const;

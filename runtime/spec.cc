@@ -1,6 +1,7 @@
 #include "runtime/spec.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "runtime/result.h"
 
 namespace cubicle::runtime {
@@ -39,6 +40,7 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
           absl::StrCat("rlimit ", r.resource, ": soft limit ", r.soft, " exceeds hard limit ", r.hard));
     }
   }
+  CUBICLE_RETURN_IF_ERROR(cgroups::ValidateLimits(spec.limits, nullptr));
   return rootfs::ValidatePlan(spec.mounts);
 }
 
@@ -48,6 +50,7 @@ absl::string_view ExitReasonName(ExitReason reason) {
     case ExitReason::kSignaled: return "signaled";
     case ExitReason::kTimeout: return "timeout";
     case ExitReason::kSetupFailed: return "setup_failed";
+    case ExitReason::kOom: return "oom";
   }
   return "unknown";
 }
@@ -58,6 +61,7 @@ int ExecResult::ShellStatus() const {
     case ExitReason::kSignaled: return 128 + signal;
     case ExitReason::kTimeout: return 124;
     case ExitReason::kSetupFailed: return 125;
+    case ExitReason::kOom: return 128 + signal;
   }
   return 125;
 }

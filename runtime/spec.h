@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "cgroups/limits.h"
 #include "namespaces/clone.h"
 #include "rootfs/mount_plan.h"
 #include "seccomp/policy.h"
@@ -44,6 +45,8 @@ struct SandboxSpec {
   std::string cwd = "/";
   std::vector<std::string> argv;
   std::vector<RlimitSpec> rlimits;
+  // cgroup limits (memory, pids, CPU, IO). Empty: no cgroup is made.
+  cgroups::Limits limits;
   seccomp::Policy seccomp = seccomp::Policy::kNoNetwork;
 
   bool new_session = true;       // setsid(): no controlling terminal

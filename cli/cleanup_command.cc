@@ -1,0 +1,35 @@
+// `cubicle cleanup`: what a cubicle killed with SIGKILL could not remove.
+// Sweeps sandbox cgroups whose owner is gone, then removes the empty
+// `cubicle` parents. Sandboxes of live cubicle processes are left alone.
+#include <cstdio>
+#include <string>
+
+#include "cgroups/layout.h"
+#include "cli/commands.h"
+#include "runtime/cgroup_host.h"
+
+namespace cubicle::cli {
+
+std::function<int()> AddCleanupCommand(CLI::App& root) {
+  root.add_subcommand("cleanup", "Remove stale sandbox cgroups and empty cubicle parents");
+  return [] {
+    const runtime::CgroupHost& host = runtime::SharedCgroupHost();  // discovers and sweeps
+    if (!host.layout.ok()) {
+      std::printf("no cgroups to clean: %s\n", std::string(host.layout.status().message()).c_str());
+      return 0;
+    }
+    for (const std::string& name : host.swept) std::printf("removed stale group %s\n", name.c_str());
+    int status = 0;
+    for (const std::string& err : host.sweep_errors) {
+      std::fprintf(stderr, "cubicle cleanup: %s\n", err.c_str());
+      status = 1;
+    }
+    if (absl::Status st = cgroups::RemoveParents(*host.layout); !st.ok()) {
+      std::fprintf(stderr, "cubicle cleanup: %s\n", std::string(st.message()).c_str());
+      status = 1;
+    }
+    return status;
+  };
+}
+
+}  // namespace cubicle::cli

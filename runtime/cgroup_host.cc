@@ -1,0 +1,70 @@
+#include "runtime/cgroup_host.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+#include "cgroups/cgroup.h"
+
+namespace cubicle::runtime {
+
+const CgroupHost& SharedCgroupHost() {
+  static std::once_flag once;
+  static CgroupHost* host = nullptr;
+  std::call_once(once, [] {
+    host = new CgroupHost();  // never destroyed: sandboxes may outlive static destruction order
+    host->layout = cgroups::DiscoverLayout();
+    if (!host->layout.ok()) return;
+    // Creates the parents and enables the v2 controllers down to them once,
+    // instead of every Create() finding out.
+    if (absl::Status st = cgroups::PrepareParents(&*host->layout); !st.ok()) {
+      host->sweep_errors.push_back(std::string(st.message()));
+    }
+    absl::StatusOr<cgroups::SweepReport> sweep = cgroups::SweepStale(*host->layout);
+    if (sweep.ok()) {
+      host->swept = sweep->removed;
+      host->sweep_errors = sweep->failed;
+    } else {
+      host->sweep_errors.push_back(std::string(sweep.status().message()));
+    }
+  });
+  return *host;
+}
+
+absl::Status CgroupsUsable() {
+  const CgroupHost& host = SharedCgroupHost();
+  if (!host.layout.ok()) return host.layout.status();
+  for (cgroups::Controller c : {cgroups::Controller::kMemory, cgroups::Controller::kPids}) {
+    const cgroups::Hierarchy* h = host.layout->Find(c);
+    if (h == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the ", cgroups::V2Name(c), " controller is not available to cubicle here"));
+    }
+    // The parent may not exist yet: the nearest existing ancestor decides.
+    std::string dir = h->parent;
+    while (!dir.empty() && ::access(dir.c_str(), F_OK) != 0) dir = dir.substr(0, dir.rfind('/'));
+    if (dir.empty() || ::access(dir.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot create cgroups under ", h->parent, " (no writable delegated subtree)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+cgroups::Limits DefaultLimits() {
+  cgroups::Limits limits;
+  if (!CgroupsUsable().ok()) return limits;
+  uint64_t memory = uint64_t{1} << 30;
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) memory = std::min<uint64_t>(memory, uint64_t(pages) * uint64_t(page) / 2);
+  limits.memory_max = memory;
+  limits.pids_max = 1024;
+  return limits;
+}
+
+}  // namespace cubicle::runtime

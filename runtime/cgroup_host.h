@@ -1,0 +1,35 @@
+// The process-wide view of this host's cgroups that the launcher uses:
+// the layout, discovered once, and the start-up sweep of groups left by a
+// cubicle that died (SIGKILL) before it could remove them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cgroups/layout.h"
+#include "cgroups/limits.h"
+
+namespace cubicle::runtime {
+
+struct CgroupHost {
+  absl::StatusOr<cgroups::Layout> layout;
+  std::vector<std::string> swept;       // stale groups removed at start-up
+  std::vector<std::string> sweep_errors;
+};
+
+// Discovers the layout and sweeps stale groups on first use; later calls
+// return the same result (thread-safe).
+const CgroupHost& SharedCgroupHost();
+
+// Whether this caller can make sandbox groups with the memory and pids
+// controllers here; the error says why not (no cgroup mount, a missing
+// controller, no writable delegated subtree when rootless).
+absl::Status CgroupsUsable();
+
+// The limits a default sandbox gets when CgroupsUsable(): memory 1 GiB (at
+// most half the host's RAM) and 1024 pids. Empty where they could not be
+// enforced: `cubicle probe` says so, and explicit limits still warn.
+cgroups::Limits DefaultLimits();
+
+}  // namespace cubicle::runtime

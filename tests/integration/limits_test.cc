@@ -1,0 +1,182 @@
+// Resource limits through the launcher and the CLI, on this host's real
+// cgroups (v1 memory/cpu/pids here; v2 where the host has it). Root only:
+// without a writable cgroup tree the limits degrade to rlimits, which
+// CoreLimits checks.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/cgroup_host.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+// Sandbox groups of process `owner` still present in any hierarchy.
+std::vector<std::string> GroupsOf(pid_t owner) {
+  std::vector<std::string> found;
+  const runtime::CgroupHost& host = runtime::SharedCgroupHost();
+  if (!host.layout.ok()) return found;
+  const std::string prefix = absl::StrCat("cubicle-", owner, "-");
+  for (const cgroups::Hierarchy& h : host.layout->hierarchies) {
+    for (const std::string& name : ListDirectory(h.parent)) {
+      if (absl::StartsWith(name, prefix)) found.push_back(absl::StrCat(h.parent, "/", name));
+    }
+  }
+  return found;
+}
+
+class RootLimits : public HostHygieneTest {
+ protected:
+  void SetUp() override {
+    HostHygieneTest::SetUp();
+    if (!IsRoot()) GTEST_SKIP() << "needs root: cgroups are not delegated to this user";
+    absl::Status usable = runtime::CgroupsUsable();
+    if (!usable.ok()) GTEST_SKIP() << "no usable cgroups here: " << usable;
+  }
+  void TearDown() override {
+    EXPECT_EQ(GroupsOf(::getpid()), std::vector<std::string>{}) << "a sandbox cgroup was left behind";
+    HostHygieneTest::TearDown();
+  }
+};
+
+TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
+  runtime::SandboxSpec spec =
+      TestSpec({"python3", "-c", "b = bytearray(512 << 20)\nprint('survived', len(b))"});
+  spec.limits.memory_max = 64ull << 20;
+  spec.timeout = absl::Seconds(60);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kOom) << run->out << run->err;
+  EXPECT_EQ(run->result.signal, SIGKILL);
+  ASSERT_TRUE(run->result.cgroup.has_value());
+  EXPECT_GE(run->result.cgroup->oom_kills.value_or(0), 1u);
+  EXPECT_LE(run->result.cgroup->memory_peak_bytes.value_or(0), 64ull << 20);
+  EXPECT_EQ(run->out.find("survived"), std::string::npos);
+}
+
+TEST_F(RootLimits, ForkBombIsBoundedByPidsAndDiesOnTimeout) {
+  // Every shell forks copies of itself forever; once the pids limit
+  // refuses forks they keep trying, and only the timeout ends the sandbox.
+  // (Python, not sh: dash gives up at the first refused fork.)
+  runtime::SandboxSpec spec = TestSpec(
+      {"python3", "-c",
+       "import os, time\n"
+       "while True:\n"
+       "    try:\n"
+       "        os.fork()\n"
+       "    except OSError:\n"
+       "        time.sleep(0.01)\n"});
+  spec.limits.pids_max = 32;
+  spec.timeout = absl::Seconds(2);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kTimeout);
+  ASSERT_TRUE(run->result.cgroup.has_value());
+  if (run->result.cgroup->pids_peak.has_value()) {
+    EXPECT_LE(*run->result.cgroup->pids_peak, 32u);
+    EXPECT_GE(*run->result.cgroup->pids_peak, 8u) << "the bomb should have reached the limit";
+  }
+}
+
+TEST_F(RootLimits, CpuQuotaBoundsCpuTime) {
+  // Two busy loops for 2 s of wall time under a 0.2-CPU quota: the group's
+  // own accounting should show about 0.4 s (generous bounds: a loaded VM).
+  runtime::SandboxSpec spec = ShellSpec("while :; do :; done & while :; do :; done");
+  spec.limits.cpus = 0.2;
+  spec.timeout = absl::Seconds(2);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kTimeout);
+  ASSERT_TRUE(run->result.cgroup.has_value() && run->result.cgroup->cpu_usage_ns.has_value());
+  double cpu_s = static_cast<double>(*run->result.cgroup->cpu_usage_ns) / 1e9;
+  EXPECT_GT(cpu_s, 0.15) << "the loops should have used their quota";
+  EXPECT_LT(cpu_s, 0.8) << "0.2 CPU over 2 s is 0.4 s; two unthrottled loops would use up to 4 s";
+}
+
+TEST_F(RootLimits, TwoHundredRunsLeaveNoCgroup) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.limits.pids_max = 16;
+  spec.limits.memory_max = 32ull << 20;
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+    ASSERT_TRUE(run.ok()) << run.status();
+    ASSERT_EQ(run->result.reason, runtime::ExitReason::kExited) << i << ": " << run->result.setup_error;
+    ASSERT_TRUE(run->result.warnings.empty()) << run->result.warnings.front();
+  }
+  EXPECT_EQ(GroupsOf(::getpid()), std::vector<std::string>{});
+}
+
+TEST_F(RootLimits, KilledCubicleLeavesNothingAfterTheNextStart) {
+  const std::string mark = absl::StrCat("sleep 1000.", ::getpid(), "3");
+  RunningProcess cubicle(CubicleArgv({"run", "--pids", "16", "--", "/bin/sh", "-c",
+                                      absl::StrCat("echo ready; ", mark)}));
+  ASSERT_TRUE(cubicle.started());
+  ASSERT_TRUE(cubicle.WaitForStdout("ready\n"));
+  ASSERT_FALSE(GroupsOf(cubicle.pid()).empty()) << "the running sandbox should have its cgroup";
+  cubicle.Signal(SIGKILL);
+  cubicle.Wait();
+  EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+  // The dead cubicle could not remove its groups; the next one sweeps them.
+  ProcessRun next = RunCubicle({"run", "--pids", "16", "--", "/bin/true"});
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(GroupsOf(cubicle.pid()), std::vector<std::string>{});
+}
+
+TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
+  TempDir dir;
+  std::string json = dir.Join("status.json");
+  ProcessRun run = RunCubicle({"run", "--memory", "128M", "--pids", "64", "--json-status", json, "--",
+                               "/bin/sh", "-c", "head -c 4000000 /dev/zero > /dev/null"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::string text = ReadFile(json);
+  EXPECT_TRUE(absl::StrContains(text, "\"memory_peak_bytes\":")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"cpu_usage_ns\":")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"oom_kills\":0")) << text;
+}
+
+class CoreLimits : public HostHygieneTest {};
+
+TEST_F(CoreLimits, BadLimitValuesAreUsageErrorsNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--memory", "-1"}, "--memory"},       {{"--memory", "lots"}, "--memory"},
+      {{"--memory", "12"}, "--memory"},       {{"--pids", "0"}, "--pids"},
+      {{"--pids", "-5"}, "--pids"},           {{"--cpus", "0"}, "--cpus"},
+      {{"--cpus", "abc"}, "--cpus"},          {{"--cpus", "100000"}, "--cpus"},
+      {{"--cpu-weight", "0"}, "--cpu-weight"}, {{"--io-read-bps", "8:0"}, "--io-read-bps"},
+      {{"--memory", "64M", "--memory-high", "128M"}, "--memory-high"},
+  };
+  for (const auto& [flags, named] : cases) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "/bin/true"});
+    ProcessRun run = RunCubicle(args);
+    EXPECT_EQ(run.exit_code, 2) << flags[0] << " " << flags[1] << ": " << run.err;
+    EXPECT_EQ(Lines(run.err).size(), 1u) << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, named)) << run.err;
+  }
+}
+
+TEST_F(CoreLimits, WithoutCgroupsMemoryDegradesToAnAddressSpaceLimit) {
+  if (runtime::CgroupsUsable().ok()) GTEST_SKIP() << "cgroups are usable here: no degradation to see";
+  runtime::SandboxSpec spec = ShellSpec("ulimit -v");
+  spec.limits.memory_max = 100ull << 20;
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->out, "102400\n");
+  ASSERT_FALSE(run->result.warnings.empty());
+  EXPECT_TRUE(absl::StrContains(run->result.warnings.front(), "RLIMIT_AS")) << run->result.warnings.front();
+  EXPECT_FALSE(run->result.cgroup.has_value());
+}
+
+}  // namespace
+}  // namespace cubicle::test_support
