@@ -273,6 +273,73 @@ absl::StatusOr<Stats> SandboxCgroup::ReadStats() const {
   return s;
 }
 
+absl::StatusOr<SandboxCgroup::Usage> SandboxCgroup::ReadUsage() const {
+  Usage u;
+  if (const Group* g = GroupFor(Controller::kMemory); g != nullptr) {
+    CUBICLE_RETURN_IF_ERROR(ReadSingle(g->dir.get(), g->path,
+                                       g->version == 2 ? "memory.current" : "memory.usage_in_bytes",
+                                       &u.memory_bytes));
+  }
+  if (const Group* g = GroupFor(Controller::kCpuacct); g != nullptr) {
+    if (g->version == 2) {
+      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadIfPresent(g->dir.get(), g->path, "cpu.stat"));
+      CUBICLE_RETURN_IF_ERROR(ReadKey(g->path, "cpu.stat", stat, "usage_usec", &u.cpu_ns, 1000));
+    } else {
+      CUBICLE_RETURN_IF_ERROR(ReadSingle(g->dir.get(), g->path, "cpuacct.usage", &u.cpu_ns));
+    }
+  }
+  if (const Group* g = GroupFor(Controller::kIo); g != nullptr) {
+    if (g->version == 2) {
+      // "8:0 rbytes=1 wbytes=2 rios=3 ..." per device.
+      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadIfPresent(g->dir.get(), g->path, "io.stat"));
+      if (stat.has_value()) {
+        uint64_t total = 0;
+        for (absl::string_view line : absl::StrSplit(*stat, '\n', absl::SkipEmpty())) {
+          for (absl::string_view field : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+            uint64_t v;
+            if ((absl::ConsumePrefix(&field, "rbytes=") || absl::ConsumePrefix(&field, "wbytes=")) &&
+                absl::SimpleAtoi(field, &v)) {
+              total += v;
+            }
+          }
+        }
+        u.io_bytes = total;
+      }
+    } else {
+      // "8:0 Read 4096" ... and a last line "Total 8192".
+      CUBICLE_ASSIGN_OR_RETURN(auto text, ReadIfPresent(g->dir.get(), g->path,
+                                                        "blkio.throttle.io_service_bytes"));
+      if (text.has_value()) {
+        uint64_t total = 0;
+        for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+          if (absl::ConsumePrefix(&line, "Total ")) (void)absl::SimpleAtoi(line, &total);
+        }
+        u.io_bytes = total;
+      }
+    }
+  }
+  return u;
+}
+
+absl::StatusOr<UniqueFd> SandboxCgroup::MemoryThresholdFd(uint64_t bytes) const {
+  const Group* g = GroupFor(Controller::kMemory);
+  if (g == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": no memory group to watch"));
+  }
+  if (g->version == 2) {
+    return absl::UnimplementedError("cgroup v2 has no memory usage threshold event");
+  }
+  // Documentation/admin-guide/cgroup-v1/memory.rst §9: "<event_fd> <fd of
+  // memory.usage_in_bytes> <threshold>" fires when usage crosses it.
+  UniqueFd efd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!efd) return ErrnoStatus(errno, "eventfd");
+  UniqueFd usage(::openat(g->dir.get(), "memory.usage_in_bytes", O_RDONLY | O_CLOEXEC));
+  if (!usage) return ErrnoStatus(errno, absl::StrCat("open(", g->path, "/memory.usage_in_bytes)"));
+  CUBICLE_RETURN_IF_ERROR(cgroupfs::Write(g->dir.get(), g->path, "cgroup.event_control",
+                                          absl::StrCat(efd.get(), " ", usage.get(), " ", bytes, "\n")));
+  return efd;
+}
+
 absl::StatusOr<UniqueFd> SandboxCgroup::OomEventFd() const {
   const Group* g = GroupFor(Controller::kMemory);
   if (g == nullptr) {

@@ -18,6 +18,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,22 @@ class SandboxCgroup {
   // What the group's processes used so far. Fields the host does not offer
   // stay unset; an unreadable file that should be there is an error.
   absl::StatusOr<Stats> ReadStats() const;
+
+  // What the group uses now, for the runtime breakers: resident memory
+  // (v2 memory.current, v1 memory.usage_in_bytes), CPU time so far, and
+  // block IO bytes so far (v2 io.stat rbytes+wbytes, v1
+  // blkio.throttle.io_service_bytes Total). Unset where the host lacks it.
+  struct Usage {
+    std::optional<uint64_t> memory_bytes;
+    std::optional<uint64_t> cpu_ns;
+    std::optional<uint64_t> io_bytes;
+  };
+  absl::StatusOr<Usage> ReadUsage() const;
+
+  // v1: an eventfd the kernel signals when memory usage crosses `bytes`
+  // (cgroup.event_control on memory.usage_in_bytes). v2 has no usage
+  // threshold event: Unimplemented, and callers poll ReadUsage().
+  absl::StatusOr<UniqueFd> MemoryThresholdFd(uint64_t bytes) const;
 
   // An fd that becomes readable (POLLIN) when the memory controller
   // reports an event: v1, an eventfd registered on memory.oom_control (an

@@ -159,6 +159,7 @@ absl::StatusOr<GroupPlan> PlanGroups(const Layout& layout, const Limits& limits)
   p.Want(Controller::kMemory);
   p.Want(Controller::kPids);
   p.Want(Controller::kCpuacct);
+  p.Want(Controller::kIo);  // IO accounting, for the IO breaker
   p.Want(Controller::kFreezer);
   if (plan.hierarchies.empty()) {
     return absl::FailedPreconditionError("no cgroup hierarchy is usable on this host");

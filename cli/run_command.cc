@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,8 @@ struct RunFlags {
   std::string timeout;
   std::string seccomp = "no-network";
   std::string memory, memory_high, pids, cpus, cpu_weight;
+  std::string breaker_cpu, breaker_cpu_window, breaker_cpu_grace, breaker_memory, breaker_memory_grace,
+      breaker_io, breaker_io_window;
   CLI::Option* io_read_bps = nullptr;
   CLI::Option* io_write_bps = nullptr;
   CLI::Option* io_read_iops = nullptr;
@@ -193,6 +196,31 @@ absl::Status ApplyLimitFlags(const RunFlags& f, cgroups::Limits* limits) {
   return absl::OkStatus();
 }
 
+absl::Status ApplyBreakerFlags(const RunFlags& f, runtime::BreakerSpec* b) {
+  if (!f.breaker_cpu.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(b->cpu_share, ParseCpus("--breaker-cpu", f.breaker_cpu));
+  }
+  if (!f.breaker_memory.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(b->memory_mark, ParseSize("--breaker-memory", f.breaker_memory));
+  }
+  if (!f.breaker_io.empty()) {
+    CUBICLE_ASSIGN_OR_RETURN(b->io_bytes_per_sec, ParseSize("--breaker-io", f.breaker_io));
+  }
+  for (auto [flag, value, field] :
+       {std::tuple{"--breaker-cpu-window", &f.breaker_cpu_window, &b->cpu_window},
+        {"--breaker-cpu-grace", &f.breaker_cpu_grace, &b->cpu_grace},
+        {"--breaker-memory-grace", &f.breaker_memory_grace, &b->memory_grace},
+        {"--breaker-io-window", &f.breaker_io_window, &b->io_window}}) {
+    if (!value->empty()) {
+      CUBICLE_ASSIGN_OR_RETURN(*field, ParseSeconds(flag, *value));
+    }
+  }
+  if (b->memory_mark == 0u || b->io_bytes_per_sec == 0u) {
+    return absl::InvalidArgumentError("--breaker-memory and --breaker-io must be positive");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   runtime::DefaultsOptions defaults;
   defaults.hostname = f.hostname;
@@ -221,6 +249,7 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   spec.seccomp = *policy;
   spec.limits = runtime::DefaultLimits();
   CUBICLE_RETURN_IF_ERROR(ApplyLimitFlags(f, &spec.limits));
+  CUBICLE_RETURN_IF_ERROR(ApplyBreakerFlags(f, &spec.breakers));
   for (const std::string& r : f.rlimit->results()) {
     CUBICLE_ASSIGN_OR_RETURN(runtime::RlimitSpec limit, ParseRlimit("--rlimit", r));
     std::erase_if(spec.rlimits, [&](const runtime::RlimitSpec& x) { return x.resource == limit.resource; });
@@ -345,6 +374,13 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   app->add_option("--pids", f.pids, "Most processes and threads at once, or unlimited");
   app->add_option("--cpus", f.cpus, "CPU time per wall second, e.g. 0.5");
   app->add_option("--cpu-weight", f.cpu_weight, "CPU weight 1-10000 (100 is the default share)");
+  app->add_option("--breaker-cpu", f.breaker_cpu, "Breaker: above this many CPUs over the window, SIGUSR1, then SIGKILL after the grace");
+  app->add_option("--breaker-cpu-window", f.breaker_cpu_window, "Seconds the CPU breaker averages over (default 5)");
+  app->add_option("--breaker-cpu-grace", f.breaker_cpu_grace, "Seconds between SIGUSR1 and SIGKILL (default 5)");
+  app->add_option("--breaker-memory", f.breaker_memory, "Breaker: above this memory, SIGTERM, then SIGKILL after the grace");
+  app->add_option("--breaker-memory-grace", f.breaker_memory_grace, "Seconds between SIGTERM and SIGKILL (default 5)");
+  app->add_option("--breaker-io", f.breaker_io, "Breaker: block IO above this many bytes/s over the window kills");
+  app->add_option("--breaker-io-window", f.breaker_io_window, "Seconds the IO breaker averages over (default 2)");
   f.io_read_bps = Single(app, "--io-read-bps", "MAJ:MIN=RATE", "Read bytes/s cap on a block device");
   f.io_write_bps = Single(app, "--io-write-bps", "MAJ:MIN=RATE", "Write bytes/s cap on a block device");
   f.io_read_iops = Single(app, "--io-read-iops", "MAJ:MIN=N", "Read operations/s cap on a block device");

@@ -8,10 +8,15 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <memory>
 #include <cstring>
 #include <string>
@@ -29,6 +34,7 @@
 #include "namespaces/process.h"
 #include "rootfs/builder.h"
 #include "cgroups/cgroup.h"
+#include "runtime/breakers.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/host_features.h"
 #include "seccomp/policy.h"
@@ -309,6 +315,31 @@ absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups
   return made;
 }
 
+// v1 blkio accounts IO only for devices that have a throttle rule (its
+// io_service_bytes stay 0 otherwise; v2 io.stat always counts). For the IO
+// breaker, give every block device without a rule one that never throttles.
+void AddIoAccountingRules(cgroups::Limits* limits) {
+  const CgroupHost& host = SharedCgroupHost();
+  if (!host.layout.ok()) return;
+  const cgroups::Hierarchy* io = host.layout->Find(cgroups::Controller::kIo);
+  if (io == nullptr || io->version != 1) return;
+  constexpr uint64_t kNeverThrottles = uint64_t{1} << 50;  // 1 PiB/s
+  DIR* dir = ::opendir("/sys/block");
+  if (dir == nullptr) return;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream dev(absl::StrCat("/sys/block/", e->d_name, "/dev"));
+    uint32_t major = 0, minor = 0;
+    char colon = 0;
+    if (!(dev >> major >> colon >> minor) || colon != ':') continue;
+    bool listed = std::any_of(limits->io.begin(), limits->io.end(), [&](const cgroups::IoLimit& l) {
+      return l.major == major && l.minor == minor;
+    });
+    if (!listed) limits->io.push_back({.major = major, .minor = minor, .read_bps = kNeverThrottles, .write_bps = kNeverThrottles});
+  }
+  ::closedir(dir);
+}
+
 // What rlimits can stand in for cgroup limits: only memory, as RLIMIT_AS
 // (address space, not resident memory: a looser bound). RLIMIT_NPROC is not
 // used: it counts every process of the uid, across sandboxes.
@@ -382,8 +413,10 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   // unconfined. Declared before the init guard: destroyed (killed, removed)
   // only after init is reaped.
   std::unique_ptr<cgroups::SandboxCgroup> cgroup;
-  if (!spec.limits.empty()) {
-    absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> made = MakeCgroup(spec.limits, &result);
+  if (!spec.limits.empty() || spec.breakers.any()) {
+    cgroups::Limits limits = spec.limits;
+    if (spec.breakers.io_bytes_per_sec.has_value()) AddIoAccountingRules(&limits);
+    absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> made = MakeCgroup(limits, &result);
     if (!made.ok()) return SetupFailure(made.status());
     cgroup = *std::move(made);
     if (cgroup == nullptr) {
@@ -451,8 +484,46 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   }
   clock.Mark("id_maps");
 
+  // The breakers watch the cgroup: a v1 memory threshold eventfd where the
+  // kernel has one, a sampling timer for the rest.
+  std::optional<BreakerState> breakers;
+  UniqueFd breaker_timer, memory_mark_fd;
+  if (spec.breakers.any()) {
+    if (cgroup == nullptr) {
+      result.warnings.push_back("the runtime breakers need a cgroup and are not enforced");
+    } else {
+      breakers.emplace(spec.breakers);
+      if (spec.breakers.memory_mark.has_value()) {
+        absl::StatusOr<UniqueFd> fd = cgroup->MemoryThresholdFd(*spec.breakers.memory_mark);
+        if (fd.ok()) memory_mark_fd = *std::move(fd);
+      }
+      breaker_timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+      if (!breaker_timer) return SetupFailure(ErrnoStatus(errno, "timerfd_create(breakers)"));
+      const int64_t ns = absl::ToInt64Nanoseconds(breakers->SampleInterval());
+      struct itimerspec every = {{ns / 1'000'000'000, ns % 1'000'000'000}, {ns / 1'000'000'000, ns % 1'000'000'000}};
+      if (::timerfd_settime(breaker_timer.get(), 0, &every, nullptr) != 0) {
+        return SetupFailure(ErrnoStatus(errno, "timerfd_settime(breakers)"));
+      }
+    }
+  }
+  bool breaker_killed = false;
+  auto act = [&](const BreakerAction& a) {
+    if (a.kind == BreakerAction::Kind::kNone) return;
+    result.warnings.push_back(absl::StrCat("breaker ", BreakerName(a.breaker), ": ", a.why,
+                                           a.kind == BreakerAction::Kind::kKillSandbox
+                                               ? "; sandbox killed"
+                                               : absl::StrCat("; sent ", a.signal == SIGTERM ? "SIGTERM" : "SIGUSR1")));
+    if (a.kind == BreakerAction::Kind::kKillSandbox) {
+      breaker_killed = true;
+      init.Signal(SIGKILL);
+      cgroup->Kill().IgnoreError();
+    } else {
+      init.Signal(a.signal);  // init forwards it to the payload
+    }
+  };
+
   // 5. Supervise: messages from init and the payload, init's exit, the
-  //    deadline, and signals to forward.
+  //    deadline, the breakers, and signals to forward.
   const absl::Time deadline = spec.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
                                                                        : start + spec.timeout;
   ControlMessage last;
@@ -482,8 +553,9 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
     }
   };
   while (!init_gone) {
-    struct pollfd fds[3] = {{control.get(), POLLIN, 0}, {init.pidfd(), POLLIN, 0},
-                            {options.signal_fd, POLLIN, 0}};
+    struct pollfd fds[5] = {{control.get(), POLLIN, 0}, {init.pidfd(), POLLIN, 0},
+                            {options.signal_fd, POLLIN, 0}, {breaker_timer.get(), POLLIN, 0},
+                            {memory_mark_fd.get(), POLLIN, 0}};
     int timeout_ms = -1;
     if (!timed_out && deadline != absl::InfiniteFuture()) {
       absl::Duration left = deadline - absl::Now();
@@ -491,7 +563,7 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
                        ? 0
                        : static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
     }
-    int n = ::poll(fds, 3, timeout_ms);
+    int n = ::poll(fds, 5, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return SetupFailure(ErrnoStatus(errno, "poll(sandbox)"));
@@ -503,6 +575,21 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
       init.Signal(SIGKILL);
       if (cgroup != nullptr) cgroup->Kill().IgnoreError();  // init's death kills the rest too
       continue;
+    }
+    if (breakers.has_value() && !breaker_killed) {
+      if (fds[4].revents & POLLIN) {
+        uint64_t count;
+        (void)!::read(memory_mark_fd.get(), &count, sizeof(count));
+        act(breakers->MemoryMarkCrossed(absl::Now()));
+      }
+      if (fds[3].revents & POLLIN) {
+        uint64_t expirations;
+        (void)!::read(breaker_timer.get(), &expirations, sizeof(expirations));
+        absl::StatusOr<cgroups::SandboxCgroup::Usage> usage = cgroup->ReadUsage();
+        if (usage.ok()) {
+          act(breakers->Observe(absl::Now(), UsageSample{usage->memory_bytes, usage->cpu_ns, usage->io_bytes}));
+        }
+      }
     }
     if (fds[2].revents & POLLIN) {
       struct signalfd_siginfo si;
@@ -563,9 +650,27 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
         "a new procfs was refused; /proc is a read-only bind of the host's, masked (host "
         "processes are visible)");
   }
+  // A breaker is the reason when it killed the sandbox, or when the payload
+  // died of the breaker's own warning signal.
+  std::optional<ExitReason> breaker_reason;
+  if (breakers.has_value() && breakers->tripped().has_value()) {
+    bool died_of_warning = have_exit && WIFSIGNALED(last.wait_status) &&
+                           WTERMSIG(last.wait_status) == breakers->warning_signal();
+    if (breaker_killed || died_of_warning) {
+      switch (*breakers->tripped()) {
+        case Breaker::kCpu: breaker_reason = ExitReason::kBreakerCpu; break;
+        case Breaker::kMemory: breaker_reason = ExitReason::kBreakerMemory; break;
+        case Breaker::kIo: breaker_reason = ExitReason::kBreakerIo; break;
+      }
+    }
+  }
   if (!setup_error.ok()) {
     result.reason = ExitReason::kSetupFailed;
     result.setup_error = setup_error;
+  } else if (breaker_reason.has_value()) {
+    result.reason = *breaker_reason;
+    if (have_exit && WIFEXITED(last.wait_status)) result.exit_code = WEXITSTATUS(last.wait_status);
+    result.signal = have_exit && WIFSIGNALED(last.wait_status) ? WTERMSIG(last.wait_status) : SIGKILL;
   } else if (timed_out) {
     result.reason = ExitReason::kTimeout;
     result.signal = SIGKILL;

@@ -21,6 +21,9 @@ enum class ExitReason {
   kTimeout,      // the wall-clock limit ran out; every process was killed
   kSetupFailed,  // something before execve failed; setup_error says what
   kOom,          // the kernel's OOM killer killed the payload (cgroup memory limit)
+  kBreakerCpu,     // a runtime breaker ended it (see breakers.h): signal or
+  kBreakerMemory,  // exit_code says how it ended
+  kBreakerIo,
 };
 
 absl::string_view ExitReasonName(ExitReason reason);

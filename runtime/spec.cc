@@ -41,6 +41,25 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
     }
   }
   CUBICLE_RETURN_IF_ERROR(cgroups::ValidateLimits(spec.limits, nullptr));
+  const BreakerSpec& b = spec.breakers;
+  if (b.cpu_share && !(*b.cpu_share > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("breaker cpu share ", *b.cpu_share, ": must be positive"));
+  }
+  if (b.memory_mark && *b.memory_mark == 0) {
+    return absl::InvalidArgumentError("breaker memory mark 0: must be positive");
+  }
+  if (b.memory_mark && spec.limits.memory_max && *b.memory_mark >= *spec.limits.memory_max) {
+    return absl::InvalidArgumentError(absl::StrCat("breaker memory mark ", *b.memory_mark,
+                                                   " must be below the memory limit ", *spec.limits.memory_max));
+  }
+  if (b.io_bytes_per_sec && *b.io_bytes_per_sec == 0) {
+    return absl::InvalidArgumentError("breaker io rate 0: must be positive");
+  }
+  for (absl::Duration d : {b.cpu_window, b.cpu_grace, b.memory_grace, b.io_window}) {
+    if (d <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("breaker windows and graces must be positive");
+    }
+  }
   return rootfs::ValidatePlan(spec.mounts);
 }
 
@@ -51,6 +70,9 @@ absl::string_view ExitReasonName(ExitReason reason) {
     case ExitReason::kTimeout: return "timeout";
     case ExitReason::kSetupFailed: return "setup_failed";
     case ExitReason::kOom: return "oom";
+    case ExitReason::kBreakerCpu: return "breaker_cpu";
+    case ExitReason::kBreakerMemory: return "breaker_memory";
+    case ExitReason::kBreakerIo: return "breaker_io";
   }
   return "unknown";
 }
@@ -62,6 +84,10 @@ int ExecResult::ShellStatus() const {
     case ExitReason::kTimeout: return 124;
     case ExitReason::kSetupFailed: return 125;
     case ExitReason::kOom: return 128 + signal;
+    case ExitReason::kBreakerCpu:
+    case ExitReason::kBreakerMemory:
+    case ExitReason::kBreakerIo:
+      return signal != 0 ? 128 + signal : exit_code;
   }
   return 125;
 }

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "cgroups/limits.h"
+#include "runtime/breakers.h"
 #include "namespaces/clone.h"
 #include "rootfs/mount_plan.h"
 #include "seccomp/policy.h"
@@ -47,6 +48,8 @@ struct SandboxSpec {
   std::vector<RlimitSpec> rlimits;
   // cgroup limits (memory, pids, CPU, IO). Empty: no cgroup is made.
   cgroups::Limits limits;
+  // Runtime breakers (they need a cgroup to watch; see breakers.h).
+  BreakerSpec breakers;
   seccomp::Policy seccomp = seccomp::Policy::kNoNetwork;
 
   bool new_session = true;       // setsid(): no controlling terminal

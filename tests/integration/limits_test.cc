@@ -144,6 +144,78 @@ TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
   EXPECT_TRUE(absl::StrContains(text, "\"oom_kills\":0")) << text;
 }
 
+TEST_F(RootLimits, CpuBreakerWarnsWithSigusr1ThenKills) {
+  // The payload hears SIGUSR1 (and says so) but keeps spinning.
+  runtime::SandboxSpec spec =
+      ShellSpec("trap 'echo got-usr1' USR1; while :; do :; done");
+  spec.breakers.cpu_share = 0.5;
+  spec.breakers.cpu_window = absl::Milliseconds(400);
+  spec.breakers.cpu_grace = absl::Milliseconds(400);
+  spec.timeout = absl::Seconds(30);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kBreakerCpu) << run->err;
+  EXPECT_EQ(run->result.signal, SIGKILL);
+  EXPECT_TRUE(absl::StrContains(run->out, "got-usr1")) << run->out;
+  ASSERT_EQ(run->result.warnings.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(run->result.warnings[0], "SIGUSR1")) << run->result.warnings[0];
+}
+
+TEST_F(RootLimits, MemoryBreakerSendsSigtermThenKillsAfterTheGrace) {
+  runtime::SandboxSpec spec = TestSpec(
+      {"python3", "-c",
+       "import signal, time\n"
+       "signal.signal(signal.SIGTERM, lambda *a: print('got-term', flush=True))\n"
+       "b = bytearray(96 << 20)\n"
+       "time.sleep(30)\n"});
+  spec.limits.memory_max = 256ull << 20;
+  spec.breakers.memory_mark = 48ull << 20;
+  spec.breakers.memory_grace = absl::Milliseconds(300);
+  spec.timeout = absl::Seconds(30);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kBreakerMemory) << run->err;
+  EXPECT_EQ(run->result.signal, SIGKILL);
+  EXPECT_TRUE(absl::StrContains(run->out, "got-term")) << run->out;
+  EXPECT_FALSE(run->result.cgroup->oom_killed()) << "the breaker acts below the hard limit";
+}
+
+TEST_F(RootLimits, MemoryBreakerReasonWhenThePayloadObeysSigterm) {
+  runtime::SandboxSpec spec = TestSpec(
+      {"python3", "-c", "import time\nb = bytearray(96 << 20)\ntime.sleep(30)\n"});
+  spec.breakers.memory_mark = 48ull << 20;
+  spec.timeout = absl::Seconds(30);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kBreakerMemory);
+  EXPECT_EQ(run->result.signal, SIGTERM) << "it died of the breaker's SIGTERM, before any SIGKILL";
+}
+
+TEST_F(RootLimits, IoBreakerKillsAWriteStorm) {
+  // Block IO needs a real disk: a host directory (not the sandbox's tmpfs).
+  TempDir host;
+  ASSERT_EQ(::chmod(host.path().c_str(), 0777), 0);
+  runtime::SandboxSpec spec = ShellSpec(
+      "i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/data/f bs=1M count=64 oflag=direct "
+      "2>/dev/null || exit 3; i=$((i+1)); done; echo finished");
+  rootfs::MountOp data;
+  data.kind = rootfs::MountKind::kBind;
+  data.source = host.path();
+  data.dest = "/data";
+  spec.mounts.push_back(data);
+  spec.breakers.io_bytes_per_sec = 4ull << 20;
+  spec.breakers.io_window = absl::Milliseconds(300);
+  spec.timeout = absl::Seconds(60);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  if (run->result.reason == runtime::ExitReason::kExited && absl::StrContains(run->out, "finished")) {
+    GTEST_SKIP() << "this host's cgroup accounted no block IO for the sandbox (virtual disk "
+                    "without IO accounting?)";
+  }
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kBreakerIo) << run->out << run->err;
+  EXPECT_EQ(run->result.signal, SIGKILL);
+}
+
 class CoreLimits : public HostHygieneTest {};
 
 TEST_F(CoreLimits, BadLimitValuesAreUsageErrorsNamingTheFlag) {
