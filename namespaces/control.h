@@ -1,7 +1,8 @@
 // The control channel between the launcher and the sandbox's init: one
 // SOCK_SEQPACKET socketpair, fixed-size messages, so neither side allocates
-// or parses. The launcher sends one byte ("go") once the id maps are written;
-// the sandbox answers with the messages below.
+// or parses. The launcher sends one byte ("go") once the id maps are written,
+// later one execution request (exec_request.h); the sandbox answers with the
+// messages below.
 #pragma once
 
 #include <sys/resource.h>
@@ -17,6 +18,7 @@ enum class ControlType : uint32_t {
   kSetupError = 1,     // a step before execve failed; `error` says which
   kExecuting = 2,      // the payload is about to execve
   kPayloadExited = 3,  // the payload ended; `wait_status` and `rusage` are set
+  kReady = 4,          // the sandbox is built and waits for its execution request
 };
 
 // CLOCK_MONOTONIC stamps of the sandbox-side steps, for per-step timings.
@@ -24,7 +26,8 @@ enum ChildStep : int {
   kStepChildStart = 0,  // first instruction after clone
   kStepIdsReady,        // maps written, ids switched
   kStepRootfsReady,     // pivoted into the new root
-  kStepInitReady,       // hostname and loopback set, about to fork the payload
+  kStepInitReady,       // hostname and loopback set: ready for a request (a zygote)
+  kStepRequestReceived, // the execution request arrived
   kStepPayloadForked,   // payload process exists
   kStepExecReady,       // payload hygiene done, about to execve
   kChildStepCount,

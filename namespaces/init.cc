@@ -56,7 +56,6 @@ void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* 
   sigfillset(&all);
   ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the payload unblocks its own copy
 
-  report->step_ns[kStepInitReady] = MonotonicNanos();
   long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     payload(arg);

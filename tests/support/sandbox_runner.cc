@@ -134,6 +134,23 @@ absl::StatusOr<SandboxRun> RunInSandbox(const runtime::SandboxSpec& spec, absl::
   return run;
 }
 
+absl::StatusOr<SandboxRun> RunInZygote(runtime::Zygote& zygote, runtime::ExecRequest request,
+                                       absl::string_view stdin_text) {
+  UniqueFd in = MemfdWith("zygote-stdin", stdin_text);
+  UniqueFd out = MemfdWith("zygote-stdout", "");
+  UniqueFd err = MemfdWith("zygote-stderr", "");
+  request.stdin_fd = in.get();
+  request.stdout_fd = out.get();
+  request.stderr_fd = err.get();
+  absl::StatusOr<runtime::ExecResult> result = zygote.Run(request);
+  if (!result.ok()) return result.status();
+  SandboxRun run;
+  run.result = *std::move(result);
+  run.out = ReadAll(out.get());
+  run.err = ReadAll(err.get());
+  return run;
+}
+
 absl::StatusOr<SandboxRun> RunArgv(std::vector<std::string> argv, absl::string_view stdin_text) {
   return RunInSandbox(TestSpec(std::move(argv)), stdin_text);
 }

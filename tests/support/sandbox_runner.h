@@ -17,6 +17,7 @@
 #include "runtime/launcher.h"
 #include "runtime/result.h"
 #include "runtime/spec.h"
+#include "runtime/zygote.h"
 
 namespace cubicle::test_support {
 
@@ -40,6 +41,10 @@ runtime::SandboxSpec ShellSpec(absl::string_view script, const runtime::Defaults
 // writes). Returns Launch()'s status when it refuses the spec.
 absl::StatusOr<SandboxRun> RunInSandbox(const runtime::SandboxSpec& spec, absl::string_view stdin_text = "",
                                         runtime::LaunchOptions options = {});
+// Runs `request` in `zygote` with stdio captured as RunInSandbox does.
+absl::StatusOr<SandboxRun> RunInZygote(runtime::Zygote& zygote, runtime::ExecRequest request,
+                                       absl::string_view stdin_text = "");
+
 absl::StatusOr<SandboxRun> RunArgv(std::vector<std::string> argv, absl::string_view stdin_text = "");
 absl::StatusOr<SandboxRun> RunShell(absl::string_view script, const runtime::DefaultsOptions& options = {});
 

@@ -1,4 +1,4 @@
-#include "runtime/launcher.h"
+#include "runtime/zygote.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +29,7 @@
 #include "base/unique_fd.h"
 #include "namespaces/clone.h"
 #include "namespaces/control.h"
+#include "namespaces/exec_request.h"
 #include "namespaces/idmap.h"
 #include "namespaces/init.h"
 #include "namespaces/process.h"
@@ -36,6 +37,7 @@
 #include "cgroups/cgroup.h"
 #include "runtime/breakers.h"
 #include "runtime/cgroup_host.h"
+#include "runtime/defaults.h"
 #include "runtime/host_features.h"
 #include "seccomp/policy.h"
 
@@ -58,20 +60,20 @@ struct ChildPlan {
   bool die_with_parent = true;
   bool new_session = true;
   std::string hostname;
-  std::string cwd;
-  std::string search_path;  // PATH as the payload will see it
-  std::vector<char*> argv;
-  std::vector<char*> envp;
   std::vector<namespaces::Rlimit> rlimits;
   sock_fprog seccomp{};
   bool load_seccomp = false;
-  int stdio[3] = {0, 1, 2};
   int control_fd = -1;
+  // Where the child receives its execution request: allocated here, before
+  // clone, so the child allocates nothing.
+  std::vector<char> request_buffer = std::vector<char>(namespaces::kMaxExecRequestBytes + 1);
+  std::vector<char*> request_pointers = std::vector<char*>(namespaces::kMaxExecStrings + 2);
 };
 
 struct PayloadArgs {
   const ChildPlan* plan;
   ControlMessage* report;
+  const namespaces::ExecRequestView* request;
 };
 
 // Puts the three stdio fds in place even when they overlap 0..2.
@@ -92,11 +94,12 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
 [[noreturn]] void PayloadMain(void* raw) {
   auto* args = static_cast<PayloadArgs*>(raw);
   const ChildPlan& plan = *args->plan;
+  const namespaces::ExecRequestView& request = *args->request;
   ControlMessage msg = *args->report;
   ChildError* e = &msg.error;
   bool ok = (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
-            InstallStdio(plan.stdio, e) &&
-            (::chdir(plan.cwd.c_str()) == 0 || child::Fail(e, "chdir", plan.cwd.c_str(), errno)) &&
+            InstallStdio(request.stdio, e) &&
+            (::chdir(request.cwd) == 0 || child::Fail(e, "chdir", request.cwd, errno)) &&
             namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
             namespaces::DropAllCapabilities(e) && namespaces::SetNoNewPrivs(e);
   if (ok && plan.load_seccomp) {
@@ -114,16 +117,16 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   msg.type = ControlType::kExecuting;
   msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
   namespaces::SendControl(plan.control_fd, msg);
-  namespaces::ExecSearchingPath(plan.argv[0], plan.argv.data(), plan.envp.data(),
-                                plan.search_path.c_str());
+  namespaces::ExecSearchingPath(request.argv[0], request.argv, request.envp, request.search_path);
   msg.type = ControlType::kSetupError;
-  child::Fail(e, "execve", plan.argv[0], errno);
+  child::Fail(e, "execve", request.argv[0], errno);
   namespaces::SendControl(plan.control_fd, msg);
   ::_exit(127);
 }
 
 // The sandbox's first process: ids, root filesystem, hostname, loopback,
-// then cubicle's init.
+// "ready", then it waits for its execution request and becomes cubicle's
+// init.
 [[noreturn]] void ChildMain(const ChildPlan& plan) {
   ControlMessage report;
   std::memset(&report, 0, sizeof(report));
@@ -139,10 +142,9 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
-  // Everything but the control socket and the payload's stdio goes: the
-  // launcher's other fds (and the host-side mount trees, now attached).
-  const int keep[] = {plan.control_fd, plan.stdio[0], plan.stdio[1], plan.stdio[2]};
-  ok = ok && namespaces::CloseAllFdsExcept(keep, 4, e);
+  // Everything but the control socket goes: the launcher's other fds (and
+  // the host-side mount trees, now attached). Stdio comes with the request.
+  ok = ok && namespaces::CloseAllFdsExcept(&plan.control_fd, 1, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
@@ -154,7 +156,27 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
     ::_exit(1);
   }
   if (build.proc_fallback) report.flags |= namespaces::kFlagProcFallback;
-  PayloadArgs args{&plan, &report};
+  report.step_ns[namespaces::kStepInitReady] = namespaces::MonotonicNanos();
+  report.type = ControlType::kReady;
+  namespaces::SendControl(plan.control_fd, report);
+
+  // The hand-off: one request, then the workspace (a detached mount made
+  // on the host) is moved in while init still holds its capabilities.
+  namespaces::ExecRequestView request;
+  ok = namespaces::ReceiveExecRequest(plan.control_fd, const_cast<char*>(plan.request_buffer.data()),
+                                      const_cast<char**>(plan.request_pointers.data()), &request, e);
+  report.step_ns[namespaces::kStepRequestReceived] = namespaces::MonotonicNanos();
+  if (ok && request.workspace_fd >= 0) {
+    ok = ::move_mount(request.workspace_fd, "", AT_FDCWD, kWorkspaceDir, MOVE_MOUNT_F_EMPTY_PATH) == 0 ||
+         child::Fail(e, "move_mount", kWorkspaceDir, errno);
+    ::close(request.workspace_fd);
+  }
+  if (!ok) {
+    report.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, report);
+    ::_exit(1);
+  }
+  PayloadArgs args{&plan, &report, &request};
   namespaces::RunInit(plan.control_fd, &report, PayloadMain, &args);
 }
 
@@ -224,7 +246,7 @@ std::string SearchPath(const std::vector<std::string>& env) {
 }
 
 // Owns the sandbox's init process until it is reaped: an early return
-// anywhere in the parent kills and reaps it, so nothing outlives Launch().
+// anywhere in the parent kills and reaps it, so nothing outlives its Zygote.
 class InitProcess {
  public:
   InitProcess(pid_t pid, int pidfd) : pid_(pid), pidfd_(pidfd) {}
@@ -351,75 +373,129 @@ std::vector<RlimitSpec> DegradedRlimits(const cgroups::Limits& limits) {
 
 }  // namespace
 
-absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& options) {
-  const absl::Time start = absl::Now();
-  ExecResult result;
-  StepClock clock(&result);
+struct Zygote::State {
+  SandboxSpec spec;  // breakers and the host ids come from it at Run()
+  Identity identity;
+  absl::Time start;
+  bool cold = false;  // Launch(): times count from Create()
+  // Declared before `init`: destroyed (killed, removed) after init is reaped.
+  std::unique_ptr<cgroups::SandboxCgroup> cgroup;
+  UniqueFd control;
+  std::optional<InitProcess> init;
+  ControlMessage last{};  // step stamps and flags gathered so far
+  bool ready = false;
+  bool used = false;
+};
+
+Zygote::Zygote(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Zygote::~Zygote() = default;
+
+pid_t Zygote::init_pid() const { return state_->init.has_value() ? state_->init->pid() : -1; }
+
+absl::Status ValidateRequest(const ExecRequest& request) {
+  if (request.argv.empty() || request.argv[0].empty()) {
+    return absl::InvalidArgumentError("no command given: argv is empty");
+  }
+  CUBICLE_RETURN_IF_ERROR(rootfs::NormalizeSandboxPath(request.cwd, "working directory").status());
+  for (const std::string& kv : request.env) {
+    size_t eq = kv.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("environment entry '", kv, "': expected NAME=value"));
+    }
+  }
+  if (request.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout ", absl::FormatDuration(request.timeout), ": must be positive"));
+  }
+  if (request.workspace.has_value()) {
+    // Cloning a host mount needs CAP_SYS_ADMIN over the host's mount
+    // namespace, and the kernel refuses binds from another namespace into a
+    // built sandbox: rootless, a workspace must be in the spec (cold path).
+    if (::geteuid() != 0) {
+      return absl::UnimplementedError(
+          "a rootless zygote cannot attach a workspace at hand-off; give the workspace in the "
+          "sandbox spec instead");
+    }
+    struct stat st;
+    if (::stat(request.workspace->c_str(), &st) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("workspace ", *request.workspace));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat("workspace ", *request.workspace, ": not a directory"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, const ZygoteOptions& options) {
+  auto state = std::make_unique<State>();
+  state->start = absl::Now();
+  state->spec = spec;
+  ExecResult created;
+  StepClock clock(&created);
 
   // 0. Validate everything before the first syscall that changes state.
-  CUBICLE_RETURN_IF_ERROR(ValidateSpec(spec));
-  CUBICLE_ASSIGN_OR_RETURN(Identity identity, ResolveIdentity(spec));
+  //    argv/env/cwd belong to the request: check the rest with a stand-in.
+  {
+    SandboxSpec check = spec;
+    if (check.argv.empty()) check.argv = {"/bin/true"};
+    CUBICLE_RETURN_IF_ERROR(ValidateSpec(check));
+  }
+  CUBICLE_ASSIGN_OR_RETURN(state->identity, ResolveIdentity(spec));
   clock.Mark("validate");
 
-  // 1. Prepare what the child will read: seccomp program (compiled once
-  //    per process), mount plan, argv/env arrays, host-side mount trees.
+  // 1. Prepare what the child will read: seccomp program (embedded), mount
+  //    plan, host-side mount trees, the cgroup.
   HostFeatures features = Features();
   if (options.features.has_value()) {
     features.clone3 &= options.features->clone3;
     features.new_mount_api &= options.features->new_mount_api;
     features.openat2 &= options.features->openat2;
   }
-  absl::StatusOr<const seccomp::BpfProgram*> bpf = seccomp::Compiled(spec.seccomp);
-  if (!bpf.ok()) return SetupFailure(bpf.status());
+  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(spec.seccomp));
+  rootfs::MountPlan& mounts = state->spec.mounts;
+  if (options.accept_workspace &&
+      std::none_of(mounts.begin(), mounts.end(), [](const rootfs::MountOp& op) { return op.dest == kWorkspaceDir; })) {
+    rootfs::MountOp dir;
+    dir.kind = rootfs::MountKind::kDir;
+    dir.dest = kWorkspaceDir;
+    mounts.push_back(dir);
+  }
   ChildPlan plan;
-  plan.rootfs = rootfs::Prepare(spec.mounts, spec.readonly_root, features.new_mount_api, features.openat2);
+  plan.rootfs = rootfs::Prepare(mounts, spec.readonly_root, features.new_mount_api, features.openat2);
   plan.rootfs.allow_proc_fallback = options.allow_proc_fallback;
   std::vector<UniqueFd> trees;
   for (rootfs::PreparedOp& op : plan.rootfs.ops) {
     if (op.kind != rootfs::MountKind::kBind || !op.op->idmap_owner || op.op->readonly) continue;
     if (!features.new_mount_api) {
-      result.warnings.push_back(absl::StrCat(
+      created.warnings.push_back(absl::StrCat(
           "no idmapped mounts on this kernel: ", op.dest, " keeps its host ownership"));
       continue;
     }
-    absl::StatusOr<UniqueFd> tree = OpenIdmappedTree(op.op->source, identity);
-    if (!tree.ok()) return SetupFailure(tree.status());
-    op.tree_fd = tree->get();
-    trees.push_back(*std::move(tree));
+    CUBICLE_ASSIGN_OR_RETURN(UniqueFd tree, OpenIdmappedTree(op.op->source, state->identity));
+    op.tree_fd = tree.get();
+    trees.push_back(std::move(tree));
   }
   plan.uid = spec.uid;
   plan.gid = spec.gid;
-  plan.clear_groups = identity.clear_groups;
+  plan.clear_groups = state->identity.clear_groups;
   plan.pid_namespace = spec.namespaces.pid;
   plan.net_namespace = spec.namespaces.net;
   plan.uts_namespace = spec.namespaces.uts;
   plan.die_with_parent = spec.die_with_parent;
   plan.new_session = spec.new_session;
   plan.hostname = spec.hostname;
-  plan.cwd = spec.cwd;
-  plan.search_path = SearchPath(spec.env);
-  for (const std::string& arg : spec.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
-  plan.argv.push_back(nullptr);
-  for (const std::string& kv : spec.env) plan.envp.push_back(const_cast<char*>(kv.c_str()));
-  plan.envp.push_back(nullptr);
   for (const RlimitSpec& r : spec.rlimits) plan.rlimits.push_back({r.resource, r.soft, r.hard});
-  plan.load_seccomp = !(*bpf)->instructions.empty();
-  plan.seccomp = (*bpf)->AsFprog();
-  plan.stdio[0] = options.stdin_fd;
-  plan.stdio[1] = options.stdout_fd;
-  plan.stdio[2] = options.stderr_fd;
+  plan.load_seccomp = !bpf->instructions.empty();
+  plan.seccomp = bpf->AsFprog();
 
   // The cgroup exists before the child does, so no payload instruction runs
-  // unconfined. Declared before the init guard: destroyed (killed, removed)
-  // only after init is reaped.
-  std::unique_ptr<cgroups::SandboxCgroup> cgroup;
+  // unconfined.
   if (!spec.limits.empty() || spec.breakers.any()) {
     cgroups::Limits limits = spec.limits;
     if (spec.breakers.io_bytes_per_sec.has_value()) AddIoAccountingRules(&limits);
-    absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> made = MakeCgroup(limits, &result);
-    if (!made.ok()) return SetupFailure(made.status());
-    cgroup = *std::move(made);
-    if (cgroup == nullptr) {
+    CUBICLE_ASSIGN_OR_RETURN(state->cgroup, MakeCgroup(limits, &created));
+    if (state->cgroup == nullptr) {
       for (const RlimitSpec& r : DegradedRlimits(spec.limits)) {
         plan.rlimits.push_back({r.resource, r.soft, r.hard});
       }
@@ -429,24 +505,24 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    return SetupFailure(ErrnoStatus(errno, "socketpair(control)"));
+    return ErrnoStatus(errno, "socketpair(control)");
   }
-  UniqueFd control(sv[0]);
+  state->control.reset(sv[0]);
   UniqueFd child_control(sv[1]);
   plan.control_fd = child_control.get();
   clock.Mark("prepare");
 
   // 2. clone into the new namespaces (and, on v2, straight into the cgroup:
   //    CLONE_INTO_CGROUP needs no migration).
-  const int cgroup_fd = cgroup != nullptr && features.clone3 ? cgroup->v2_dir_fd() : -1;
+  const int cgroup_fd = state->cgroup != nullptr && features.clone3 ? state->cgroup->v2_dir_fd() : -1;
   namespaces::CloneResult cloned =
       namespaces::CloneInto(spec.namespaces.CloneFlags(), cgroup_fd, features.clone3);
   bool placed_on_v2 = cgroup_fd >= 0 && cloned.pid >= 0;
   if (cloned.pid < 0 && cgroup_fd >= 0) {
     // A v2 group the kernel will not clone into (a threaded or domain-
     // invalid parent): place the child by writing cgroup.procs instead.
-    result.warnings.push_back(absl::StrCat("clone3(CLONE_INTO_CGROUP): ", ErrnoName(-cloned.pid),
-                                           "; the sandbox is attached after clone instead"));
+    created.warnings.push_back(absl::StrCat("clone3(CLONE_INTO_CGROUP): ", ErrnoName(-cloned.pid),
+                                            "; the sandbox is attached after clone instead"));
     cloned = namespaces::CloneInto(spec.namespaces.CloneFlags(), -1, features.clone3);
   }
   if (cloned.pid == 0) ChildMain(plan);
@@ -458,51 +534,127 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
                                                 "user.max_user_namespaces and "
                                                 "kernel.unprivileged_userns_clone)"));
     }
-    return SetupFailure(st);
+    return st;
   }
-  InitProcess init(cloned.pid, cloned.pidfd);
+  state->init.emplace(cloned.pid, cloned.pidfd);
   child_control.reset();
   trees.clear();  // the child holds its own copies
   clock.Mark("clone");
 
   // 3. v1 groups (and v2 without CLONE_INTO_CGROUP): attach while the child
   //    is still blocked before its first step.
-  if (cgroup != nullptr) {
-    absl::Status st = cgroup->Attach(init.pid(), placed_on_v2 ? cgroups::SandboxCgroup::Placement::kV1Only
-                                                              : cgroups::SandboxCgroup::Placement::kAll);
-    if (!st.ok()) return SetupFailure(st);
+  if (state->cgroup != nullptr) {
+    CUBICLE_RETURN_IF_ERROR(state->cgroup->Attach(
+        cloned.pid, placed_on_v2 ? cgroups::SandboxCgroup::Placement::kV1Only
+                                 : cgroups::SandboxCgroup::Placement::kAll));
     clock.Mark("cgroup_attach");
   }
 
   // 4. Id maps, then release the child.
-  if (absl::Status st = namespaces::WriteIdMaps(init.pid(), identity.mapping); !st.ok()) {
-    return SetupFailure(st);
-  }
+  CUBICLE_RETURN_IF_ERROR(namespaces::WriteIdMaps(cloned.pid, state->identity.mapping));
   char go = 'g';
-  if (::send(control.get(), &go, 1, MSG_NOSIGNAL) != 1) {
-    return SetupFailure(ErrnoStatus(errno, "send(control, go)"));
-  }
+  if (::send(state->control.get(), &go, 1, MSG_NOSIGNAL) != 1) return ErrnoStatus(errno, "send(control, go)");
   clock.Mark("id_maps");
+
+  // 5. A pool waits until the sandbox says it is built (or failed).
+  if (options.wait_until_ready) {
+    const absl::Time deadline = absl::Now() + options.ready_timeout;
+    while (!state->ready) {
+      struct pollfd p = {state->control.get(), POLLIN, 0};
+      absl::Duration left = deadline - absl::Now();
+      int n = ::poll(&p, 1, left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return n == 0 ? absl::DeadlineExceededError(absl::StrCat("the sandbox was not ready within ",
+                                                                absl::FormatDuration(options.ready_timeout)))
+                      : ErrnoStatus(errno, "poll(ready)");
+      }
+      ControlMessage msg;
+      ssize_t got = ::recv(state->control.get(), &msg, sizeof(msg), 0);
+      if (got != static_cast<ssize_t>(sizeof(msg))) {
+        return absl::InternalError("sandbox init ended before it was ready");
+      }
+      if (msg.type == ControlType::kSetupError) return ChildErrorStatus(msg.error);
+      if (msg.type == ControlType::kReady) {
+        state->ready = true;
+        state->last = msg;
+      }
+    }
+    clock.Mark("ready");
+  }
+  auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(state)));
+  zygote->created_ = std::move(created);
+  return zygote;
+}
+
+absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
+  State& z = *state_;
+  if (z.used) return absl::FailedPreconditionError("a zygote runs one execution only");
+  CUBICLE_RETURN_IF_ERROR(ValidateRequest(request));
+  z.used = true;
+  const absl::Time run_start = absl::Now();
+  ExecResult result = created_;
+  if (!z.cold) result.steps.clear();
+  StepClock clock(&result);
+  InitProcess& init = *z.init;
+  std::unique_ptr<cgroups::SandboxCgroup>& cgroup = z.cgroup;
+  auto fail = [&](absl::Status st) {
+    ExecResult failed = SetupFailure(std::move(st));
+    failed.warnings = result.warnings;
+    return failed;  // ~Zygote kills and reaps
+  };
+
+  // The hand-off: workspace tree (idmapped on the host), then the request.
+  UniqueFd workspace;
+  if (request.workspace.has_value()) {
+    char resolved[4096];
+    if (::realpath(request.workspace->c_str(), resolved) == nullptr) {
+      return fail(ErrnoStatus(errno, absl::StrCat("workspace ", *request.workspace)));
+    }
+    absl::StatusOr<UniqueFd> tree = OpenIdmappedTree(resolved, z.identity);
+    if (!tree.ok()) return fail(tree.status());
+    workspace = *std::move(tree);
+    if (!workspace) {  // no idmap needed (or possible): a plain detached clone
+      workspace.reset(::open_tree(AT_FDCWD, resolved, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+      if (!workspace) return fail(ErrnoStatus(errno, absl::StrCat("open_tree(", resolved, ")")));
+      struct mount_attr attr;
+      std::memset(&attr, 0, sizeof(attr));
+      attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+      if (::mount_setattr(workspace.get(), "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+        return fail(ErrnoStatus(errno, absl::StrCat("mount_setattr(", resolved, ")")));
+      }
+    }
+  }
+  const int stdio[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
+  bool peer_gone = false;
+  absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, request.env, request.cwd,
+                                                  SearchPath(request.env), stdio, workspace.get(), &peer_gone);
+  // A sandbox that failed its setup before reading the request has already
+  // sent why: go on and collect it.
+  if (!sent.ok() && !peer_gone) return fail(sent);
+  workspace.reset();
+  clock.Mark("handoff");
 
   // The breakers watch the cgroup: a v1 memory threshold eventfd where the
   // kernel has one, a sampling timer for the rest.
+  const BreakerSpec& breaker_spec = z.spec.breakers;
   std::optional<BreakerState> breakers;
   UniqueFd breaker_timer, memory_mark_fd;
-  if (spec.breakers.any()) {
+  if (breaker_spec.any()) {
     if (cgroup == nullptr) {
       result.warnings.push_back("the runtime breakers need a cgroup and are not enforced");
     } else {
-      breakers.emplace(spec.breakers);
-      if (spec.breakers.memory_mark.has_value()) {
-        absl::StatusOr<UniqueFd> fd = cgroup->MemoryThresholdFd(*spec.breakers.memory_mark);
+      breakers.emplace(breaker_spec);
+      if (breaker_spec.memory_mark.has_value()) {
+        absl::StatusOr<UniqueFd> fd = cgroup->MemoryThresholdFd(*breaker_spec.memory_mark);
         if (fd.ok()) memory_mark_fd = *std::move(fd);
       }
       breaker_timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-      if (!breaker_timer) return SetupFailure(ErrnoStatus(errno, "timerfd_create(breakers)"));
+      if (!breaker_timer) return fail(ErrnoStatus(errno, "timerfd_create(breakers)"));
       const int64_t ns = absl::ToInt64Nanoseconds(breakers->SampleInterval());
       struct itimerspec every = {{ns / 1'000'000'000, ns % 1'000'000'000}, {ns / 1'000'000'000, ns % 1'000'000'000}};
       if (::timerfd_settime(breaker_timer.get(), 0, &every, nullptr) != 0) {
-        return SetupFailure(ErrnoStatus(errno, "timerfd_settime(breakers)"));
+        return fail(ErrnoStatus(errno, "timerfd_settime(breakers)"));
       }
     }
   }
@@ -522,12 +674,12 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
     }
   };
 
-  // 5. Supervise: messages from init and the payload, init's exit, the
-  //    deadline, the breakers, and signals to forward.
-  const absl::Time deadline = spec.timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                                       : start + spec.timeout;
-  ControlMessage last;
-  std::memset(&last, 0, sizeof(last));
+  // Supervise: messages from init and the payload, init's exit, the
+  // deadline, the breakers, and signals to forward.
+  const absl::Time deadline = request.timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : (z.cold ? z.start : run_start) + request.timeout;
+  ControlMessage& last = z.last;
   bool have_exit = false, have_exec = false, timed_out = false, init_gone = false;
   absl::Time exec_time;
   absl::Status setup_error;
@@ -550,11 +702,13 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
         last.wait_status = msg.wait_status;
         last.rusage = msg.rusage;
         break;
+      case ControlType::kReady:
+        break;
     }
   };
   while (!init_gone) {
-    struct pollfd fds[5] = {{control.get(), POLLIN, 0}, {init.pidfd(), POLLIN, 0},
-                            {options.signal_fd, POLLIN, 0}, {breaker_timer.get(), POLLIN, 0},
+    struct pollfd fds[5] = {{z.control.get(), POLLIN, 0}, {init.pidfd(), POLLIN, 0},
+                            {request.signal_fd, POLLIN, 0}, {breaker_timer.get(), POLLIN, 0},
                             {memory_mark_fd.get(), POLLIN, 0}};
     int timeout_ms = -1;
     if (!timed_out && deadline != absl::InfiniteFuture()) {
@@ -566,7 +720,7 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
     int n = ::poll(fds, 5, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return SetupFailure(ErrnoStatus(errno, "poll(sandbox)"));
+      return fail(ErrnoStatus(errno, "poll(sandbox)"));
     }
     if (n == 0) {
       // Killing PID 1 makes the kernel kill every process of the pid
@@ -593,13 +747,13 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
     }
     if (fds[2].revents & POLLIN) {
       struct signalfd_siginfo si;
-      if (::read(options.signal_fd, &si, sizeof(si)) == sizeof(si)) {
+      if (::read(request.signal_fd, &si, sizeof(si)) == sizeof(si)) {
         init.Signal(static_cast<int>(si.ssi_signo));
       }
     }
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ControlMessage msg;
-      ssize_t got = ::recv(control.get(), &msg, sizeof(msg), MSG_DONTWAIT);
+      ssize_t got = ::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT);
       if (got == static_cast<ssize_t>(sizeof(msg))) {
         absorb(msg);
         continue;  // drain messages before looking at init's exit
@@ -611,7 +765,7 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   // Messages sent just before init exited may still be queued.
   for (;;) {
     ControlMessage msg;
-    if (::recv(control.get(), &msg, sizeof(msg), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(msg))) break;
+    if (::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(msg))) break;
     absorb(msg);
   }
   int init_status = init.Reap();
@@ -630,18 +784,22 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
     }
   }
 
-  // 6. The verdict.
-  result.wall = end - start;
-  result.setup = have_exec ? exec_time - start : result.wall;
+  // The verdict.
+  const absl::Time origin = z.cold ? z.start : run_start;
+  result.wall = end - origin;
+  result.setup = have_exec ? exec_time - origin : result.wall;
   const int64_t* ns = last.step_ns;
   using namespaces::ChildStep;
   auto child_step = [&](const char* name, ChildStep from, ChildStep to) {
     if (ns[from] > 0 && ns[to] > 0) result.steps.emplace_back(name, NanosBetween(ns[from], ns[to]));
   };
-  child_step("child_ids", namespaces::kStepChildStart, namespaces::kStepIdsReady);
-  child_step("rootfs", namespaces::kStepIdsReady, namespaces::kStepRootfsReady);
-  child_step("uts_net", namespaces::kStepRootfsReady, namespaces::kStepInitReady);
-  child_step("payload_fork", namespaces::kStepInitReady, namespaces::kStepPayloadForked);
+  if (z.cold) {
+    child_step("child_ids", namespaces::kStepChildStart, namespaces::kStepIdsReady);
+    child_step("rootfs", namespaces::kStepIdsReady, namespaces::kStepRootfsReady);
+    child_step("uts_net", namespaces::kStepRootfsReady, namespaces::kStepInitReady);
+    child_step("request_wait", namespaces::kStepInitReady, namespaces::kStepRequestReceived);
+  }
+  child_step("payload_fork", namespaces::kStepRequestReceived, namespaces::kStepPayloadForked);
   child_step("payload_setup", namespaces::kStepPayloadForked, namespaces::kStepExecReady);
   if (have_exec) result.steps.emplace_back("run", end - exec_time);
   if (last.flags & namespaces::kFlagProcFallback) {
@@ -664,6 +822,7 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
       }
     }
   }
+  if (setup_error.ok() && !sent.ok()) setup_error = sent;
   if (!setup_error.ok()) {
     result.reason = ExitReason::kSetupFailed;
     result.setup_error = setup_error;
@@ -693,6 +852,32 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   }
   if (have_exit) result.rusage = last.rusage;
   return result;
+}
+
+// The cold path: Create() and Run() back to back; the request goes out
+// without waiting for "ready" (the sandbox reads it when it gets there).
+absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& options) {
+  CUBICLE_RETURN_IF_ERROR(ValidateSpec(spec));
+  ZygoteOptions zopts;
+  zopts.allow_proc_fallback = options.allow_proc_fallback;
+  zopts.features = options.features;
+  zopts.wait_until_ready = false;
+  absl::StatusOr<std::unique_ptr<Zygote>> zygote = Zygote::Create(spec, zopts);
+  if (!zygote.ok()) {
+    if (absl::IsInvalidArgument(zygote.status())) return zygote.status();
+    return SetupFailure(zygote.status());
+  }
+  (*zygote)->state_->cold = true;
+  ExecRequest request;
+  request.argv = spec.argv;
+  request.env = spec.env;
+  request.cwd = spec.cwd;
+  request.timeout = spec.timeout;
+  request.stdin_fd = options.stdin_fd;
+  request.stdout_fd = options.stdout_fd;
+  request.stderr_fd = options.stderr_fd;
+  request.signal_fd = options.signal_fd;
+  return (*zygote)->Run(request);
 }
 
 }  // namespace cubicle::runtime

@@ -1,0 +1,94 @@
+// A zygote (DESIGN §5): a sandbox made ahead of time — cgroup, namespaces,
+// root filesystem, init — blocked on its control socket until one execution
+// request hands it argv, env, cwd and stdio (and optionally a workspace).
+// Single use: one zygote, one execution, then it and its cgroup are gone.
+//
+// The cold path is the same code: Launch() is Create() + Run() back to back,
+// so a pooled and a cold execution cannot drift apart.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/unique_fd.h"
+#include "cgroups/cgroup.h"
+#include "runtime/host_features.h"
+#include "runtime/launcher.h"
+#include "runtime/result.h"
+#include "runtime/spec.h"
+
+namespace cubicle::runtime {
+
+struct ZygoteOptions {
+  // Allow the read-only host /proc fallback when a new procfs is refused.
+  bool allow_proc_fallback = true;
+  // Replaces what the host offers (to exercise old-kernel fallbacks).
+  std::optional<HostFeatures> features;
+  // Create() returns only once the sandbox reports it is built (a pool wants
+  // that); the cold path skips the wait and sends its request at once.
+  bool wait_until_ready = true;
+  // How long Create() waits for "ready".
+  absl::Duration ready_timeout = absl::Seconds(30);
+  // Make /workspace a mountpoint, so a request may attach a workspace.
+  bool accept_workspace = false;
+};
+
+// One execution in a zygote.
+struct ExecRequest {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "NAME=value"
+  std::string cwd = "/";
+  // A host directory attached read-write at /workspace at hand-off (an
+  // idmapped detached mount, moved in by init): never a directory fd from
+  // outside the sandbox's root.
+  std::optional<std::string> workspace;
+  absl::Duration timeout = absl::InfiniteDuration();
+  int stdin_fd = 0;
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+  int signal_fd = -1;  // signals read from it are forwarded to the payload
+};
+
+class Zygote {
+ public:
+  // Validates `spec` (InvalidArgument on bad input; nothing is created) and
+  // builds the sandbox. `spec.argv`, `env` and `cwd` are not used: they come
+  // with the request. Other failures are returned as a Status naming the
+  // step; nothing is left behind.
+  static absl::StatusOr<std::unique_ptr<Zygote>> Create(const SandboxSpec& spec,
+                                                        const ZygoteOptions& options = {});
+
+  Zygote(const Zygote&) = delete;
+  Zygote& operator=(const Zygote&) = delete;
+  // Kills and reaps the sandbox and removes its cgroup if Run() has not.
+  ~Zygote();
+
+  // Hands the request over and waits for the execution to end. Once only:
+  // a second call is FailedPrecondition. Bad input (empty argv, a relative
+  // cwd, a workspace that is not a directory) is InvalidArgument and leaves
+  // the zygote unused; anything failing after the hand-off is an ExecResult
+  // with reason setup_failed. When it returns, the sandbox is gone.
+  absl::StatusOr<ExecResult> Run(const ExecRequest& request);
+
+  pid_t init_pid() const;
+  // The steps and warnings of Create().
+  const ExecResult& creation() const { return created_; }
+
+ private:
+  struct State;
+  explicit Zygote(std::unique_ptr<State> state);
+  friend absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& options);
+  std::unique_ptr<State> state_;
+  ExecResult created_;
+};
+
+// Checks a request before anything is sent.
+absl::Status ValidateRequest(const ExecRequest& request);
+
+}  // namespace cubicle::runtime

@@ -1,0 +1,169 @@
+// Zygotes: sandboxes made ahead of time, then handed one execution
+// (DESIGN §5). The cold path is Create + Run; these tests drive the two
+// halves apart, as a pool will.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+std::unique_ptr<runtime::Zygote> MakeZygote(runtime::ZygoteOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(TestSpec({}), options);
+  EXPECT_TRUE(z.ok()) << z.status();
+  return z.ok() ? *std::move(z) : nullptr;
+}
+
+runtime::ExecRequest Shell(const std::string& script) {
+  runtime::ExecRequest r;
+  r.argv = {"/bin/sh", "-c", script};
+  r.env = {"PATH=/usr/bin:/bin"};
+  return r;
+}
+
+class CoreZygote : public HostHygieneTest {};
+
+TEST_F(CoreZygote, IsReadyBeforeTheRequestAndRunsItsArgvEnvAndCwd) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  // Built and waiting: its init exists before any request.
+  EXPECT_GT(z->init_pid(), 0);
+  EXPECT_EQ(::kill(z->init_pid(), 0), 0);
+  runtime::ExecRequest r = Shell("echo \"$GREETING from $(pwd)\"; cat; exit 7");
+  r.env.push_back("GREETING=hello");
+  r.cwd = "/tmp";
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, r, "piped-in\n");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->result.exit_code, 7);
+  EXPECT_EQ(run->out, "hello from /tmp\npiped-in\n");
+  // The hand-off is timed on its own.
+  bool has_handoff = false;
+  for (const auto& [name, d] : run->result.steps) has_handoff |= name == "handoff";
+  EXPECT_TRUE(has_handoff);
+}
+
+TEST_F(CoreZygote, RunsOneExecutionOnly) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  ASSERT_TRUE(RunInZygote(*z, Shell("true")).ok());
+  absl::StatusOr<SandboxRun> again = RunInZygote(*z, Shell("true"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(again.status())) << again.status();
+}
+
+TEST_F(CoreZygote, ABadRequestIsRefusedAndTheZygoteStaysUsable) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  runtime::ExecRequest empty;
+  absl::StatusOr<SandboxRun> bad = RunInZygote(*z, empty);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "argv is empty")) << bad.status();
+  runtime::ExecRequest relative = Shell("true");
+  relative.cwd = "tmp";
+  EXPECT_FALSE(RunInZygote(*z, relative).ok());
+  absl::StatusOr<SandboxRun> good = RunInZygote(*z, Shell("echo still-here"));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->out, "still-here\n");
+}
+
+TEST_F(CoreZygote, AMissingCommandIsASetupErrorNotExit127) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  runtime::ExecRequest r;
+  r.argv = {"no-such-command-here"};
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+  EXPECT_TRUE(absl::StrContains(run->result.setup_error.message(), "execve(no-such-command-here): ENOENT"))
+      << run->result.setup_error;
+}
+
+TEST_F(CoreZygote, AnUnusedZygoteLeavesNothingWhenDestroyed) {
+  pid_t init = -1;
+  {
+    std::unique_ptr<runtime::Zygote> z = MakeZygote();
+    ASSERT_NE(z, nullptr);
+    init = z->init_pid();
+    ASSERT_EQ(::kill(init, 0), 0);
+  }
+  // Reaped by the destructor: the pid is gone (HostHygieneTest checks that
+  // no descendant and no mount remains).
+  EXPECT_NE(::kill(init, 0), 0);
+}
+
+TEST_F(CoreZygote, NothingOfOneExecutionIsVisibleToTheNext) {
+  std::unique_ptr<runtime::Zygote> first = MakeZygote();
+  std::unique_ptr<runtime::Zygote> second = MakeZygote();  // made before the first runs
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  runtime::ExecRequest leave = Shell("echo secret > /tmp/left-behind; (sleep 30 &) ; echo done");
+  leave.env.push_back("SECRET=1");
+  absl::StatusOr<SandboxRun> a = RunInZygote(*first, leave);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->out, "done\n");
+  absl::StatusOr<SandboxRun> b = RunInZygote(
+      *second, Shell("ls /tmp; echo \"secret=${SECRET:-unset}\"; ls /proc | grep -c '^[0-9]'"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(absl::StrContains(b->out, "left-behind")) << b->out;
+  EXPECT_TRUE(absl::StrContains(b->out, "secret=unset")) << b->out;
+  EXPECT_FALSE(absl::StrContains(b->out, "\n5\n")) << "the first sandbox's sleep is not visible";
+}
+
+TEST_F(CoreZygote, TheWorkspaceIsAttachedAtHandOff) {
+  if (!IsRoot()) {
+    // Rootless, the kernel allows neither open_tree(OPEN_TREE_CLONE) of a
+    // host directory nor a bind from another mount namespace: refused clearly.
+    std::unique_ptr<runtime::Zygote> z = MakeZygote();
+    ASSERT_NE(z, nullptr);
+    runtime::ExecRequest r = Shell("true");
+    r.workspace = "/tmp";
+    absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+    ASSERT_FALSE(run.ok());
+    EXPECT_TRUE(absl::IsUnimplemented(run.status())) << run.status();
+    return;
+  }
+  TempDir host;
+  ASSERT_TRUE(WriteFile(host.Join("input.txt"), "from the host\n"));
+  runtime::ZygoteOptions options;
+  options.accept_workspace = true;
+  std::unique_ptr<runtime::Zygote> z = MakeZygote(options);
+  ASSERT_NE(z, nullptr);
+  runtime::ExecRequest r = Shell("cat input.txt && echo written > output.txt && id -u");
+  r.cwd = "/workspace";
+  r.workspace = host.path();
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.exit_code, 0) << run->err << run->result.setup_error;
+  EXPECT_TRUE(absl::StrContains(run->out, "from the host")) << run->out;
+  EXPECT_EQ(ReadFile(host.Join("output.txt")), "written\n");
+  // Written by the sandbox user, owned on the host by the directory's owner.
+  struct stat dir_st, file_st;
+  ASSERT_EQ(::stat(host.path().c_str(), &dir_st), 0);
+  ASSERT_EQ(::stat(host.Join("output.txt").c_str(), &file_st), 0);
+  EXPECT_EQ(file_st.st_uid, dir_st.st_uid);
+}
+
+TEST_F(CoreZygote, TimeoutCountsFromTheHandOff) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  runtime::ExecRequest r = Shell("sleep 30");
+  r.timeout = absl::Milliseconds(300);
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kTimeout);
+}
+
+}  // namespace
+}  // namespace cubicle::test_support
