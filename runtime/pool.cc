@@ -1,0 +1,183 @@
+#include "runtime/pool.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+
+namespace cubicle::runtime {
+
+absl::Status ValidatePoolConfig(const PoolConfig& c) {
+  if (c.max_total == 0) return absl::InvalidArgumentError("pool max_total must be at least 1");
+  if (c.max_idle > c.max_total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pool max_idle ", c.max_idle, " exceeds max_total ", c.max_total));
+  }
+  if (c.min_idle > c.max_idle) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pool min_idle ", c.min_idle, " exceeds max_idle ", c.max_idle));
+  }
+  if (c.refill_parallelism == 0 || c.refill_parallelism > 64) {
+    return absl::InvalidArgumentError("pool refill_parallelism must be between 1 and 64");
+  }
+  if (c.max_age <= absl::ZeroDuration()) return absl::InvalidArgumentError("pool max_age must be positive");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(std::string name, SandboxSpec profile, PoolConfig config) {
+  CUBICLE_RETURN_IF_ERROR(ValidatePoolConfig(config));
+  SandboxSpec check = profile;
+  if (check.argv.empty()) check.argv = {"/bin/true"};
+  CUBICLE_RETURN_IF_ERROR(ValidateSpec(check));
+  config.zygote.wait_until_ready = true;
+  std::unique_ptr<Pool> pool(new Pool(std::move(name), std::move(profile), std::move(config)));
+  std::lock_guard<std::mutex> lock(pool->mu_);
+  for (size_t i = 0; i < pool->config_.refill_parallelism; ++i) {
+    pool->threads_.emplace_back([p = pool.get()] { p->RefillLoop(); });
+  }
+  return pool;
+}
+
+Pool::Pool(std::string name, SandboxSpec profile, PoolConfig config)
+    : name_(std::move(name)), profile_(std::move(profile)), config_(std::move(config)) {}
+
+Pool::~Pool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  idle_.clear();  // each ~Zygote kills its sandbox and removes its cgroup
+}
+
+void Pool::RefillLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    // Age and size first: what is dropped is destroyed outside the lock.
+    std::vector<std::unique_ptr<Zygote>> drop;
+    const absl::Time now = absl::Now();
+    while (!idle_.empty() && (idle_.size() > config_.max_idle || now - idle_.front().born > config_.max_age)) {
+      drop.push_back(std::move(idle_.front().zygote));
+      idle_.pop_front();
+      ++stats_.expired;
+    }
+    if (!drop.empty()) {
+      lock.unlock();
+      drop.clear();
+      lock.lock();
+      continue;
+    }
+    bool want = idle_.size() + stats_.building < config_.min_idle && TotalLocked() < config_.max_total;
+    if (!want) {
+      // Woken by a request, a resize or the stop; else look again at the
+      // oldest zygote's age.
+      absl::Duration wait = idle_.empty() ? config_.max_age
+                                          : config_.max_age - (now - idle_.front().born);
+      wait = std::clamp(wait, absl::Milliseconds(10), absl::Seconds(1));
+      changed_.wait_for(lock, absl::ToChronoMilliseconds(wait));
+      continue;
+    }
+    ++stats_.building;
+    ZygoteOptions options = config_.zygote;
+    lock.unlock();
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(profile_, options);
+    const absl::Duration took = absl::Now() - start;
+    lock.lock();
+    --stats_.building;
+    stats_.last_build = took;
+    if (made.ok()) {
+      ++stats_.built;
+      idle_.push_back({*std::move(made), absl::Now()});
+    } else {
+      ++stats_.build_failures;
+      // Do not spin on a host that cannot build this profile.
+      changed_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    changed_.notify_all();
+  }
+}
+
+absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
+  CUBICLE_RETURN_IF_ERROR(ValidateRequest(request));
+  std::unique_ptr<Zygote> zygote;
+  bool hit = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      zygote = std::move(idle_.front().zygote);
+      idle_.pop_front();
+      hit = true;
+      ++stats_.hits;
+    } else if (TotalLocked() >= config_.max_total) {
+      ++stats_.busy;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("pool ", name_, " is busy: ", config_.max_total, " sandboxes exist already"));
+    } else {
+      ++stats_.misses;
+    }
+    ++stats_.in_use;
+  }
+  changed_.notify_all();  // refill may start now
+  absl::StatusOr<ExecResult> result;
+  if (!hit) {
+    ZygoteOptions options = config().zygote;
+    absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(profile_, options);
+    if (made.ok()) {
+      zygote = *std::move(made);
+    } else if (absl::IsInvalidArgument(made.status())) {
+      result = made.status();
+    } else {
+      ExecResult failed;  // as the cold path reports it
+      failed.reason = ExitReason::kSetupFailed;
+      failed.setup_error = made.status();
+      result = std::move(failed);
+    }
+  }
+  if (zygote != nullptr) {
+    result = zygote->Run(request);
+    zygote.reset();  // the sandbox is gone already; this frees the rest
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --stats_.in_use;
+  }
+  changed_.notify_all();
+  return result;
+}
+
+absl::Status Pool::Configure(const PoolConfig& config) {
+  CUBICLE_RETURN_IF_ERROR(ValidatePoolConfig(config));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (config.refill_parallelism != config_.refill_parallelism) {
+      return absl::InvalidArgumentError("refill_parallelism cannot change on a live pool");
+    }
+    config_ = config;
+    config_.zygote.wait_until_ready = true;
+  }
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+bool Pool::WaitWarm(absl::Duration limit) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return changed_.wait_for(lock, absl::ToChronoMilliseconds(limit),
+                           [&] { return idle_.size() >= config_.min_idle; });
+}
+
+PoolStats Pool::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PoolStats s = stats_;
+  s.idle = idle_.size();
+  return s;
+}
+
+PoolConfig Pool::config() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return config_;
+}
+
+}  // namespace cubicle::runtime

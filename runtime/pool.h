@@ -1,0 +1,96 @@
+// A pool keeps zygotes of one profile warm (DESIGN §5): a request takes one
+// that is already built and only pays for the hand-off. Refill runs in the
+// background; a request that finds the pool empty builds its sandbox on the
+// spot (the cold path) and counts as a miss. Zygotes are single-use.
+//
+// Refill threads live as long as the pool: a zygote's init dies with the
+// thread that created it (PR_SET_PDEATHSIG is per thread), so a zygote must
+// never be made by a thread that may exit before it is used.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/result.h"
+#include "runtime/spec.h"
+#include "runtime/zygote.h"
+
+namespace cubicle::runtime {
+
+struct PoolConfig {
+  size_t min_idle = 2;            // refill keeps at least this many ready
+  size_t max_idle = 4;            // idle zygotes above this are dropped
+  size_t max_total = 16;          // idle + being built + running
+  size_t refill_parallelism = 1;  // zygotes built at once
+  absl::Duration max_age = absl::Minutes(10);  // older idle zygotes are replaced
+  ZygoteOptions zygote;
+  bool operator==(const PoolConfig&) const = default;
+};
+
+absl::Status ValidatePoolConfig(const PoolConfig& config);
+
+struct PoolStats {
+  size_t idle = 0;
+  size_t building = 0;
+  size_t in_use = 0;
+  uint64_t hits = 0;     // requests served by a warm zygote
+  uint64_t misses = 0;   // requests that built their sandbox on the spot
+  uint64_t busy = 0;     // requests refused at max_total
+  uint64_t built = 0;
+  uint64_t build_failures = 0;
+  uint64_t expired = 0;  // idle zygotes dropped for age or by a resize
+  absl::Duration last_build;  // how long the last refill build took
+};
+
+class Pool {
+ public:
+  // Starts the refill threads. `profile` and `config` must be valid.
+  static absl::StatusOr<std::unique_ptr<Pool>> Create(std::string name, SandboxSpec profile, PoolConfig config);
+  ~Pool();  // stops refilling, destroys every idle zygote (kills, removes cgroups)
+
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Runs `request` in a warm zygote, or in one built now. ResourceExhausted
+  // ("busy") when max_total sandboxes exist already.
+  absl::StatusOr<ExecResult> Run(const ExecRequest& request);
+
+  // Resizes live; refill follows the new bounds.
+  absl::Status Configure(const PoolConfig& config);
+
+  // Waits (at most `limit`) until min_idle zygotes are ready.
+  bool WaitWarm(absl::Duration limit);
+
+  PoolStats Stats() const;
+  const std::string& name() const { return name_; }
+  PoolConfig config() const;
+
+ private:
+  struct Idle {
+    std::unique_ptr<Zygote> zygote;
+    absl::Time born;
+  };
+  Pool(std::string name, SandboxSpec profile, PoolConfig config);
+  void RefillLoop();
+  size_t TotalLocked() const { return idle_.size() + stats_.building + stats_.in_use; }
+
+  const std::string name_;
+  const SandboxSpec profile_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  PoolConfig config_;
+  std::deque<Idle> idle_;
+  PoolStats stats_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace cubicle::runtime
