@@ -166,3 +166,46 @@ TEST_F(CorePool, InvalidConfigurationIsRefusedUpFront) {
 
 }  // namespace
 }  // namespace cubicle::test_support
+
+#include "runtime/capture.h"
+
+namespace cubicle::test_support {
+namespace {
+
+runtime::Runner ColdRunner() {
+  return [](const runtime::ExecRequest& r) -> absl::StatusOr<runtime::ExecResult> {
+    absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(TestSpec({}));
+    if (!z.ok()) return z.status();
+    return (*z)->Run(r);
+  };
+}
+
+class CoreCapture : public HostHygieneTest {};
+
+TEST_F(CoreCapture, FeedsStdinAndKeepsTheStreamsApart) {
+  runtime::ExecRequest r;
+  r.argv = {"/bin/sh", "-c", "tr a-z A-Z; echo to-stderr >&2"};
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(ColdRunner(), r, "hello\n", 1 << 20);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->out, "HELLO\n");
+  EXPECT_EQ(run->err, "to-stderr\n");
+  EXPECT_FALSE(run->out_truncated);
+  EXPECT_EQ(run->out_total, 6u);
+}
+
+TEST_F(CoreCapture, AnEndlessWriterIsTruncatedAtTheBudgetAndNeverBlocks) {
+  runtime::ExecRequest r;
+  // 4 MiB on stdout, far past the 1000-byte budget and any pipe buffer.
+  r.argv = {"/bin/sh", "-c", "head -c 4194304 /dev/zero; echo done >&2"};
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(ColdRunner(), r, "", 1000);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited);
+  EXPECT_EQ(run->out.size(), 1000u);
+  EXPECT_TRUE(run->out_truncated);
+  EXPECT_EQ(run->out_total, 4194304u);
+  EXPECT_EQ(run->err, "done\n");
+  EXPECT_FALSE(run->err_truncated);
+}
+
+}  // namespace
+}  // namespace cubicle::test_support

@@ -1,0 +1,90 @@
+#include "runtime/capture.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace cubicle::runtime {
+namespace {
+
+struct Stream {
+  UniqueFd read_end;
+  std::string* data;
+  bool* truncated;
+  uint64_t* total;
+  bool open = true;
+};
+
+// Reads both pipes until both are at EOF.
+void Drain(Stream (&streams)[2], uint64_t budget) {
+  char buf[65536];
+  while (streams[0].open || streams[1].open) {
+    struct pollfd fds[2];
+    for (int i = 0; i < 2; ++i) fds[i] = {streams[i].open ? streams[i].read_end.get() : -1, POLLIN, 0};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (!streams[i].open || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(streams[i].read_end.get(), buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        streams[i].open = false;
+        continue;
+      }
+      Stream& s = streams[i];
+      *s.total += static_cast<uint64_t>(n);
+      uint64_t room = budget > s.data->size() ? budget - s.data->size() : 0;
+      s.data->append(buf, static_cast<size_t>(std::min<uint64_t>(room, static_cast<uint64_t>(n))));
+      if (static_cast<uint64_t>(n) > room) *s.truncated = true;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
+                                        uint64_t budget) {
+  UniqueFd in(::memfd_create("cubicle-stdin", MFD_CLOEXEC));
+  if (!in) return ErrnoStatus(errno, "memfd_create(stdin)");
+  for (size_t off = 0; off < stdin_data.size();) {
+    ssize_t n = ::write(in.get(), stdin_data.data() + off, stdin_data.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "write(stdin memfd)");
+    }
+    off += static_cast<size_t>(n);
+  }
+  ::lseek(in.get(), 0, SEEK_SET);
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2(stdout)");
+  UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2(stderr)");
+  UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+
+  CapturedRun captured;
+  Stream streams[2] = {{std::move(out_read), &captured.out, &captured.out_truncated, &captured.out_total},
+                       {std::move(err_read), &captured.err, &captured.err_truncated, &captured.err_total}};
+  std::thread drain([&streams, budget] { Drain(streams, budget); });
+  request.stdin_fd = in.get();
+  request.stdout_fd = out_write.get();
+  request.stderr_fd = err_write.get();
+  absl::StatusOr<ExecResult> result = run(request);
+  // The sandbox is gone: closing our write ends lets the drain reach EOF.
+  out_write.reset();
+  err_write.reset();
+  drain.join();
+  if (!result.ok()) return result.status();
+  captured.result = *std::move(result);
+  return captured;
+}
+
+}  // namespace cubicle::runtime

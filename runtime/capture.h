@@ -1,0 +1,36 @@
+// Runs an execution with its stdout and stderr captured up to a budget per
+// stream, and its stdin fed from memory: what a daemon needs to return an
+// execution's output in a reply while its own memory stays bounded.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/result.h"
+#include "runtime/zygote.h"
+
+namespace cubicle::runtime {
+
+struct CapturedRun {
+  ExecResult result;
+  std::string out;
+  std::string err;
+  bool out_truncated = false;  // the stream went on past the budget; the rest was read and dropped
+  bool err_truncated = false;
+  uint64_t out_total = 0;      // bytes the payload wrote, kept or not
+  uint64_t err_total = 0;
+};
+
+using Runner = std::function<absl::StatusOr<ExecResult>(const ExecRequest&)>;
+
+// stdin is a memfd holding `stdin_data` (the payload never blocks on it);
+// stdout and stderr are pipes drained by a helper thread, which keeps the
+// first `budget` bytes of each and discards the rest, so a payload that
+// writes without end neither blocks nor grows the caller's memory.
+absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
+                                        uint64_t budget);
+
+}  // namespace cubicle::runtime
