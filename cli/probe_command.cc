@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "cli/json_output.h"
+#include "rpc/results_json.h"
 #include "runtime/probe.h"
 
 namespace cubicle::cli {
@@ -17,7 +17,7 @@ std::function<int()> AddProbeCommand(CLI::App& root) {
   return [json] {
     runtime::ProbeReport report = runtime::Probe();
     if (*json) {
-      std::printf("%s\n", boost::json::serialize(ProbeToJson(report)).c_str());
+      std::printf("%s\n", boost::json::serialize(rpc::ProbeToJson(report)).c_str());
     } else {
       std::printf("kernel   %s (%s)\n", report.kernel.c_str(), report.root ? "running as root" : "rootless");
       for (const runtime::ProbeCheck& c : report.checks) {

@@ -23,7 +23,7 @@
 #include "base/unique_fd.h"
 #include "cli/commands.h"
 #include "cli/flag_values.h"
-#include "cli/json_output.h"
+#include "rpc/results_json.h"
 #include "cli/log.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
@@ -266,7 +266,7 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
 absl::Status WriteJsonStatus(const std::string& path, const runtime::ExecResult& result) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) return ErrnoStatus(errno, absl::StrCat("--json-status: open(", path, ")"));
-  std::string text = boost::json::serialize(ResultToJson(result)) + "\n";
+  std::string text = boost::json::serialize(rpc::ResultToJson(result)) + "\n";
   size_t off = 0;
   while (off < text.size()) {
     ssize_t n = ::write(fd.get(), text.data() + off, text.size() - off);

@@ -1,4 +1,4 @@
-#include "cli/json_output.h"
+#include "rpc/results_json.h"
 
 #include <boost/json/array.hpp>
 
@@ -7,7 +7,7 @@
 
 #include "absl/time/time.h"
 
-namespace cubicle::cli {
+namespace cubicle::rpc {
 namespace {
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
@@ -88,4 +88,4 @@ boost::json::object ProbeToJson(const runtime::ProbeReport& report) {
   return out;
 }
 
-}  // namespace cubicle::cli
+}  // namespace cubicle::rpc

@@ -1,5 +1,5 @@
-// Machine-readable renderings of runtime results (the CLI's edge: nothing
-// below cli/ and rpc/ knows about JSON).
+// Machine-readable renderings of runtime results, shared by the CLI's
+// --json-status and the daemon's replies (nothing below rpc/ knows JSON).
 #pragma once
 
 #include <boost/json/object.hpp>
@@ -7,11 +7,11 @@
 #include "runtime/probe.h"
 #include "runtime/result.h"
 
-namespace cubicle::cli {
+namespace cubicle::rpc {
 
 // The --json-status document; docs/cli.md lists its keys.
 boost::json::object ResultToJson(const runtime::ExecResult& result);
 
 boost::json::object ProbeToJson(const runtime::ProbeReport& report);
 
-}  // namespace cubicle::cli
+}  // namespace cubicle::rpc
