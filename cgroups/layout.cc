@@ -509,11 +509,14 @@ absl::Status PrepareParents(Layout* layout) {
 }
 
 absl::Status RemoveParents(const Layout& layout) {
+  // Every hierarchy is tried; the first failure is reported.
+  absl::Status first;
   for (const Hierarchy& h : layout.hierarchies) {
     if (cgroupfs::HasSubdirectories(h.parent)) continue;  // groups still live there
-    CUBICLE_RETURN_IF_ERROR(cgroupfs::RemoveGroupDir(h.parent, layout.emulated));
+    absl::Status st = cgroupfs::RemoveGroupDir(h.parent, layout.emulated);
+    if (first.ok()) first = st;
   }
-  return absl::OkStatus();
+  return first;
 }
 
 }  // namespace cubicle::cgroups

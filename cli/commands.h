@@ -17,5 +17,6 @@ inline constexpr int kExitSetupFailed = 125;
 std::function<int()> AddRunCommand(CLI::App& app);
 std::function<int()> AddProbeCommand(CLI::App& app);
 std::function<int()> AddCleanupCommand(CLI::App& app);
+std::function<int()> AddServeCommand(CLI::App& app);
 
 }  // namespace cubicle::cli

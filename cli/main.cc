@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   std::function<int()> run = cubicle::cli::AddRunCommand(app);
   std::function<int()> probe = cubicle::cli::AddProbeCommand(app);
   std::function<int()> cleanup = cubicle::cli::AddCleanupCommand(app);
+  std::function<int()> serve = cubicle::cli::AddServeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -32,5 +33,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("run")) return run();
   if (app.got_subcommand("probe")) return probe();
   if (app.got_subcommand("cleanup")) return cleanup();
+  if (app.got_subcommand("serve")) return serve();
   return cubicle::cli::kExitUsage;
 }

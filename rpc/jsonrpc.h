@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -50,6 +51,10 @@ inline constexpr int kLineTooLong = -32006;
 // Nesting deeper than this is a parse error: a hostile `[[[[...` must cost a
 // bounded amount of memory and never recurse deeply anywhere downstream.
 inline constexpr std::size_t kMaxDepth = 64;
+// A larger batch is one kInvalidRequest (id null): each element of `[1,1,...]`
+// costs 2 bytes in and ~90 bytes of error reply out, so the batch size, not
+// just the line length, bounds what one line can make the daemon hold.
+inline constexpr std::size_t kMaxBatch = 1024;
 
 struct Error {
   int code = kInternalError;
@@ -81,8 +86,8 @@ struct Entry {
 
 // The requests of one line. `batch` is true for a non-empty JSON array: the
 // replies then go out together as one array (see Batch). A line that is not
-// JSON, is too long, or is an empty array is a single error entry with id
-// null and `batch` false. A blank line (only whitespace) has no entries: send
+// JSON, is too long, or is an empty or oversized (kMaxBatch) array is a single
+// error entry with id null and `batch` false. A blank line (only whitespace) has no entries: send
 // nothing.
 struct Incoming {
   bool batch = false;
@@ -159,11 +164,14 @@ Expected<std::optional<std::string>> GetString(const boost::json::object& obj, a
                                                absl::string_view path = "params");
 // An integer in [min, max]. An integral float such as 1e3 is accepted.
 Expected<std::optional<int64_t>> GetInt64(const boost::json::object& obj, absl::string_view key, bool required,
-                                          int64_t min = INT64_MIN, int64_t max = INT64_MAX,
+                                          int64_t min = std::numeric_limits<int64_t>::min(),
+                                          int64_t max = std::numeric_limits<int64_t>::max(),
                                           absl::string_view path = "params");
 // Any finite number in [min, max].
 Expected<std::optional<double>> GetDouble(const boost::json::object& obj, absl::string_view key, bool required,
-                                          double min, double max, absl::string_view path = "params");
+                                          double min = -std::numeric_limits<double>::infinity(),
+                                          double max = std::numeric_limits<double>::infinity(),
+                                          absl::string_view path = "params");
 Expected<std::optional<bool>> GetBool(const boost::json::object& obj, absl::string_view key, bool required,
                                       absl::string_view path = "params");
 Expected<std::optional<std::vector<std::string>>> GetStringArray(const boost::json::object& obj, absl::string_view key,

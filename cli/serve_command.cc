@@ -1,0 +1,51 @@
+// `cubicle serve`: the JSON-RPC daemon on stdio and/or a Unix socket.
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/log.h"
+#include "rpc/config.h"
+#include "rpc/daemon.h"
+
+namespace cubicle::cli {
+
+std::function<int()> AddServeCommand(CLI::App& root) {
+  struct Flags {
+    std::string config;
+    std::string socket;
+    bool stdio = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
+  app->add_option("--config", f->config, "JSON config file (default: the built-in shell and python profiles)");
+  app->add_option("--socket", f->socket, "Serve on this Unix socket (mode 0600) instead of stdio");
+  app->add_flag("--stdio", f->stdio, "With --socket, serve stdio too");
+  return [f] {
+    absl::StatusOr<rpc::DaemonConfig> config =
+        f->config.empty() ? absl::StatusOr<rpc::DaemonConfig>(rpc::DefaultConfig()) : rpc::LoadConfig(f->config);
+    if (!config.ok()) {
+      std::fprintf(stderr, "cubicle serve: %s\n", std::string(config.status().message()).c_str());
+      return kExitUsage;
+    }
+    rpc::ServeOptions options;
+    options.socket_path = f->socket.empty() ? config->socket_path : f->socket;
+    options.socket_mode = config->socket_mode;
+    options.stdio = options.socket_path.empty() || f->stdio;
+    // Signals are taken by the daemon (drain, then clean up); a closed
+    // stdout must not kill it.
+    ::signal(SIGPIPE, SIG_IGN);
+    absl::StatusOr<std::unique_ptr<rpc::Daemon>> daemon = rpc::Daemon::Create(*std::move(config));
+    if (!daemon.ok()) {
+      std::fprintf(stderr, "cubicle serve: %s\n", std::string(daemon.status().message()).c_str());
+      return kExitSetupFailed;
+    }
+    LogInfo(options.socket_path.empty() ? "serving JSON-RPC on stdio"
+                                        : "serving JSON-RPC on " + options.socket_path);
+    return (*daemon)->Serve(options);
+  };
+}
+
+}  // namespace cubicle::cli

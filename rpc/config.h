@@ -1,0 +1,90 @@
+// The daemon's configuration (DESIGN §5, §6): where it listens, how much it
+// runs at once, the ceilings no request may exceed, and its profiles — named
+// SandboxSpec templates, each with its pool. Read from a JSON file
+// (docs/config.md) or the built-in default; everything is validated here,
+// before the daemon makes its first sandbox, and every error names the JSON
+// path of the offending value: "profiles.python.limits.memory: '12Q' is not
+// a size (expected 256M or bytes)".
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "cgroups/limits.h"
+#include "runtime/pool.h"
+#include "runtime/spec.h"
+
+namespace cubicle::rpc {
+
+// A warm interpreter (DESIGN §5): the zygote has exec'd `argv` and imported
+// `preload` before any request arrives.
+struct Interpreter {
+  std::vector<std::string> argv;     // e.g. {"python3", "-I"}; argv[0] is looked up in PATH
+  std::vector<std::string> preload;  // module names, e.g. {"json"}
+  bool operator==(const Interpreter&) const = default;
+};
+
+struct Profile {
+  std::string name;
+  // The sandbox template. argv is empty (it comes with each request);
+  // spec.timeout is default_timeout.
+  runtime::SandboxSpec spec;
+  runtime::PoolConfig pool;
+  absl::Duration default_timeout = absl::Seconds(30);  // a request that names none
+  absl::Duration max_timeout = absl::Minutes(5);       // the most a request may ask for
+  uint64_t output_bytes = 1 << 20;                     // capture budget per stream
+  std::optional<Interpreter> interpreter;
+};
+
+struct DaemonConfig {
+  std::string socket_path;  // empty: no socket (stdio only)
+  uint32_t socket_mode = 0600;
+  size_t max_concurrent = 8;  // executions at once
+  size_t max_queue = 64;      // requests waiting beyond that; more are "busy"
+  // No profile or request goes above these. A profile leaves a limit unset
+  // only where the ceiling has none (unset fields are filled from it).
+  cgroups::Limits ceiling;
+  absl::Duration max_timeout = absl::Minutes(10);
+  uint64_t max_output_bytes = 16 << 20;
+  std::map<std::string, Profile> profiles;
+};
+
+// Parses and validates a whole configuration. Comments (// and /* */) are
+// allowed; unknown keys, duplicate keys and values of the wrong type are
+// errors. InvalidArgument, naming the JSON path, or line and column for
+// text that is not JSON. Reads the host only to check bind sources exist
+// and to see which system directories DefaultSpec mirrors.
+absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text);
+
+// Reads `path` and parses it; errors are prefixed with the path, and a file
+// that cannot be read gives the errno ("config /etc/x.json: ENOENT: ...").
+absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path);
+
+// The built-in configuration, used when the daemon is given no file:
+// profiles "shell" and "python" (see docs/config.md).
+const char* DefaultConfigJson();
+
+// ParseConfig(DefaultConfigJson()). The default is tested to parse on any
+// Linux host; should it not, this aborts with the reason, as a build bug.
+DaemonConfig DefaultConfig();
+
+// A request's limits may only tighten its profile's. Each field the
+// request sets must be at most the profile's (where the profile sets one;
+// where it does not, the request may set any value, within what
+// cgroups::ValidateLimits accepts); the result is the element-wise minimum,
+// with memory_high kept at or below memory_max and the profile's CPU
+// period. Loosening is InvalidArgument naming every field at fault:
+// "memory: 1073741824 (1 GiB) exceeds the profile's 268435456 (256 MiB)".
+absl::StatusOr<cgroups::Limits> TightenLimits(const cgroups::Limits& profile,
+                                              const cgroups::Limits& requested);
+
+}  // namespace cubicle::rpc

@@ -1,0 +1,499 @@
+#include "rpc/daemon.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include <cerrno>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "rpc/results_json.h"
+#include "runtime/capture.h"
+#include "runtime/probe.h"
+
+namespace cubicle::rpc {
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+struct Daemon::Workers {
+  explicit Workers(size_t n) : pool(n) {}
+  asio::thread_pool pool;
+};
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+bool ValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// A stream's bytes in the reply: text when it is UTF-8, else base64.
+void PutStream(json::object& out, const char* name, const std::string& data, bool truncated, uint64_t total) {
+  if (ValidUtf8(data)) {
+    out[name] = data;
+  } else {
+    out[absl::StrCat(name, "_base64")] = absl::Base64Escape(data);
+  }
+  out[absl::StrCat(name, "_truncated")] = truncated;
+  out[absl::StrCat(name, "_bytes")] = total;
+}
+
+Error FromStatus(const absl::Status& st, int code) { return Error{code, std::string(st.message()), nullptr}; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
+  std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
+  for (auto& [name, profile] : d->config_.profiles) {
+    CUBICLE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pool> pool,
+                             runtime::Pool::Create(name, profile.spec, profile.pool));
+    d->pools_.emplace(name, std::move(pool));
+  }
+  d->workers_ = std::make_unique<Workers>(std::max<size_t>(1, d->config_.max_concurrent));
+  return d;
+}
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
+
+Daemon::~Daemon() {
+  if (workers_ != nullptr) workers_->pool.join();
+  pools_.clear();
+}
+
+json::value Daemon::PoolStatsJson() {
+  json::object pools;
+  for (auto& [name, pool] : pools_) {
+    runtime::PoolStats s = pool->Stats();
+    runtime::PoolConfig c = pool->config();
+    pools[name] = json::object{{"idle", s.idle},
+                               {"building", s.building},
+                               {"in_use", s.in_use},
+                               {"hits", s.hits},
+                               {"misses", s.misses},
+                               {"busy", s.busy},
+                               {"built", s.built},
+                               {"build_failures", s.build_failures},
+                               {"expired", s.expired},
+                               {"last_build_ms", absl::ToDoubleMilliseconds(s.last_build)},
+                               {"min_idle", c.min_idle},
+                               {"max_idle", c.max_idle},
+                               {"max_total", c.max_total}};
+  }
+  return pools;
+}
+
+json::value Daemon::Health() {
+  return json::object{{"status", stopping_ ? "draining" : "ok"},
+                      {"version", kVersion},
+                      {"in_flight", in_flight_.load()},
+                      {"pools", PoolStatsJson()}};
+}
+
+Expected<runtime::Pool*> Daemon::FindPool(const json::object& params) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> name, GetString(params, "profile", false));
+  std::string profile = name.value_or("shell");
+  auto it = pools_.find(profile);
+  if (it == pools_.end()) {
+    return Error{kNotFound, absl::StrCat("no profile named '", profile, "'"), nullptr};
+  }
+  return it->second.get();
+}
+
+Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
+                                         "output_bytes", "limits"})) {
+    return *bad;
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+  const Profile& profile = config_.profiles.at(pool->name());
+  runtime::ExecRequest request;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> argv, GetStringArray(*params, "argv", true));
+  request.argv = *argv;
+  if (request.argv.empty() || request.argv[0].empty()) {
+    return InvalidParam("params", "argv", "must hold at least the command");
+  }
+  request.env = profile.spec.env;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(auto env, GetStringMap(*params, "env", false));
+  if (env.has_value()) {
+    for (const auto& [k, v] : *env) {
+      if (k.empty() || k.find('=') != std::string::npos) return InvalidParam("params.env", k, "is not a variable name");
+      std::erase_if(request.env, [&](const std::string& kv) { return kv.rfind(k + "=", 0) == 0; });
+      request.env.push_back(absl::StrCat(k, "=", v));
+    }
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> cwd, GetString(*params, "cwd", false));
+  request.cwd = cwd.value_or(profile.spec.cwd);
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_b64, GetString(*params, "stdin_base64", false));
+  std::string stdin_data = stdin_text.value_or("");
+  if (stdin_b64.has_value()) {
+    if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
+    if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
+  }
+  const int64_t max_timeout_ms = absl::ToInt64Milliseconds(profile.max_timeout);
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, GetInt64(*params, "timeout_ms", false, 1));
+  if (timeout_ms.has_value() && *timeout_ms > max_timeout_ms) {
+    return Error{kLimitExceeded,
+                 absl::StrCat("params.timeout_ms: ", *timeout_ms, " exceeds the profile's ceiling of ", max_timeout_ms),
+                 nullptr};
+  }
+  request.timeout = timeout_ms.has_value() ? absl::Milliseconds(*timeout_ms) : profile.default_timeout;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> output_bytes, GetInt64(*params, "output_bytes", false, 0));
+  uint64_t budget = profile.output_bytes;
+  if (output_bytes.has_value()) {
+    if (static_cast<uint64_t>(*output_bytes) > budget) {
+      return Error{kLimitExceeded,
+                   absl::StrCat("params.output_bytes: ", *output_bytes, " exceeds the profile's ceiling of ", budget),
+                   nullptr};
+    }
+    budget = static_cast<uint64_t>(*output_bytes);
+  }
+  if (params->contains("limits")) {
+    return InvalidParam("params", "limits", "per-request limits are not supported yet; use a profile");
+  }
+  runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, budget);
+  if (!run.ok()) {
+    if (absl::IsResourceExhausted(run.status())) return FromStatus(run.status(), kBusy);
+    if (absl::IsInvalidArgument(run.status())) return FromStatus(run.status(), kInvalidParams);
+    return FromStatus(run.status(), kInternalError);
+  }
+  json::object out = ResultToJson(run->result);
+  out["profile"] = pool->name();
+  PutStream(out, "stdout", run->out, run->out_truncated, run->out_total);
+  PutStream(out, "stderr", run->err, run->err_truncated, run->err_total);
+  return json::value(std::move(out));
+}
+
+Expected<json::value> Daemon::PoolConfigure(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "min_idle", "max_idle", "max_total", "max_age_s"})) return *bad;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+  runtime::PoolConfig c = pool->config();
+  for (auto [key, field] : {std::pair{"min_idle", &c.min_idle}, {"max_idle", &c.max_idle}, {"max_total", &c.max_total}}) {
+    CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> v, GetInt64(*params, key, false, 0, 4096));
+    if (v.has_value()) *field = static_cast<size_t>(*v);
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> age, GetInt64(*params, "max_age_s", false, 1, 86400));
+  if (age.has_value()) c.max_age = absl::Seconds(*age);
+  if (absl::Status st = pool->Configure(c); !st.ok()) return FromStatus(st, kInvalidParams);
+  return PoolStatsJson();
+}
+
+Expected<json::value> Daemon::PoolWarm(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "count", "timeout_ms"})) return *bad;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+  runtime::PoolConfig c = pool->config();
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> count,
+                               GetInt64(*params, "count", false, 0, static_cast<int64_t>(c.max_total)));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, GetInt64(*params, "timeout_ms", false, 1, 600000));
+  if (count.has_value()) {
+    c.min_idle = static_cast<size_t>(*count);
+    c.max_idle = std::max(c.max_idle, c.min_idle);
+    if (absl::Status st = pool->Configure(c); !st.ok()) return FromStatus(st, kInvalidParams);
+  }
+  bool warm = pool->WaitWarm(absl::Milliseconds(timeout_ms.value_or(30000)));
+  runtime::PoolStats s = pool->Stats();
+  return json::value(json::object{{"profile", pool->name()}, {"warm", warm}, {"idle", s.idle}, {"min_idle", c.min_idle}});
+}
+
+json::value Daemon::Dispatch(const Call& call, Error* error) {
+  auto take = [&](Expected<json::value> r) -> json::value {
+    if (r.ok()) return std::move(r).value();
+    *error = std::move(r).error();
+    return nullptr;
+  };
+  if (call.method == "health") return Health();
+  if (call.method == "pool.stats") return json::object{{"pools", PoolStatsJson()}};
+  if (call.method == "pool.configure") return take(PoolConfigure(call.params));
+  if (call.method == "pool.warm") return take(PoolWarm(call.params));
+  if (call.method == "sandbox.run") return take(SandboxRun(call.params));
+  if (call.method == "probe") return ProbeToJson(runtime::Probe());
+  *error = Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
+  return nullptr;
+}
+
+void Daemon::HandleLine(const std::string& line, std::function<void(std::string)> reply) {
+  Incoming in = ParseLine(line, std::string::npos);
+  if (in.entries.empty()) return;
+  // Every entry needing work goes to the workers as one task; the cap on
+  // accepted requests bounds both the queue and the daemon's memory.
+  if (stopping_) {
+    std::vector<std::string> replies;
+    for (const Entry& e : in.entries) {
+      if (!e.NeedsReply()) continue;
+      replies.push_back(e.error ? ErrorReply(e.call.id, *e.error)
+                                : ErrorReply(e.call.id, Error{kShuttingDown, "the daemon is shutting down", nullptr}));
+    }
+    std::string out = in.batch ? Batch(replies) : (replies.empty() ? "" : replies.front());
+    if (!out.empty()) reply(std::move(out));
+    return;
+  }
+  const size_t cap = config_.max_concurrent + config_.max_queue;
+  if (in_flight_.fetch_add(1) >= cap) {
+    in_flight_.fetch_sub(1);
+    std::vector<std::string> replies;
+    for (const Entry& e : in.entries) {
+      if (!e.NeedsReply()) continue;
+      replies.push_back(ErrorReply(e.call.id, e.error ? *e.error
+                                                      : Error{kBusy,
+                                                              absl::StrCat("busy: ", cap,
+                                                                           " requests are running or queued"),
+                                                              nullptr}));
+    }
+    std::string out = in.batch ? Batch(replies) : (replies.empty() ? "" : replies.front());
+    if (!out.empty()) reply(std::move(out));
+    return;
+  }
+  asio::post(workers_->pool, [this, in = std::move(in), reply = std::move(reply)]() mutable {
+    std::vector<std::string> replies;
+    for (Entry& e : in.entries) {
+      if (e.error) {
+        if (e.NeedsReply()) replies.push_back(ErrorReply(e.call.id, *e.error));
+        continue;
+      }
+      Error error;
+      error.code = 0;
+      json::value result;
+      try {
+        result = Dispatch(e.call, &error);
+      } catch (const std::exception& ex) {  // Boost.JSON's, caught at the edge
+        error = Error{kInternalError, ex.what(), nullptr};
+      }
+      if (!e.NeedsReply()) continue;
+      replies.push_back(error.code != 0 ? ErrorReply(e.call.id, error) : Result(e.call.id, result));
+    }
+    std::string out = in.batch ? Batch(replies) : (replies.empty() ? "" : replies.front());
+    if (!out.empty()) reply(std::move(out));
+    in_flight_.fetch_sub(1);
+  });
+}
+
+namespace {
+
+// One client on the Unix socket: lines in, replies out, in any order.
+class SocketSession : public std::enable_shared_from_this<SocketSession> {
+ public:
+  SocketSession(Daemon* daemon, asio::local::stream_protocol::socket socket, size_t max_line)
+      : daemon_(daemon), socket_(std::move(socket)), buffer_(max_line) {}
+
+  void Start() { ReadLine(); }
+
+ private:
+  void ReadLine() {
+    asio::async_read_until(socket_, buffer_, '\n', [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+      if (ec == asio::error::not_found) {  // the line outgrew the buffer
+        self->Send(ErrorReply(nullptr, LineTooLongError(self->buffer_.max_size())));
+        self->closing_ = true;
+        return;
+      }
+      if (ec) return;  // EOF or closed: replies still pending keep us alive
+      std::string line(asio::buffers_begin(self->buffer_.data()), asio::buffers_begin(self->buffer_.data()) + n);
+      self->buffer_.consume(n);
+      self->daemon_->HandleLine(line, [self](std::string reply) {
+        asio::post(self->socket_.get_executor(), [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
+      });
+      self->ReadLine();
+    });
+  }
+
+  void Send(std::string reply) {
+    queue_.push_back(std::move(reply) + "\n");
+    if (queue_.size() == 1) WriteNext();
+  }
+
+  void WriteNext() {
+    asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+      if (ec) return;
+      self->queue_.pop_front();
+      if (!self->queue_.empty()) {
+        self->WriteNext();
+      } else if (self->closing_) {
+        boost::system::error_code ignored;
+        self->socket_.shutdown(asio::local::stream_protocol::socket::shutdown_both, ignored);
+      }
+    });
+  }
+
+  Daemon* daemon_;
+  asio::local::stream_protocol::socket socket_;
+  asio::streambuf buffer_;
+  std::deque<std::string> queue_;
+  bool closing_ = false;
+};
+
+void Accept(Daemon* daemon, asio::local::stream_protocol::acceptor& acceptor, size_t max_line) {
+  acceptor.async_accept([daemon, &acceptor, max_line](boost::system::error_code ec,
+                                                      asio::local::stream_protocol::socket socket) {
+    if (ec) return;  // closed at shutdown
+    std::make_shared<SocketSession>(daemon, std::move(socket), max_line)->Start();
+    Accept(daemon, acceptor, max_line);
+  });
+}
+
+// The stdio transport: a reader thread (stdin may be a pipe, a tty or a
+// file, which epoll cannot watch) and serialized blocking writes to stdout.
+class StdioTransport {
+ public:
+  StdioTransport(Daemon* daemon, size_t max_line, std::function<void()> on_eof)
+      : daemon_(daemon), max_line_(max_line), on_eof_(std::move(on_eof)) {
+    if (::pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
+    reader_ = std::thread([this] { Read(); });
+  }
+  ~StdioTransport() {
+    if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
+    reader_.join();
+    for (int fd : wake_) if (fd >= 0) ::close(fd);
+  }
+
+ private:
+  void Write(const std::string& reply) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    std::string line = reply + "\n";
+    for (size_t off = 0; off < line.size();) {
+      ssize_t n = ::write(STDOUT_FILENO, line.data() + off, line.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return;  // the orchestrator is gone
+      }
+      off += static_cast<size_t>(n);
+    }
+  }
+
+  void Read() {
+    std::string pending;
+    bool discarding = false;
+    char buf[65536];
+    for (;;) {
+      struct pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds[1].revents) return;  // shutting down
+      ssize_t n = ::read(STDIN_FILENO, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      pending.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = pending.find('\n')) != std::string::npos) {
+        std::string line = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        if (discarding) {
+          discarding = false;
+          continue;
+        }
+        daemon_->HandleLine(line, [this](std::string reply) { Write(reply); });
+      }
+      if (pending.size() > max_line_) {
+        if (!discarding) Write(ErrorReply(nullptr, LineTooLongError(max_line_)));
+        discarding = true;
+        pending.clear();
+      }
+    }
+    // A last line without "\n" still counts.
+    if (!pending.empty() && !discarding) daemon_->HandleLine(pending, [this](std::string reply) { Write(reply); });
+    on_eof_();
+  }
+
+  Daemon* daemon_;
+  size_t max_line_;
+  std::function<void()> on_eof_;
+  int wake_[2] = {-1, -1};
+  std::mutex write_mu_;
+  std::thread reader_;
+};
+
+}  // namespace
+
+int Daemon::Serve(const ServeOptions& options) {
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  asio::signal_set signals(io, SIGTERM, SIGINT);
+  std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor;
+  if (!options.socket_path.empty()) {
+    struct stat st;
+    if (::lstat(options.socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(options.socket_path.c_str());
+    boost::system::error_code ec;
+    acceptor = std::make_unique<asio::local::stream_protocol::acceptor>(io);
+    acceptor->open(asio::local::stream_protocol(), ec);
+    if (!ec) acceptor->bind(asio::local::stream_protocol::endpoint(options.socket_path), ec);
+    if (!ec && ::chmod(options.socket_path.c_str(), options.socket_mode) != 0) {
+      ec = boost::system::error_code(errno, boost::system::system_category());
+    }
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      std::fprintf(stderr, "cubicle serve: socket %s: %s\n", options.socket_path.c_str(), ec.message().c_str());
+      return 1;
+    }
+    Accept(this, *acceptor, options.max_line_bytes);
+  }
+  // Shutdown: stop taking requests, let in-flight ones finish, then stop.
+  asio::steady_timer drain_timer(io);
+  std::function<void()> check_drained = [&] {
+    if (in_flight_.load() == 0) {
+      work.reset();
+      io.stop();
+      return;
+    }
+    drain_timer.expires_after(std::chrono::milliseconds(10));
+    drain_timer.async_wait([&](boost::system::error_code) { check_drained(); });
+  };
+  auto begin_shutdown = [&] {
+    if (stopping_.exchange(true)) return;
+    if (acceptor) {
+      boost::system::error_code ignored;
+      acceptor->close(ignored);
+    }
+    check_drained();
+  };
+  signals.async_wait([&](boost::system::error_code ec, int) {
+    if (!ec) begin_shutdown();
+  });
+  std::unique_ptr<StdioTransport> stdio;
+  if (options.stdio) {
+    stdio = std::make_unique<StdioTransport>(this, options.max_line_bytes,
+                                             [&] { asio::post(io, [&] { begin_shutdown(); }); });
+  }
+  io.run();
+  stdio.reset();
+  workers_->pool.join();
+  if (!options.socket_path.empty()) ::unlink(options.socket_path.c_str());
+  pools_.clear();  // every zygote killed, every cgroup removed
+  return 0;
+}
+
+}  // namespace cubicle::rpc

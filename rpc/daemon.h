@@ -1,0 +1,64 @@
+// `cubicle serve`: the JSON-RPC 2.0 daemon (DESIGN §6). One JSON object per
+// line over stdio or a Unix socket; a pool of zygotes per profile behind it.
+// Methods and error codes: docs/protocol.md.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/json/value.hpp>
+
+#include "absl/status/statusor.h"
+#include "rpc/config.h"
+#include "rpc/jsonrpc.h"
+#include "runtime/pool.h"
+
+namespace cubicle::rpc {
+
+struct ServeOptions {
+  bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
+  std::string socket_path;    // also (or only) on this Unix socket; empty: none
+  uint32_t socket_mode = 0600;
+  size_t max_line_bytes = 4 << 20;
+};
+
+class Daemon {
+ public:
+  // Builds one pool per profile (refill starts in the background).
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(DaemonConfig config);
+  ~Daemon();  // pools are destroyed: every zygote killed, every cgroup removed
+
+  // Handles one line; `reply` receives the reply line (without "\n"), or is
+  // not called when nothing is to be sent (notifications). May call `reply`
+  // from a worker thread, after HandleLine returns. Thread-safe.
+  void HandleLine(const std::string& line, std::function<void(std::string)> reply);
+
+  // Serves until SIGTERM/SIGINT (or EOF on stdin for the stdio transport),
+  // then drains in-flight work and shuts down. Returns the exit status.
+  int Serve(const ServeOptions& options);
+
+  // Requests accepted and not yet answered.
+  size_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  explicit Daemon(DaemonConfig config);
+  boost::json::value Dispatch(const Call& call, Error* error);
+  boost::json::value Health();
+  boost::json::value PoolStatsJson();
+  Expected<boost::json::value> SandboxRun(const boost::json::value& params);
+  Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
+  Expected<boost::json::value> PoolWarm(const boost::json::value& params);
+  Expected<runtime::Pool*> FindPool(const boost::json::object& params);
+
+  DaemonConfig config_;
+  std::map<std::string, std::unique_ptr<runtime::Pool>> pools_;
+  std::atomic<size_t> in_flight_{0};
+  std::atomic<bool> stopping_{false};
+  struct Workers;
+  std::unique_ptr<Workers> workers_;
+};
+
+}  // namespace cubicle::rpc

@@ -1,0 +1,248 @@
+// `cubicle serve` end to end: JSON-RPC 2.0 conformance over stdio, the
+// methods, many concurrent clients on the Unix socket, and shutdown that
+// leaves nothing behind.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/unique_fd.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+namespace json = boost::json;
+
+// Feeds `lines` to `cubicle serve` on stdin; EOF makes it drain and exit.
+// Returns its stdout lines as JSON values.
+std::vector<json::value> Serve(const std::vector<std::string>& lines, ProcessRun* run_out = nullptr) {
+  ProcessRun run = RunCubicle({"serve"}, absl::StrJoin(lines, "\n") + "\n");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::vector<json::value> out;
+  for (const std::string& line : Lines(run.out)) {
+    boost::system::error_code ec;
+    json::value v = json::parse(line, ec);
+    EXPECT_FALSE(ec) << "not JSON on stdout: " << line;
+    out.push_back(v);
+  }
+  if (run_out != nullptr) *run_out = run;
+  return out;
+}
+
+const json::value* ById(const std::vector<json::value>& replies, int64_t id) {
+  for (const json::value& r : replies) {
+    if (r.is_object() && r.as_object().contains("id") && r.at("id").is_int64() && r.at("id").as_int64() == id) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+int64_t ErrorCode(const json::value& reply) { return reply.at("error").at("code").as_int64(); }
+
+class CoreDaemon : public HostHygieneTest {};
+
+TEST_F(CoreDaemon, ProtocolErrorsOverStdio) {
+  std::vector<json::value> r = Serve({
+      "{not json",                                                       // -32700, id null
+      R"({"jsonrpc":"2.0","id":1})",                                     // -32600 (no method)
+      R"({"jsonrpc":"2.0","id":2,"method":"no.such.method"})",           // -32601
+      R"({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"argv":"ls"}})",  // -32602
+      R"({"jsonrpc":"2.0","method":"health"})",                          // notification: no reply
+      R"({"jsonrpc":"2.0","id":4,"method":"sandbox.run","params":{"argv":["true"],"bogus":1}})",
+  });
+  ASSERT_EQ(r.size(), 5u) << "the notification gets no reply";
+  bool saw_parse_error = false;
+  for (const json::value& v : r) {
+    if (v.at("id").is_null()) {
+      saw_parse_error = true;
+      EXPECT_EQ(ErrorCode(v), -32700);
+    }
+  }
+  EXPECT_TRUE(saw_parse_error);
+  ASSERT_NE(ById(r, 1), nullptr);
+  EXPECT_EQ(ErrorCode(*ById(r, 1)), -32600);
+  EXPECT_EQ(ErrorCode(*ById(r, 2)), -32601);
+  EXPECT_EQ(ErrorCode(*ById(r, 3)), -32602);
+  EXPECT_TRUE(absl::StrContains(json::serialize(*ById(r, 3)), "argv")) << "the message names the field";
+  EXPECT_EQ(ErrorCode(*ById(r, 4)), -32602);
+  EXPECT_TRUE(absl::StrContains(json::serialize(*ById(r, 4)), "bogus"));
+}
+
+TEST_F(CoreDaemon, BatchesAnswerEveryCallButNoNotification) {
+  std::vector<json::value> r = Serve({
+      R"([{"jsonrpc":"2.0","id":1,"method":"health"},{"jsonrpc":"2.0","method":"health"},)"
+      R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"argv":["echo","in-a-batch"]}},1])",
+      "[]",
+  });
+  ASSERT_EQ(r.size(), 2u);
+  const json::array* batch = nullptr;
+  for (const json::value& v : r) {
+    if (v.is_array()) batch = &v.as_array();
+    if (v.is_object()) {
+      EXPECT_EQ(ErrorCode(v), -32600) << "an empty batch is one invalid request";
+    }
+  }
+  ASSERT_NE(batch, nullptr);
+  EXPECT_EQ(batch->size(), 3u) << "two calls and the invalid element; not the notification";
+  std::vector<json::value> items(batch->begin(), batch->end());
+  ASSERT_NE(ById(items, 2), nullptr);
+  EXPECT_EQ(ById(items, 2)->at("result").at("stdout").as_string(), "in-a-batch\n");
+}
+
+TEST_F(CoreDaemon, SandboxRunReturnsStatusOutputAndAccounting) {
+  std::vector<json::value> r = Serve({
+      R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["/bin/sh","-c","cat; echo err >&2; exit 3"],"stdin":"hi\n"}})",
+      R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"argv":["sh","-c","echo $FOO; pwd"],"env":{"FOO":"bar"},"cwd":"/tmp"}})",
+      R"({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"argv":["sleep","10"],"timeout_ms":200}})",
+      R"({"jsonrpc":"2.0","id":4,"method":"sandbox.run","params":{"argv":["sh","-c","head -c 100000 /dev/zero | tr '\\0' '\\377'"],"output_bytes":10}})",
+      R"({"jsonrpc":"2.0","id":5,"method":"sandbox.run","params":{"argv":["true"],"timeout_ms":99999999}})",
+      R"({"jsonrpc":"2.0","id":6,"method":"sandbox.run","params":{"argv":["true"],"profile":"nope"}})",
+      R"({"jsonrpc":"2.0","id":7,"method":"sandbox.run","params":{"argv":["no-such-cmd"]}})",
+  });
+  ASSERT_EQ(r.size(), 7u);
+  const json::object& a = ById(r, 1)->at("result").as_object();
+  EXPECT_EQ(a.at("reason").as_string(), "exited");
+  EXPECT_EQ(a.at("exit_code").as_int64(), 3);
+  EXPECT_EQ(a.at("stdout").as_string(), "hi\n");
+  EXPECT_EQ(a.at("stderr").as_string(), "err\n");
+  EXPECT_TRUE(a.contains("rusage"));
+  EXPECT_EQ(ById(r, 2)->at("result").at("stdout").as_string(), "bar\n/tmp\n");
+  EXPECT_EQ(ById(r, 3)->at("result").at("reason").as_string(), "timeout");
+  const json::object& d = ById(r, 4)->at("result").as_object();
+  ASSERT_TRUE(d.contains("stdout_base64")) << "0xff bytes are not UTF-8: " << json::serialize(d);
+  EXPECT_EQ(d.at("stdout_base64").as_string(), "/////////////w==") << "10 bytes of 0xff, base64";
+  EXPECT_TRUE(d.at("stdout_truncated").as_bool());
+  EXPECT_EQ(d.at("stdout_bytes").as_int64(), 100000);
+  EXPECT_EQ(ErrorCode(*ById(r, 5)), -32002) << "above the profile's timeout ceiling";
+  EXPECT_EQ(ErrorCode(*ById(r, 6)), -32004);
+  EXPECT_EQ(ById(r, 7)->at("result").at("reason").as_string(), "setup_failed");
+}
+
+TEST_F(CoreDaemon, PoolMethodsResizeAndReport) {
+  std::vector<json::value> r = Serve({
+      R"({"jsonrpc":"2.0","id":1,"method":"pool.warm","params":{"profile":"shell","count":3,"timeout_ms":20000}})",
+      R"({"jsonrpc":"2.0","id":2,"method":"pool.configure","params":{"profile":"shell","min_idle":5,"max_idle":2}})",
+      R"({"jsonrpc":"2.0","id":3,"method":"pool.stats"})",
+  });
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_TRUE(ById(r, 1)->at("result").at("warm").as_bool());
+  EXPECT_GE(ById(r, 1)->at("result").at("idle").as_int64(), 3);
+  EXPECT_EQ(ErrorCode(*ById(r, 2)), -32602);
+  EXPECT_TRUE(ById(r, 3)->at("result").at("pools").as_object().contains("python"));
+}
+
+// A Unix-socket client: one connection, request lines out, reply lines in.
+class Client {
+ public:
+  explicit Client(const std::string& path) {
+    fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  bool connected() const { return connected_; }
+  // Sends one line and reads one reply line (bounded by the socket timeout).
+  std::string Call(const std::string& line) {
+    std::string out = line + "\n";
+    if (::write(fd_.get(), out.data(), out.size()) != static_cast<ssize_t>(out.size())) return "";
+    struct timeval tv = {60, 0};
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    std::string reply;
+    char c;
+    while (::read(fd_.get(), &c, 1) == 1 && c != '\n') reply.push_back(c);
+    return reply;
+  }
+
+ private:
+  UniqueFd fd_;
+  bool connected_ = false;
+};
+
+TEST_F(CoreDaemon, SixtyFourConcurrentRunsOverTheSocketAreAllCorrect) {
+  TempDir dir;
+  const std::string socket = dir.Join("cubicle.sock");
+  RunningProcess daemon(CubicleArgv({"serve", "--socket", socket}));
+  ASSERT_TRUE(daemon.started());
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {
+    up = Client(socket).connected();
+    if (!up) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(up) << "the daemon never listened";
+  struct stat st;
+  ASSERT_EQ(::stat(socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::atomic<int> correct{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 64; ++i) {
+    clients.emplace_back([&, i] {
+      Client c(socket);
+      if (!c.connected()) return;
+      std::string reply = c.Call(absl::StrCat(
+          R"({"jsonrpc":"2.0","id":)", i, R"(,"method":"sandbox.run","params":{"argv":["sh","-c","echo $N"],"env":{"N":")",
+          i, R"("}}})"));
+      boost::system::error_code ec;
+      json::value v = json::parse(reply, ec);
+      if (ec || !v.is_object() || !v.as_object().contains("result")) return;
+      if (v.at("id").as_int64() == i && v.at("result").at("stdout").as_string() == absl::StrCat(i, "\n")) ++correct;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(correct.load(), 64);
+  // SIGTERM: drain, remove every zygote and cgroup, remove the socket, exit 0.
+  daemon.Signal(SIGTERM);
+  ProcessRun done = daemon.Wait(absl::Seconds(60));
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file was left behind";
+}
+
+TEST_F(CoreDaemon, KilledDaemonLeavesNoZygoteBehind) {
+  TempDir dir;
+  const std::string socket = dir.Join("cubicle.sock");
+  RunningProcess daemon(CubicleArgv({"serve", "--socket", socket}));
+  ASSERT_TRUE(daemon.started());
+  bool warm = false;
+  for (int i = 0; i < 500 && !warm; ++i) {
+    Client c(socket);
+    if (c.connected()) {
+      std::string r = c.Call(R"({"jsonrpc":"2.0","id":1,"method":"pool.stats"})");
+      warm = absl::StrContains(r, R"("idle":2)");
+    }
+    if (!warm) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(warm) << "pools never filled";
+  std::vector<pid_t> zygotes = Descendants(daemon.pid());
+  ASSERT_FALSE(zygotes.empty());
+  daemon.Signal(SIGKILL);
+  daemon.Wait();
+  // Every zygote's init dies with the daemon (PR_SET_PDEATHSIG).
+  for (int i = 0; i < 500; ++i) {
+    bool any = false;
+    for (pid_t p : zygotes) any |= ::kill(p, 0) == 0;
+    if (!any) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  for (pid_t p : zygotes) EXPECT_NE(::kill(p, 0), 0) << "zygote " << p << " outlived the daemon";
+  // The next start sweeps their cgroups.
+  ProcessRun next = RunCubicle({"cleanup"});
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+}
+
+}  // namespace
+}  // namespace cubicle::test_support
