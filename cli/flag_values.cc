@@ -1,5 +1,7 @@
 #include "cli/flag_values.h"
 
+#include "base/units.h"
+
 #include <sys/resource.h>
 
 #include <cmath>
@@ -38,24 +40,7 @@ absl::StatusOr<rlim_t> ParseRlimValue(absl::string_view flag, absl::string_view 
 }  // namespace
 
 absl::StatusOr<uint64_t> ParseSize(absl::string_view flag, absl::string_view value) {
-  absl::string_view digits = value;
-  uint64_t mult = 1;
-  if (!digits.empty()) {
-    switch (absl::ascii_tolower(static_cast<unsigned char>(digits.back()))) {
-      case 'k': mult = 1ull << 10; break;
-      case 'm': mult = 1ull << 20; break;
-      case 'g': mult = 1ull << 30; break;
-      case 't': mult = 1ull << 40; break;
-      default: break;
-    }
-    if (mult != 1) digits.remove_suffix(1);
-  }
-  uint64_t n;
-  if (digits.empty() || !absl::SimpleAtoi(digits, &n) || digits.front() == '-' || digits.front() == '+') {
-    return Bad(flag, value, "a size like 1048576, 64K, 256M or 1G");
-  }
-  if (n > UINT64_MAX / mult) return Bad(flag, value, "a size that fits in 64 bits");
-  return n * mult;
+  return cubicle::ParseSize(flag, value);  // one parser for flags and the daemon's config
 }
 
 absl::StatusOr<absl::Duration> ParseSeconds(absl::string_view flag, absl::string_view value) {
