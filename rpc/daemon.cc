@@ -130,22 +130,18 @@ Expected<runtime::Pool*> Daemon::FindPool(const json::object& params) {
   return it->second.get();
 }
 
-Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
-  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
-  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes", "limits"})) {
-    return *bad;
-  }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
-  const Profile& profile = config_.profiles.at(pool->name());
-  runtime::ExecRequest request;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> argv, GetStringArray(*params, "argv", true));
+Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
+  RunParams out;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(out.pool, FindPool(params));
+  const Profile& profile = config_.profiles.at(out.pool->name());
+  runtime::ExecRequest& request = out.request;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> argv, GetStringArray(params, "argv", true));
   request.argv = *argv;
   if (request.argv.empty() || request.argv[0].empty()) {
     return InvalidParam("params", "argv", "must hold at least the command");
   }
   request.env = profile.spec.env;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(auto env, GetStringMap(*params, "env", false));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(auto env, GetStringMap(params, "env", false));
   if (env.has_value()) {
     for (const auto& [k, v] : *env) {
       if (k.empty() || k.find('=') != std::string::npos) return InvalidParam("params.env", k, "is not a variable name");
@@ -153,8 +149,42 @@ Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
       request.env.push_back(absl::StrCat(k, "=", v));
     }
   }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> cwd, GetString(*params, "cwd", false));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> cwd, GetString(params, "cwd", false));
   request.cwd = cwd.value_or(profile.spec.cwd);
+  const int64_t max_timeout_ms = absl::ToInt64Milliseconds(profile.max_timeout);
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, GetInt64(params, "timeout_ms", false, 1));
+  if (timeout_ms.has_value() && *timeout_ms > max_timeout_ms) {
+    return Error{kLimitExceeded,
+                 absl::StrCat("params.timeout_ms: ", *timeout_ms, " exceeds the profile's ceiling of ", max_timeout_ms),
+                 nullptr};
+  }
+  request.timeout = timeout_ms.has_value() ? absl::Milliseconds(*timeout_ms) : profile.default_timeout;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> output_bytes, GetInt64(params, "output_bytes", false, 0));
+  out.budget = profile.output_bytes;
+  if (output_bytes.has_value()) {
+    if (static_cast<uint64_t>(*output_bytes) > out.budget) {
+      return Error{kLimitExceeded,
+                   absl::StrCat("params.output_bytes: ", *output_bytes, " exceeds the profile's ceiling of ", out.budget),
+                   nullptr};
+    }
+    out.budget = static_cast<uint64_t>(*output_bytes);
+  }
+  return out;
+}
+
+Error FromRunStatus(const absl::Status& st) {
+  if (absl::IsResourceExhausted(st)) return FromStatus(st, kBusy);
+  if (absl::IsInvalidArgument(st)) return FromStatus(st, kInvalidParams);
+  return FromStatus(st, kInternalError);
+}
+
+Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
+                                         "output_bytes"})) {
+    return *bad;
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_b64, GetString(*params, "stdin_base64", false));
   std::string stdin_data = stdin_text.value_or("");
@@ -162,38 +192,77 @@ Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
     if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
-  const int64_t max_timeout_ms = absl::ToInt64Milliseconds(profile.max_timeout);
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, GetInt64(*params, "timeout_ms", false, 1));
-  if (timeout_ms.has_value() && *timeout_ms > max_timeout_ms) {
-    return Error{kLimitExceeded,
-                 absl::StrCat("params.timeout_ms: ", *timeout_ms, " exceeds the profile's ceiling of ", max_timeout_ms),
-                 nullptr};
-  }
-  request.timeout = timeout_ms.has_value() ? absl::Milliseconds(*timeout_ms) : profile.default_timeout;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> output_bytes, GetInt64(*params, "output_bytes", false, 0));
-  uint64_t budget = profile.output_bytes;
-  if (output_bytes.has_value()) {
-    if (static_cast<uint64_t>(*output_bytes) > budget) {
-      return Error{kLimitExceeded,
-                   absl::StrCat("params.output_bytes: ", *output_bytes, " exceeds the profile's ceiling of ", budget),
-                   nullptr};
-    }
-    budget = static_cast<uint64_t>(*output_bytes);
-  }
-  if (params->contains("limits")) {
-    return InvalidParam("params", "limits", "per-request limits are not supported yet; use a profile");
-  }
+  runtime::Pool* pool = p.pool;
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, budget);
-  if (!run.ok()) {
-    if (absl::IsResourceExhausted(run.status())) return FromStatus(run.status(), kBusy);
-    if (absl::IsInvalidArgument(run.status())) return FromStatus(run.status(), kInvalidParams);
-    return FromStatus(run.status(), kInternalError);
-  }
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, p.request, stdin_data, p.budget);
+  if (!run.ok()) return FromRunStatus(run.status());
   json::object out = ResultToJson(run->result);
   out["profile"] = pool->name();
   PutStream(out, "stdout", run->out, run->out_truncated, run->out_total);
   PutStream(out, "stderr", run->err, run->err_truncated, run->err_total);
+  return json::value(std::move(out));
+}
+
+Expected<json::value> Daemon::SkillCall(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
+                                         "params"})) {
+    return *bad;
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
+  json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);
+  if (!skill_params.is_null() && !skill_params.is_object() && !skill_params.is_array()) {
+    return InvalidParam("params", "params", "must be an object or an array");
+  }
+  // The skill's request: one line on its stdin. Each skill is a fresh
+  // process, so a fixed id cannot collide.
+  const json::value id = 1;
+  const std::string line = Request(id, *method, skill_params) + "\n";
+  std::optional<json::object> response;
+  bool overlong = false;
+  std::string stdout_logs;  // the skill's other stdout lines, kept as logs
+  runtime::CaptureOptions options;
+  options.budget = p.budget;
+  options.max_line = 4 << 20;
+  options.on_stdout_line = [&](absl::string_view text, bool too_long) {
+    if (too_long) {
+      overlong = true;
+      return true;
+    }
+    response = MatchResponse(text, id);
+    if (!response.has_value() && stdout_logs.size() < p.budget) {
+      absl::StrAppend(&stdout_logs, text.substr(0, p.budget - stdout_logs.size()), "\n");
+    }
+    return response.has_value();  // answered: the sandbox may go
+  };
+  runtime::Pool* pool = p.pool;
+  runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, p.request, line, options);
+  if (!run.ok()) return FromRunStatus(run.status());
+  auto tail = [](const std::string& s) { return s.size() <= 4096 ? s : s.substr(s.size() - 4096); };
+  if (!response.has_value()) {
+    const runtime::ExecResult& r = run->result;
+    std::string why = overlong ? "the skill wrote a stdout line longer than 4 MiB"
+                      : r.reason == runtime::ExitReason::kTimeout
+                          ? absl::StrCat("the skill did not answer within ", absl::FormatDuration(p.request.timeout))
+                          : absl::StrCat("the skill ended (", runtime::ExitReasonName(r.reason), ", status ",
+                                         r.ShellStatus(), ") without answering");
+    json::object data{{"reason", std::string(runtime::ExitReasonName(r.reason))},
+                      {"status", r.ShellStatus()},
+                      {"stderr_tail", tail(run->err)},
+                      {"stdout_tail", tail(run->out)}};
+    if (r.reason == runtime::ExitReason::kSetupFailed) data["error"] = std::string(r.setup_error.message());
+    return Error{kSkillFailed, why, std::move(data)};
+  }
+  json::object out;
+  if (response->contains("result")) out["result"] = response->at("result");
+  if (response->contains("error")) out["error"] = response->at("error");
+  out["logs"] = ValidUtf8(run->err) ? json::value(run->err) : json::value(absl::Base64Escape(run->err));
+  out["logs_truncated"] = run->err_truncated;
+  out["stdout_logs"] = ValidUtf8(stdout_logs) ? json::value(stdout_logs) : json::value(absl::Base64Escape(stdout_logs));
+  out["wall_ms"] = absl::ToDoubleMilliseconds(run->result.wall);
+  out["profile"] = pool->name();
   return json::value(std::move(out));
 }
 
@@ -241,6 +310,7 @@ json::value Daemon::Dispatch(const Call& call, Error* error) {
   if (call.method == "pool.configure") return take(PoolConfigure(call.params));
   if (call.method == "pool.warm") return take(PoolWarm(call.params));
   if (call.method == "sandbox.run") return take(SandboxRun(call.params));
+  if (call.method == "skill.call") return take(SkillCall(call.params));
   if (call.method == "probe") return ProbeToJson(runtime::Probe());
   *error = Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
   return nullptr;

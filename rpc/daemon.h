@@ -49,6 +49,15 @@ class Daemon {
   boost::json::value Health();
   boost::json::value PoolStatsJson();
   Expected<boost::json::value> SandboxRun(const boost::json::value& params);
+  Expected<boost::json::value> SkillCall(const boost::json::value& params);
+  // The fields sandbox.run and skill.call share: profile, argv, env, cwd,
+  // timeout_ms, output_bytes.
+  struct RunParams {
+    runtime::Pool* pool = nullptr;
+    runtime::ExecRequest request;
+    uint64_t budget = 0;
+  };
+  Expected<RunParams> ParseRunParams(const boost::json::object& params);
   Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
   Expected<boost::json::value> PoolWarm(const boost::json::value& params);
   Expected<runtime::Pool*> FindPool(const boost::json::object& params);

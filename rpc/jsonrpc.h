@@ -47,6 +47,9 @@ inline constexpr int kNotFound = -32004;
 inline constexpr int kShuttingDown = -32005;
 // The request line is longer than the configured maximum; it was not parsed.
 inline constexpr int kLineTooLong = -32006;
+// skill.call: the skill ended, timed out or wrote an over-long line without
+// answering; data holds reason, status and the tails of stderr and stdout.
+inline constexpr int kSkillFailed = -32007;
 
 // Nesting deeper than this is a parse error: a hostile `[[[[...` must cost a
 // bounded amount of memory and never recurse deeply anywhere downstream.

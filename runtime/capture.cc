@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -22,8 +23,48 @@ struct Stream {
   bool open = true;
 };
 
+// Splits stdout into lines for the hook; tells the execution to stop
+// (through the cancel eventfd) once the hook says so.
+struct LineSplitter {
+  const CaptureOptions* options;
+  int cancel_fd;
+  std::string line;
+  bool overlong = false;
+  bool stopped = false;
+
+  void Feed(const char* data, size_t n) {
+    if (!options->on_stdout_line || stopped) return;
+    for (size_t i = 0; i < n && !stopped; ++i) {
+      if (data[i] == '\n') {
+        Emit();
+        continue;
+      }
+      if (line.size() < options->max_line) {
+        line.push_back(data[i]);
+      } else if (!overlong) {
+        overlong = true;
+        Stop(options->on_stdout_line(line, true));
+      }
+    }
+  }
+  void Finish() {
+    if (!line.empty() && !stopped) Emit();
+  }
+  void Emit() {
+    if (!overlong) Stop(options->on_stdout_line(line, false));
+    line.clear();
+    overlong = false;
+  }
+  void Stop(bool stop) {
+    if (!stop) return;
+    stopped = true;
+    uint64_t one = 1;
+    (void)!::write(cancel_fd, &one, sizeof(one));
+  }
+};
+
 // Reads both pipes until both are at EOF.
-void Drain(Stream (&streams)[2], uint64_t budget) {
+void Drain(Stream (&streams)[2], uint64_t budget, LineSplitter* lines) {
   char buf[65536];
   while (streams[0].open || streams[1].open) {
     struct pollfd fds[2];
@@ -38,9 +79,11 @@ void Drain(Stream (&streams)[2], uint64_t budget) {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         streams[i].open = false;
+        if (i == 0) lines->Finish();
         continue;
       }
       Stream& s = streams[i];
+      if (i == 0) lines->Feed(buf, static_cast<size_t>(n));
       *s.total += static_cast<uint64_t>(n);
       uint64_t room = budget > s.data->size() ? budget - s.data->size() : 0;
       s.data->append(buf, static_cast<size_t>(std::min<uint64_t>(room, static_cast<uint64_t>(n))));
@@ -53,6 +96,16 @@ void Drain(Stream (&streams)[2], uint64_t budget) {
 
 absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
                                         uint64_t budget) {
+  CaptureOptions options;
+  options.budget = budget;
+  return RunCaptured(run, std::move(request), stdin_data, options);
+}
+
+absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
+                                        const CaptureOptions& options) {
+  const uint64_t budget = options.budget;
+  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!cancel) return ErrnoStatus(errno, "eventfd(cancel)");
   UniqueFd in(::memfd_create("cubicle-stdin", MFD_CLOEXEC));
   if (!in) return ErrnoStatus(errno, "memfd_create(stdin)");
   for (size_t off = 0; off < stdin_data.size();) {
@@ -73,8 +126,10 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
   CapturedRun captured;
   Stream streams[2] = {{std::move(out_read), &captured.out, &captured.out_truncated, &captured.out_total},
                        {std::move(err_read), &captured.err, &captured.err_truncated, &captured.err_total}};
-  std::thread drain([&streams, budget] { Drain(streams, budget); });
+  LineSplitter lines{&options, cancel.get()};
+  std::thread drain([&streams, budget, &lines] { Drain(streams, budget, &lines); });
   request.stdin_fd = in.get();
+  if (options.on_stdout_line) request.cancel_fd = cancel.get();
   request.stdout_fd = out_write.get();
   request.stderr_fd = err_write.get();
   absl::StatusOr<ExecResult> result = run(request);

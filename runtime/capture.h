@@ -26,11 +26,25 @@ struct CapturedRun {
 
 using Runner = std::function<absl::StatusOr<ExecResult>(const ExecRequest&)>;
 
+// Called for each complete stdout line (without its "\n"; a last line
+// without one counts at EOF), and with `overlong` set for a line that grew
+// past the line limit (its text then holds the first bytes). Returning true
+// cancels the execution (reason `killed`).
+using LineHook = std::function<bool(absl::string_view line, bool overlong)>;
+
+struct CaptureOptions {
+  uint64_t budget = 1 << 20;     // bytes kept per stream
+  LineHook on_stdout_line;       // optional
+  size_t max_line = 1 << 20;     // for on_stdout_line
+};
+
 // stdin is a memfd holding `stdin_data` (the payload never blocks on it);
 // stdout and stderr are pipes drained by a helper thread, which keeps the
 // first `budget` bytes of each and discards the rest, so a payload that
 // writes without end neither blocks nor grows the caller's memory.
 absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
                                         uint64_t budget);
+absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
+                                        const CaptureOptions& options);
 
 }  // namespace cubicle::runtime

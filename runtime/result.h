@@ -24,6 +24,7 @@ enum class ExitReason {
   kBreakerCpu,     // a runtime breaker ended it (see breakers.h): signal or
   kBreakerMemory,  // exit_code says how it ended
   kBreakerIo,
+  kKilled,         // the caller cancelled the execution (ExecRequest::cancel_fd)
 };
 
 absl::string_view ExitReasonName(ExitReason reason);

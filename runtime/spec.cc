@@ -73,6 +73,7 @@ absl::string_view ExitReasonName(ExitReason reason) {
     case ExitReason::kBreakerCpu: return "breaker_cpu";
     case ExitReason::kBreakerMemory: return "breaker_memory";
     case ExitReason::kBreakerIo: return "breaker_io";
+    case ExitReason::kKilled: return "killed";
   }
   return "unknown";
 }
@@ -87,6 +88,7 @@ int ExecResult::ShellStatus() const {
     case ExitReason::kBreakerCpu:
     case ExitReason::kBreakerMemory:
     case ExitReason::kBreakerIo:
+    case ExitReason::kKilled:
       return signal != 0 ? 128 + signal : exit_code;
   }
   return 125;

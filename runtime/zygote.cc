@@ -680,7 +680,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
                                   ? absl::InfiniteFuture()
                                   : (z.cold ? z.start : run_start) + request.timeout;
   ControlMessage& last = z.last;
-  bool have_exit = false, have_exec = false, timed_out = false, init_gone = false;
+  bool have_exit = false, have_exec = false, timed_out = false, init_gone = false, cancelled = false;
   absl::Time exec_time;
   absl::Status setup_error;
   // Init and the payload each send their own copy of the step stamps.
@@ -707,9 +707,9 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     }
   };
   while (!init_gone) {
-    struct pollfd fds[5] = {{z.control.get(), POLLIN, 0}, {init.pidfd(), POLLIN, 0},
-                            {request.signal_fd, POLLIN, 0}, {breaker_timer.get(), POLLIN, 0},
-                            {memory_mark_fd.get(), POLLIN, 0}};
+    struct pollfd fds[6] = {{z.control.get(), POLLIN, 0},     {init.pidfd(), POLLIN, 0},
+                            {request.signal_fd, POLLIN, 0},   {breaker_timer.get(), POLLIN, 0},
+                            {memory_mark_fd.get(), POLLIN, 0}, {cancelled ? -1 : request.cancel_fd, POLLIN, 0}};
     int timeout_ms = -1;
     if (!timed_out && deadline != absl::InfiniteFuture()) {
       absl::Duration left = deadline - absl::Now();
@@ -717,7 +717,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
                        ? 0
                        : static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
     }
-    int n = ::poll(fds, 5, timeout_ms);
+    int n = ::poll(fds, 6, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return fail(ErrnoStatus(errno, "poll(sandbox)"));
@@ -729,6 +729,11 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
       init.Signal(SIGKILL);
       if (cgroup != nullptr) cgroup->Kill().IgnoreError();  // init's death kills the rest too
       continue;
+    }
+    if (fds[5].revents & (POLLIN | POLLHUP | POLLERR)) {
+      cancelled = true;
+      init.Signal(SIGKILL);
+      if (cgroup != nullptr) cgroup->Kill().IgnoreError();
     }
     if (breakers.has_value() && !breaker_killed) {
       if (fds[4].revents & POLLIN) {
@@ -826,6 +831,10 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   if (!setup_error.ok()) {
     result.reason = ExitReason::kSetupFailed;
     result.setup_error = setup_error;
+  } else if (cancelled) {
+    result.reason = ExitReason::kKilled;
+    if (have_exit && WIFEXITED(last.wait_status)) result.exit_code = WEXITSTATUS(last.wait_status);
+    result.signal = have_exit && WIFSIGNALED(last.wait_status) ? WTERMSIG(last.wait_status) : SIGKILL;
   } else if (breaker_reason.has_value()) {
     result.reason = *breaker_reason;
     if (have_exit && WIFEXITED(last.wait_status)) result.exit_code = WEXITSTATUS(last.wait_status);

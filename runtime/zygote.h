@@ -53,6 +53,9 @@ struct ExecRequest {
   int stdout_fd = 1;
   int stderr_fd = 2;
   int signal_fd = -1;  // signals read from it are forwarded to the payload
+  // When readable (an eventfd, a pipe), the sandbox is killed at once and
+  // the result says reason `killed`: a caller that has what it needed.
+  int cancel_fd = -1;
 };
 
 class Zygote {

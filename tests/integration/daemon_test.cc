@@ -246,3 +246,70 @@ TEST_F(CoreDaemon, KilledDaemonLeavesNoZygoteBehind) {
 
 }  // namespace
 }  // namespace cubicle::test_support
+
+namespace cubicle::test_support {
+namespace {
+
+std::string Quoted(const std::string& s) { return json::serialize(json::value(s)); }
+
+std::string SkillCall(int id, const std::string& profile, const std::vector<std::string>& argv,
+                      const std::string& extra = "") {
+  std::vector<std::string> quoted;
+  for (const std::string& a : argv) quoted.push_back(Quoted(a));
+  return absl::StrCat(R"({"jsonrpc":"2.0","id":)", id, R"(,"method":"skill.call","params":{"profile":")", profile,
+                      R"(","argv":[)", absl::StrJoin(quoted, ","), R"(],"method":"add","params":{"a":1,"b":2})",
+                      extra, "}}");
+}
+
+constexpr char kGoodSkill[] = R"PY(
+import json, sys, time
+print("warming up: a log line before the answer")
+req = json.loads(sys.stdin.readline())
+print("to stderr", file=sys.stderr, flush=True)
+p = req["params"]
+# A BOM, CRLF, and no exit afterwards: the daemon must answer anyway.
+sys.stdout.write("\ufeff" + json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": p["a"] + p["b"]}) + "\r\n")
+sys.stdout.flush()
+time.sleep(60)
+)PY";
+
+TEST_F(CoreDaemon, SkillCallReturnsTheMatchingResponseAndItsLogs) {
+  std::vector<json::value> r = Serve({SkillCall(1, "python", {"python3", "-c", kGoodSkill})});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].as_object().contains("result")) << json::serialize(r[0]);
+  const json::object& res = r[0].at("result").as_object();
+  EXPECT_EQ(res.at("result").as_int64(), 3);
+  EXPECT_EQ(res.at("logs").as_string(), "to stderr\n");
+  EXPECT_TRUE(absl::StrContains(std::string(res.at("stdout_logs").as_string()), "warming up")) << json::serialize(res);
+}
+
+TEST_F(CoreDaemon, SkillCallErrorsCarryTheSkillsStatusAndStderr) {
+  constexpr char kOverlong[] = "import sys; sys.stdout.write('x' * (5 << 20)); sys.stdout.flush()";
+  constexpr char kErrorReply[] =
+      "import json,sys; r=json.loads(sys.stdin.readline()); "
+      "print(json.dumps({'jsonrpc':'2.0','id':r['id'],'error':{'code':7,'message':'bad add'}}))";
+  std::vector<json::value> r = Serve({
+      SkillCall(1, "shell", {"/bin/sh", "-c", "read line; echo 'not json'; echo oops >&2; exit 4"}),
+      SkillCall(2, "shell", {"sleep", "30"}, R"(,"timeout_ms":300)"),
+      SkillCall(3, "python", {"python3", "-c", kOverlong}),
+      SkillCall(4, "python", {"python3", "-c", kErrorReply}),
+  });
+  ASSERT_EQ(r.size(), 4u);
+  const json::value& ended = *ById(r, 1);
+  EXPECT_EQ(ErrorCode(ended), -32007);
+  EXPECT_EQ(ended.at("error").at("data").at("status").as_int64(), 4);
+  EXPECT_EQ(ended.at("error").at("data").at("stderr_tail").as_string(), "oops\n");
+  EXPECT_TRUE(absl::StrContains(std::string(ended.at("error").at("data").at("stdout_tail").as_string()), "not json"));
+  const json::value& silent = *ById(r, 2);
+  EXPECT_EQ(ErrorCode(silent), -32007);
+  EXPECT_EQ(silent.at("error").at("data").at("reason").as_string(), "timeout");
+  EXPECT_EQ(ErrorCode(*ById(r, 3)), -32007);
+  EXPECT_TRUE(absl::StrContains(std::string(ById(r, 3)->at("error").at("message").as_string()), "longer than"));
+  // The skill's own JSON-RPC error comes back as data, not as our error.
+  const json::value& answered = *ById(r, 4);
+  ASSERT_TRUE(answered.as_object().contains("result")) << json::serialize(answered);
+  EXPECT_EQ(answered.at("result").at("error").at("message").as_string(), "bad add");
+}
+
+}  // namespace
+}  // namespace cubicle::test_support
