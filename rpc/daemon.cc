@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "rpc/results_json.h"
 #include "runtime/capture.h"
 #include "runtime/probe.h"
@@ -192,15 +194,139 @@ Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
     if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
+  Error error;
+  error.code = 0;
+  json::value out = RunToJson(p, stdin_data, -1);
+  if (out.is_object() && out.as_object().contains("__error")) {
+    const json::object& e = out.at("__error").as_object();
+    return Error{static_cast<int>(e.at("code").as_int64()), std::string(e.at("message").as_string()), nullptr};
+  }
+  return out;
+}
+
+json::value Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
   runtime::Pool* pool = p.pool;
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, p.request, stdin_data, p.budget);
-  if (!run.ok()) return FromRunStatus(run.status());
+  runtime::ExecRequest request = p.request;
+  request.cancel_fd = cancel_fd;
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, p.budget);
+  if (!run.ok()) {
+    Error e = FromRunStatus(run.status());
+    return json::object{{"__error", json::object{{"code", e.code}, {"message", e.message}}}};
+  }
   json::object out = ResultToJson(run->result);
   out["profile"] = pool->name();
   PutStream(out, "stdout", run->out, run->out_truncated, run->out_total);
   PutStream(out, "stderr", run->err, run->err_truncated, run->err_total);
+  return out;
+}
+
+struct Daemon::Execution {
+  std::string id;
+  std::string state = "queued";  // queued | running | done
+  json::value result;            // when done: the sandbox.run result, or {"error": ...}
+  UniqueFd cancel;               // eventfd: exec.cancel makes it readable
+  absl::Time finished;
+};
+
+constexpr absl::Duration kKeyWindow = absl::Seconds(60);
+constexpr absl::Duration kKeepFinished = absl::Minutes(10);
+constexpr size_t kMaxFinished = 1024;
+
+void Daemon::ForgetOldExecutionsLocked() {
+  const absl::Time now = absl::Now();
+  std::erase_if(keys_, [&](const auto& kv) { return now - kv.second.second > kKeyWindow; });
+  size_t finished = 0;
+  for (const auto& [id, e] : executions_) finished += e->state == "done";
+  std::erase_if(executions_, [&](const auto& kv) {
+    const Execution& e = *kv.second;
+    bool drop = e.state == "done" && (now - e.finished > kKeepFinished || finished > kMaxFinished);
+    if (drop) --finished;
+    return drop;
+  });
+}
+
+Expected<json::value> Daemon::ExecStart(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes",
+                                         "key"})) {
+    return *bad;
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(*params, "key", false));
+  auto exec = std::make_shared<Execution>();
+  exec->cancel.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!exec->cancel) return Error{kInternalError, "eventfd: out of file descriptors", nullptr};
+  {
+    std::lock_guard<std::mutex> lock(exec_mu_);
+    ForgetOldExecutionsLocked();
+    if (key.has_value()) {
+      auto it = keys_.find(*key);
+      if (it != keys_.end()) {
+        return Error{kDuplicateKey,
+                     absl::StrCat("key '", *key, "' started execution ", it->second.first, " less than 60 s ago"),
+                     json::object{{"exec_id", it->second.first}}};
+      }
+    }
+    exec->id = absl::StrCat("e", ++next_exec_);
+    executions_[exec->id] = exec;
+    if (key.has_value()) keys_[*key] = {exec->id, absl::Now()};
+  }
+  // Counted like any request; the work runs on the same workers.
+  in_flight_.fetch_add(1);
+  asio::post(workers_->pool, [this, exec, p = std::move(p), stdin_data = stdin_text.value_or("")] {
+    {
+      std::lock_guard<std::mutex> lock(exec_mu_);
+      exec->state = "running";
+    }
+    json::value result = RunToJson(p, stdin_data, exec->cancel.get());
+    {
+      std::lock_guard<std::mutex> lock(exec_mu_);
+      exec->result = result.as_object().contains("__error")
+                         ? json::value(json::object{{"error", result.at("__error")}})
+                         : std::move(result);
+      exec->state = "done";
+      exec->finished = absl::Now();
+    }
+    exec_done_.notify_all();
+    in_flight_.fetch_sub(1);
+  });
+  return json::value(json::object{{"exec_id", exec->id}, {"state", "queued"}});
+}
+
+Expected<std::shared_ptr<Daemon::Execution>> Daemon::FindExecution(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"exec_id", "timeout_ms"})) return *bad;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> id, GetString(*params, "exec_id", true));
+  std::lock_guard<std::mutex> lock(exec_mu_);
+  auto it = executions_.find(*id);
+  if (it == executions_.end()) return Error{kNotFound, absl::StrCat("no execution '", *id, "'"), nullptr};
+  return it->second;
+}
+
+Expected<json::value> Daemon::ExecStatus(const json::value& raw, bool wait) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<Execution> exec, FindExecution(raw));
+  std::unique_lock<std::mutex> lock(exec_mu_);
+  if (wait) {
+    int64_t timeout_ms = 30000;
+    if (const json::object* params = raw.if_object(); params != nullptr) {
+      CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> t, GetInt64(*params, "timeout_ms", false, 0, 600000));
+      timeout_ms = t.value_or(timeout_ms);
+    }
+    exec_done_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return exec->state == "done"; });
+  }
+  json::object out{{"exec_id", exec->id}, {"state", exec->state}};
+  if (exec->state == "done") out["result"] = exec->result;
   return json::value(std::move(out));
+}
+
+Expected<json::value> Daemon::ExecCancel(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<Execution> exec, FindExecution(raw));
+  uint64_t one = 1;
+  (void)!::write(exec->cancel.get(), &one, sizeof(one));
+  std::lock_guard<std::mutex> lock(exec_mu_);
+  return json::value(json::object{{"exec_id", exec->id}, {"state", exec->state}});
 }
 
 Expected<json::value> Daemon::SkillCall(const json::value& raw) {
@@ -311,6 +437,10 @@ json::value Daemon::Dispatch(const Call& call, Error* error) {
   if (call.method == "pool.warm") return take(PoolWarm(call.params));
   if (call.method == "sandbox.run") return take(SandboxRun(call.params));
   if (call.method == "skill.call") return take(SkillCall(call.params));
+  if (call.method == "exec.start") return take(ExecStart(call.params));
+  if (call.method == "exec.status") return take(ExecStatus(call.params, false));
+  if (call.method == "exec.wait") return take(ExecStatus(call.params, true));
+  if (call.method == "exec.cancel") return take(ExecCancel(call.params));
   if (call.method == "probe") return ProbeToJson(runtime::Probe());
   *error = Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
   return nullptr;

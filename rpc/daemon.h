@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <functional>
 #include <map>
 #include <memory>
@@ -12,6 +14,7 @@
 #include <boost/json/value.hpp>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "rpc/config.h"
 #include "rpc/jsonrpc.h"
 #include "runtime/pool.h"
@@ -58,6 +61,22 @@ class Daemon {
     uint64_t budget = 0;
   };
   Expected<RunParams> ParseRunParams(const boost::json::object& params);
+  // sandbox.run's work once its params are parsed.
+  boost::json::value RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
+
+  // Managed executions (exec.*): started in the background, polled, waited
+  // for, cancelled; an idempotency key makes a retried start harmless.
+  struct Execution;
+  Expected<boost::json::value> ExecStart(const boost::json::value& params);
+  Expected<boost::json::value> ExecStatus(const boost::json::value& params, bool wait);
+  Expected<boost::json::value> ExecCancel(const boost::json::value& params);
+  Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
+  void ForgetOldExecutionsLocked();
+  std::mutex exec_mu_;
+  std::condition_variable exec_done_;
+  std::map<std::string, std::shared_ptr<Execution>> executions_;
+  std::map<std::string, std::pair<std::string, absl::Time>> keys_;  // key -> (exec id, when)
+  uint64_t next_exec_ = 0;
   Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
   Expected<boost::json::value> PoolWarm(const boost::json::value& params);
   Expected<runtime::Pool*> FindPool(const boost::json::object& params);

@@ -32,7 +32,6 @@ struct PoolConfig {
   size_t refill_parallelism = 1;  // zygotes built at once
   absl::Duration max_age = absl::Minutes(10);  // older idle zygotes are replaced
   ZygoteOptions zygote;
-  bool operator==(const PoolConfig&) const = default;
 };
 
 absl::Status ValidatePoolConfig(const PoolConfig& config);

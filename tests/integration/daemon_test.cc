@@ -313,3 +313,47 @@ TEST_F(CoreDaemon, SkillCallErrorsCarryTheSkillsStatusAndStderr) {
 
 }  // namespace
 }  // namespace cubicle::test_support
+
+namespace cubicle::test_support {
+namespace {
+
+TEST_F(CoreDaemon, ManagedExecutionsStartWaitCancelAndRefuseADuplicateKey) {
+  // One client, calls in sequence: each reply is known before the next call.
+  TempDir dir;
+  const std::string socket = dir.Join("cubicle.sock");
+  RunningProcess daemon(CubicleArgv({"serve", "--socket", socket}));
+  ASSERT_TRUE(daemon.started());
+  for (int i = 0; i < 500 && !Client(socket).connected(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  Client c(socket);
+  ASSERT_TRUE(c.connected());
+  auto call = [&](const std::string& method, const std::string& params) {
+    boost::system::error_code ec;
+    json::value v = json::parse(
+        c.Call(absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":")", method, R"(","params":)", params, "}")), ec);
+    EXPECT_FALSE(ec);
+    return v;
+  };
+  json::value started = call("exec.start", R"({"argv":["sh","-c","echo managed"],"key":"k1"})");
+  ASSERT_TRUE(started.as_object().contains("result")) << json::serialize(started);
+  const std::string first(started.at("result").at("exec_id").as_string());
+  json::value dup = call("exec.start", R"({"argv":["sh","-c","echo again"],"key":"k1"})");
+  EXPECT_EQ(ErrorCode(dup), -32003) << "the same key within 60 s: no second execution";
+  EXPECT_EQ(dup.at("error").at("data").at("exec_id").as_string(), first);
+  json::value waited = call("exec.wait", absl::StrCat(R"({"exec_id":")", first, R"(","timeout_ms":20000})"));
+  EXPECT_EQ(waited.at("result").at("state").as_string(), "done");
+  EXPECT_EQ(waited.at("result").at("result").at("stdout").as_string(), "managed\n");
+  json::value sleeper = call("exec.start", R"({"argv":["sleep","30"],"timeout_ms":60000})");
+  const std::string second(sleeper.at("result").at("exec_id").as_string());
+  json::value status = call("exec.status", absl::StrCat(R"({"exec_id":")", second, R"("})"));
+  EXPECT_NE(status.at("result").at("state").as_string(), "done");
+  call("exec.cancel", absl::StrCat(R"({"exec_id":")", second, R"("})"));
+  json::value cancelled = call("exec.wait", absl::StrCat(R"({"exec_id":")", second, R"(","timeout_ms":20000})"));
+  EXPECT_EQ(cancelled.at("result").at("state").as_string(), "done");
+  EXPECT_EQ(cancelled.at("result").at("result").at("reason").as_string(), "killed");
+  EXPECT_EQ(ErrorCode(call("exec.status", R"({"exec_id":"e-unknown"})")), -32004);
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(absl::Seconds(60)).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace cubicle::test_support
