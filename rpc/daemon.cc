@@ -101,6 +101,7 @@ json::value Daemon::PoolStatsJson() {
     pools[name] = json::object{{"idle", s.idle},
                                {"building", s.building},
                                {"in_use", s.in_use},
+                               {"tearing_down", s.tearing_down},
                                {"hits", s.hits},
                                {"misses", s.misses},
                                {"busy", s.busy},

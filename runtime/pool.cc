@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(std::string name, SandboxSpec
   for (size_t i = 0; i < pool->config_.refill_parallelism; ++i) {
     pool->threads_.emplace_back([p = pool.get()] { p->RefillLoop(); });
   }
+  pool->reaper_ = std::thread([p = pool.get()] { p->ReapLoop(); });
   return pool;
 }
 
@@ -48,7 +49,10 @@ Pool::~Pool() {
     stopping_ = true;
   }
   changed_.notify_all();
+  finished_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
+  reaper_.join();
+  finished_.clear();
   idle_.clear();  // each ~Zygote kills its sandbox and removes its cgroup
 }
 
@@ -63,6 +67,7 @@ void Pool::RefillLoop() {
       idle_.pop_front();
       ++stats_.expired;
     }
+
     if (!drop.empty()) {
       lock.unlock();
       drop.clear();
@@ -97,6 +102,25 @@ void Pool::RefillLoop() {
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     }
     changed_.notify_all();
+  }
+}
+
+// Teardown of ended executions (init's exit, the namespaces, the cgroup),
+// on its own thread so that it never waits behind a refill build.
+void Pool::ReapLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_ || !finished_.empty()) {
+    if (finished_.empty()) {
+      finished_cv_.wait(lock);
+      continue;
+    }
+    std::vector<std::unique_ptr<Zygote>> batch = std::move(finished_);
+    finished_.clear();
+    const size_t n = batch.size();
+    lock.unlock();
+    batch.clear();  // each ~Zygote reaps init and removes the cgroup
+    lock.lock();
+    stats_.tearing_down -= std::min(stats_.tearing_down, n);
   }
 }
 
@@ -137,13 +161,19 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
     }
   }
   if (zygote != nullptr) {
-    result = zygote->Run(request);
-    zygote.reset();  // the sandbox is gone already; this frees the rest
+    runtime::ExecRequest early = request;
+    early.return_at_exit = true;
+    result = zygote->Run(early);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     --stats_.in_use;
+    if (zygote != nullptr) {
+      finished_.push_back(std::move(zygote));
+      ++stats_.tearing_down;
+    }
   }
+  finished_cv_.notify_one();
   changed_.notify_all();
   return result;
 }

@@ -40,6 +40,7 @@ struct PoolStats {
   size_t idle = 0;
   size_t building = 0;
   size_t in_use = 0;
+  size_t tearing_down = 0;  // ended executions whose sandbox is being removed
   uint64_t hits = 0;     // requests served by a warm zygote
   uint64_t misses = 0;   // requests that built their sandbox on the spot
   uint64_t busy = 0;     // requests refused at max_total
@@ -79,7 +80,10 @@ class Pool {
   };
   Pool(std::string name, SandboxSpec profile, PoolConfig config);
   void RefillLoop();
+  // Sandboxes being torn down are not counted: they hold nothing a new
+  // request needs, and a lagging teardown must not make the pool "busy".
   size_t TotalLocked() const { return idle_.size() + stats_.building + stats_.in_use; }
+  void ReapLoop();
 
   const std::string name_;
   const SandboxSpec profile_;
@@ -87,9 +91,14 @@ class Pool {
   std::condition_variable changed_;
   PoolConfig config_;
   std::deque<Idle> idle_;
+  // Zygotes whose execution has ended: their teardown (init's exit, the
+  // namespaces, the cgroup) runs on the refill threads, off the request path.
+  std::vector<std::unique_ptr<Zygote>> finished_;
   PoolStats stats_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  std::condition_variable finished_cv_;
+  std::thread reaper_;
 };
 
 }  // namespace cubicle::runtime

@@ -761,6 +761,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
       ssize_t got = ::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT);
       if (got == static_cast<ssize_t>(sizeof(msg))) {
         absorb(msg);
+        if (have_exit && request.return_at_exit) break;  // the result is known
         continue;  // drain messages before looking at init's exit
       }
       if (got == 0 && init.pidfd() < 0) init_gone = true;  // every child end closed
@@ -773,7 +774,8 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     if (::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(msg))) break;
     absorb(msg);
   }
-  int init_status = init.Reap();
+  const bool early = have_exit && request.return_at_exit && !init_gone;
+  int init_status = early ? 0 : init.Reap();
   const absl::Time end = absl::Now();
   if (cgroup != nullptr) {
     absl::StatusOr<cgroups::Stats> stats = cgroup->ReadStats();
@@ -783,9 +785,12 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
       result.warnings.push_back(absl::StrCat("cgroup stats: ", stats.status().message()));
     }
     // The pid namespace is gone with init, so the groups are empty already;
-    // Kill() is the guarantee, Remove() the cleanup.
-    for (absl::Status st : {cgroup->Kill(), cgroup->Remove()}) {
-      if (!st.ok()) result.warnings.push_back(absl::StrCat("cgroup cleanup: ", st.message()));
+    // Kill() is the guarantee, Remove() the cleanup. Returning early, the
+    // destructor does both.
+    if (!early) {
+      for (absl::Status st : {cgroup->Kill(), cgroup->Remove()}) {
+        if (!st.ok()) result.warnings.push_back(absl::StrCat("cgroup cleanup: ", st.message()));
+      }
     }
   }
 

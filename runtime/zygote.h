@@ -56,6 +56,10 @@ struct ExecRequest {
   // When readable (an eventfd, a pipe), the sandbox is killed at once and
   // the result says reason `killed`: a caller that has what it needed.
   int cancel_fd = -1;
+  // Return the moment init reports the payload's exit, leaving the
+  // teardown (init's exit, the namespaces, the cgroup) to ~Zygote — which a
+  // pool runs off the request path. Off: Run() returns with it all done.
+  bool return_at_exit = false;
 };
 
 class Zygote {

@@ -1,0 +1,29 @@
+// Shared by the bench programs: per-execution percentiles over repetitions.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+namespace cubicle::bench {
+
+// Linear interpolation between closest ranks (numpy's default).
+template <int kPercent>
+double Percentile(const std::vector<double>& samples) {
+  if (samples.empty()) return 0;
+  std::vector<double> sorted(samples);
+  std::sort(sorted.begin(), sorted.end());
+  double rank = kPercent / 100.0 * static_cast<double>(sorted.size() - 1);
+  size_t lo = static_cast<size_t>(rank);
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+// CUBICLE_BENCH_REPS, or `fallback`.
+inline int Repetitions(int fallback = 200) {
+  const char* env = std::getenv("CUBICLE_BENCH_REPS");
+  int reps = env != nullptr ? std::atoi(env) : 0;
+  return reps > 0 ? reps : fallback;
+}
+
+}  // namespace cubicle::bench
