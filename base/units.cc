@@ -1,5 +1,7 @@
 #include "base/units.h"
 
+#include <sys/resource.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,6 +31,25 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view what, absl::string_view val
         absl::StrCat(what, " '", value, "': expected a size that fits in 64 bits"));
   }
   return n * mult;
+}
+
+std::optional<int> RlimitByName(absl::string_view name) {
+  struct Entry {
+    const char* name;
+    int resource;
+  };
+  static constexpr Entry kRlimits[] = {
+      {"as", RLIMIT_AS},           {"core", RLIMIT_CORE},         {"cpu", RLIMIT_CPU},
+      {"data", RLIMIT_DATA},       {"fsize", RLIMIT_FSIZE},       {"locks", RLIMIT_LOCKS},
+      {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE},
+      {"nofile", RLIMIT_NOFILE},   {"nproc", RLIMIT_NPROC},       {"rss", RLIMIT_RSS},
+      {"rtprio", RLIMIT_RTPRIO},   {"rttime", RLIMIT_RTTIME},     {"sigpending", RLIMIT_SIGPENDING},
+      {"stack", RLIMIT_STACK},
+  };
+  for (const Entry& e : kRlimits) {
+    if (name == e.name) return e.resource;
+  }
+  return std::nullopt;
 }
 
 }  // namespace cubicle

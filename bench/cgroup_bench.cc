@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/bench_stats.h"
 #include "benchmark/benchmark.h"
 #include "cgroups/cgroup.h"
 #include "cgroups/cgroupfs.h"
@@ -43,25 +44,6 @@ using cgroups::Controller;
 using cgroups::Layout;
 using cgroups::Limits;
 using cgroups::SandboxCgroup;
-
-constexpr int kDefaultReps = 200;
-
-template <int kPercent>
-double Percentile(const std::vector<double>& samples) {
-  if (samples.empty()) return 0;
-  std::vector<double> sorted(samples);
-  std::sort(sorted.begin(), sorted.end());
-  double rank = kPercent / 100.0 * static_cast<double>(sorted.size() - 1);
-  size_t lo = static_cast<size_t>(rank);
-  size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (rank - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
-
-int Repetitions() {
-  const char* env = std::getenv("CUBICLE_BENCH_REPS");
-  int reps = env != nullptr ? std::atoi(env) : 0;
-  return reps > 0 ? reps : kDefaultReps;
-}
 
 double Now() {
   timespec ts;

@@ -17,18 +17,6 @@ absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_v
   return absl::InvalidArgumentError(absl::StrCat(flag, " '", value, "': expected ", expected));
 }
 
-struct RlimitName {
-  const char* name;
-  int resource;
-};
-constexpr RlimitName kRlimits[] = {
-    {"as", RLIMIT_AS},         {"core", RLIMIT_CORE},       {"cpu", RLIMIT_CPU},
-    {"data", RLIMIT_DATA},     {"fsize", RLIMIT_FSIZE},     {"locks", RLIMIT_LOCKS},
-    {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE},
-    {"nofile", RLIMIT_NOFILE}, {"nproc", RLIMIT_NPROC},     {"rss", RLIMIT_RSS},
-    {"rtprio", RLIMIT_RTPRIO}, {"rttime", RLIMIT_RTTIME},   {"sigpending", RLIMIT_SIGPENDING},
-    {"stack", RLIMIT_STACK},
-};
 
 absl::StatusOr<rlim_t> ParseRlimValue(absl::string_view flag, absl::string_view all, absl::string_view v) {
   if (v == "unlimited" || v == "infinity") return RLIM_INFINITY;
@@ -66,14 +54,11 @@ absl::StatusOr<runtime::RlimitSpec> ParseRlimit(absl::string_view flag, absl::st
   absl::string_view name = value.substr(0, eq);
   absl::string_view limits = value.substr(eq + 1);
   runtime::RlimitSpec spec;
-  bool found = false;
-  for (const RlimitName& r : kRlimits) {
-    if (name == r.name) {
-      spec.resource = r.resource;
-      found = true;
-    }
+  std::optional<int> resource = RlimitByName(name);
+  if (!resource.has_value()) {
+    return Bad(flag, value, "a known resource (as, core, cpu, data, fsize, nofile, nproc, stack, ...)");
   }
-  if (!found) return Bad(flag, value, "a known resource (as, core, cpu, data, fsize, nofile, nproc, stack, ...)");
+  spec.resource = *resource;
   size_t colon = limits.find(':');
   absl::StatusOr<rlim_t> soft = ParseRlimValue(flag, value, limits.substr(0, colon));
   if (!soft.ok()) return soft.status();

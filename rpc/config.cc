@@ -404,18 +404,6 @@ absl::Status ParseCeilings(const json::value& v, DaemonConfig* config) {
   return absl::OkStatus();
 }
 
-struct RlimitName {
-  const char* name;
-  int resource;
-};
-constexpr RlimitName kRlimits[] = {
-    {"as", RLIMIT_AS},           {"core", RLIMIT_CORE},         {"cpu", RLIMIT_CPU},
-    {"data", RLIMIT_DATA},       {"fsize", RLIMIT_FSIZE},       {"locks", RLIMIT_LOCKS},
-    {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE},
-    {"nofile", RLIMIT_NOFILE},   {"nproc", RLIMIT_NPROC},       {"rss", RLIMIT_RSS},
-    {"rtprio", RLIMIT_RTPRIO},   {"rttime", RLIMIT_RTTIME},     {"sigpending", RLIMIT_SIGPENDING},
-    {"stack", RLIMIT_STACK},
-};
 
 absl::StatusOr<rlim_t> AsRlimValue(const json::value& v, absl::string_view path) {
   if (v.is_string() && AsView(v.get_string()) == "unlimited") return RLIM_INFINITY;
@@ -427,19 +415,15 @@ absl::StatusOr<rlim_t> AsRlimValue(const json::value& v, absl::string_view path)
 // {"nofile": 1024, "core": 0, "stack": {"soft": 8388608, "hard": "unlimited"}}:
 // each replaces the default's entry for that resource, or is added.
 absl::Status ParseRlimits(const json::value& v, absl::string_view path, runtime::SandboxSpec* spec) {
-  std::vector<absl::string_view> names;
-  for (const RlimitName& r : kRlimits) names.push_back(r.name);
   if (!v.is_object()) return Expected(v, path, "an object");
   for (const json::key_value_pair& kv : v.get_object()) {
     std::string at = Member(path, AsView(kv.key()));
-    const RlimitName* known = nullptr;
-    for (const RlimitName& r : kRlimits) {
-      if (AsView(kv.key()) == r.name) known = &r;
+    std::optional<int> known = RlimitByName(AsView(kv.key()));
+    if (!known.has_value()) {
+      return Error(at, "unknown resource (expected one of: as, core, cpu, data, fsize, locks, memlock, msgqueue, "
+                       "nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack)");
     }
-    if (known == nullptr) {
-      return Error(at, absl::StrCat("unknown resource (expected one of: ", absl::StrJoin(names, ", "), ")"));
-    }
-    runtime::RlimitSpec limit{.resource = known->resource};
+    runtime::RlimitSpec limit{.resource = *known};
     if (kv.value().is_object()) {
       CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(kv.value(), at, {"soft", "hard"}));
       if (o.Find("soft") == nullptr || o.Find("hard") == nullptr) return Error(at, "needs both soft and hard");
