@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
-# Builds (if needed) and runs cubicle_launch_bench: console output on the
+# Builds (if needed) and runs one benchmark program: console output on the
 # terminal, JSON to a file, then the Markdown summary of bench/README.md.
 #
 #   bench/run.sh [extra benchmark flags, e.g. --benchmark_filter=Bwrap]
+#   BENCH=cgroup bench/run.sh             # cubicle_cgroup_bench instead
 #
-# Environment: BUILD_DIR (default <repo>/build-bench), OUT (JSON file,
-# default $BUILD_DIR/cubicle_launch_bench.json), CUBICLE_BENCH_REPS (samples
-# per benchmark, default 200), CUBICLE_BINARY (cubicle binary to spawn).
-# Run as root, or where unprivileged user namespaces are allowed.
+# Environment: BENCH (launch, the default, or cgroup), BUILD_DIR (default
+# <repo>/build-bench), OUT (JSON file, default
+# $BUILD_DIR/cubicle_<BENCH>_bench.json), CUBICLE_BENCH_REPS (samples per
+# benchmark, default 200), CUBICLE_BINARY (cubicle binary to spawn).
+# Run as root: the *Limits benchmarks and the cgroup bench create cgroups.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$repo/build-bench}"
-out="${OUT:-$build/cubicle_launch_bench.json}"
+bench="${BENCH:-launch}"
+case "$bench" in
+  launch | cgroup) ;;
+  *) echo "BENCH must be launch or cgroup" >&2; exit 2 ;;
+esac
+out="${OUT:-$build/cubicle_${bench}_bench.json}"
 
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S "$repo" -B "$build" -G Ninja -DCUBICLE_BUILD_TESTS=OFF -DCUBICLE_BUILD_BENCH=ON
 fi
-ninja -C "$build" cubicle cubicle_launch_bench
+ninja -C "$build" cubicle "cubicle_${bench}_bench"
 
-echo "nproc: $(nproc)  kernel: $(uname -r)  date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  reps: ${CUBICLE_BENCH_REPS:-200}"
-"$build/bench/cubicle_launch_bench" \
+echo "nproc: $(nproc)  kernel: $(uname -r)  date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  reps: ${CUBICLE_BENCH_REPS:-200}  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$build/bench/cubicle_${bench}_bench" \
   --benchmark_format=console \
   --benchmark_out="$out" --benchmark_out_format=json \
   "$@"

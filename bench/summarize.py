@@ -1,77 +1,166 @@
 #!/usr/bin/env python3
-"""Turns cubicle_launch_bench's JSON output into the Markdown tables of
-bench/README.md: P50/P90/P99 per contender, the ratios, and the per-step
-breakdown of BM_CubicleLaunchSteps.
+"""Turns the JSON output of cubicle_launch_bench or cubicle_cgroup_bench
+into the Markdown tables of bench/README.md.
+
+launch bench: P50/P90/P99 per contender (/bin/true, then python3), the
+ratios, and the per-step breakdowns of the *Steps benchmarks.
+cgroup bench: P50/P90/P99 per operation, direct cgroupfs I/O vs libcgroup.
 
 Usage: bench/summarize.py RESULT.json
 """
 import json
 import sys
 
-CONTENDERS = [
-    ("BM_PosixSpawn", "posix_spawn(/bin/true) + waitpid"),
-    ("BM_CubicleLaunch", "runtime::Launch in process (cold path)"),
-    ("BM_CubicleRunBinary", "`cubicle run -- /bin/true` (binary)"),
-    ("BM_Bwrap", "`bwrap ... /bin/true`"),
-    ("BM_CubicleLaunchSteps", "runtime::Launch, steps recorded"),
-]
 STATS = ("p50", "p90", "p99")
+
+TRUE_ROWS = [
+    ("BM_PosixSpawn", "posix_spawn + waitpid"),
+    ("BM_CubicleLaunch", "runtime::Launch in process, no limits"),
+    ("BM_CubicleLaunchLimits", "runtime::Launch in process, memory 256M + pids 64"),
+    ("BM_CubicleRunBinary", "`cubicle run --` (default limits: 1G, 1024 pids)"),
+    ("BM_CubicleRunBinaryNoLimits", "`cubicle run --memory unlimited --pids unlimited --`"),
+    ("BM_Bwrap", "`bwrap ...`"),
+    ("BM_CubicleLaunchSteps", "= BM_CubicleLaunch, steps recorded"),
+    ("BM_CubicleLaunchLimitsSteps", "= BM_CubicleLaunchLimits, steps recorded"),
+    ("BM_CubicleRunBinarySteps", "= BM_CubicleRunBinary + `--json-status FILE`"),
+    ("BM_CubicleRunBinaryNoLimitsSteps", "= BM_CubicleRunBinaryNoLimits + `--json-status FILE`"),
+    ("BM_CubicleLaunchStepsAfterIdle", "= BM_CubicleLaunchSteps, 200 ms idle before each"),
+    ("BM_CubicleLaunchLimitsStepsAfterIdle", "= BM_CubicleLaunchLimitsSteps, 200 ms idle before each"),
+]
+PYTHON_ROWS = [
+    ("BM_PythonPosixSpawn", "posix_spawn + waitpid"),
+    ("BM_PythonCubicleLaunch", "runtime::Launch in process, no limits"),
+    ("BM_PythonCubicleLaunchLimits", "runtime::Launch in process, memory 256M + pids 64"),
+    ("BM_PythonCubicleRunBinary", "`cubicle run --` (default limits)"),
+    ("BM_PythonBwrap", "`bwrap ...`"),
+    ("BM_PythonCubicleLaunchSteps", "= BM_PythonCubicleLaunch, steps recorded"),
+    ("BM_PythonCubicleLaunchLimitsSteps", "= BM_PythonCubicleLaunchLimits, steps recorded"),
+]
+RATIOS = [
+    ("BM_CubicleRunBinary", "BM_Bwrap"),
+    ("BM_CubicleRunBinaryNoLimits", "BM_Bwrap"),
+    ("BM_CubicleLaunchLimits", "BM_Bwrap"),
+    ("BM_CubicleLaunch", "BM_Bwrap"),
+    ("BM_CubicleRunBinary", "BM_PosixSpawn"),
+    ("BM_CubicleRunBinaryNoLimits", "BM_PosixSpawn"),
+    ("BM_CubicleLaunchLimits", "BM_PosixSpawn"),
+    ("BM_CubicleLaunch", "BM_PosixSpawn"),
+    ("BM_Bwrap", "BM_PosixSpawn"),
+    ("BM_CubicleLaunchLimits", "BM_CubicleLaunch"),
+    ("BM_CubicleRunBinary", "BM_CubicleRunBinaryNoLimits"),
+    ("BM_PythonCubicleRunBinary", "BM_PythonBwrap"),
+    ("BM_PythonCubicleLaunchLimits", "BM_PythonBwrap"),
+    ("BM_PythonCubicleLaunch", "BM_PythonBwrap"),
+    ("BM_PythonCubicleLaunch", "BM_PythonPosixSpawn"),
+    ("BM_PythonBwrap", "BM_PythonPosixSpawn"),
+]
 # In the order they happen; see bench/README.md for what overlaps.
-STEPS = ["validate", "prepare", "clone", "id_maps", "child_ids", "rootfs", "uts_net",
-         "payload_fork", "payload_setup", "run", "setup", "wall"]
+STEPS = ["validate", "cgroup", "prepare", "clone", "cgroup_attach", "id_maps", "ready", "handoff",
+         "child_ids", "rootfs", "uts_net", "request_wait", "payload_fork", "payload_setup", "run",
+         "setup", "wall", "cleanup", "launch", "outside"]
+STEP_BENCHES = ["BM_CubicleLaunchSteps", "BM_CubicleLaunchLimitsSteps",
+                "BM_CubicleLaunchStepsAfterIdle", "BM_CubicleLaunchLimitsStepsAfterIdle",
+                "BM_CubicleRunBinaryNoLimitsSteps", "BM_CubicleRunBinarySteps",
+                "BM_PythonCubicleLaunchSteps", "BM_PythonCubicleLaunchLimitsSteps"]
 
 
-def main(path):
+def load(path):
     with open(path) as f:
         data = json.load(f)
-    # family name -> statistic -> aggregate entry
-    aggregates = {}
-    errors = {}
+    aggregates, errors, order = {}, {}, []
     for b in data["benchmarks"]:
-        family = b["name"].split("/")[0]
+        name = b.get("run_name", b["name"])
+        # "BM_X/iterations:1/repeats:200" or "BM_X/direct/iterations:1/...": keep the
+        # family and any BENCHMARK_CAPTURE label.
+        parts = [p for p in name.split("/")
+                 if ":" not in p and p not in ("real_time", "manual_time")]
+        family = "/".join(parts)
+        if family not in order:
+            order.append(family)
         if b.get("error_occurred"):
             errors[family] = b.get("error_message", "error")
         if b.get("run_type") == "aggregate":
             aggregates.setdefault(family, {})[b["aggregate_name"]] = b
+    return data, aggregates, errors, order
 
-    ctx = data["context"]
-    print(f"Run: {ctx.get('date')}, {ctx.get('num_cpus')} CPUs, kernel {ctx.get('kernel')}, "
-          f"{ctx.get('repetitions')} repetitions, load avg {ctx.get('load_avg')}\n")
 
-    def ms(family, stat, key="real_time"):
-        entry = aggregates.get(family, {}).get(stat)
-        return None if entry is None or key not in entry else float(entry[key])
+def value(aggregates, family, stat, key="real_time"):
+    entry = aggregates.get(family, {}).get(stat)
+    return None if entry is None or key not in entry else float(entry[key])
 
-    print("| Benchmark | What | P50 ms | P90 ms | P99 ms |")
+
+def fmt(v, digits=2):
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def table(aggregates, errors, rows, unit):
+    print(f"| Benchmark | What | P50 {unit} | P90 {unit} | P99 {unit} |")
     print("|---|---|---:|---:|---:|")
-    for family, what in CONTENDERS:
+    for family, what in rows:
+        if family not in aggregates and family not in errors:
+            continue
         if family in errors and family not in aggregates:
             print(f"| {family} | {what} | skipped: {errors[family]} | | |")
             continue
-        cells = [ms(family, s) for s in STATS]
-        print(f"| {family} | {what} | " + " | ".join("n/a" if c is None else f"{c:.2f}" for c in cells) + " |")
+        cells = [value(aggregates, family, s) for s in STATS]
+        n = aggregates[family]["p50"].get("repetitions", "")
+        print(f"| {family} | {what} (n={n}) | " + " | ".join(fmt(c) for c in cells) + " |")
 
-    print("\n| Ratio | P50 | P99 |")
-    print("|---|---:|---:|")
-    for num, den in [("BM_CubicleLaunch", "BM_Bwrap"), ("BM_CubicleRunBinary", "BM_Bwrap"),
-                     ("BM_CubicleLaunch", "BM_PosixSpawn"), ("BM_CubicleRunBinary", "BM_PosixSpawn"),
-                     ("BM_Bwrap", "BM_PosixSpawn")]:
+
+def launch(data, aggregates, errors):
+    print("### /bin/true\n")
+    table(aggregates, errors, TRUE_ROWS, "ms")
+    print("\n### python3 -I -c pass\n")
+    table(aggregates, errors, PYTHON_ROWS, "ms")
+
+    print("\n### Ratios\n")
+    print("| Ratio | P50 | P90 | P99 |")
+    print("|---|---:|---:|---:|")
+    for num, den in RATIOS:
         row = []
-        for s in ("p50", "p99"):
-            a, b = ms(num, s), ms(den, s)
-            row.append("n/a" if a is None or not b else f"{a / b:.2f}x")
-        print(f"| {num} / {den} | {row[0]} | {row[1]} |")
+        for s in STATS:
+            a, b = value(aggregates, num, s), value(aggregates, den, s)
+            row.append("n/a" if a is None or not b else f"{a / b:.2f}")
+        if all(r == "n/a" for r in row):
+            continue
+        print(f"| {num} / {den} | " + " | ".join(row) + " |")
 
-    steps = aggregates.get("BM_CubicleLaunchSteps")
-    if steps:
-        print("\n| Step (BM_CubicleLaunchSteps) | mean ms | P50 ms | P90 ms | P99 ms |")
+    for bench in STEP_BENCHES:
+        if bench not in aggregates:
+            continue
+        print(f"\n### Steps: {bench}\n")
+        print("| Step | mean ms | P50 ms | P90 ms | P99 ms |")
         print("|---|---:|---:|---:|---:|")
         for step in STEPS:
             key = f"{step}_ms"
-            cells = [ms("BM_CubicleLaunchSteps", s, key) for s in ("mean",) + STATS]
+            cells = [value(aggregates, bench, s, key) for s in ("mean",) + STATS]
             if all(c is None for c in cells):
                 continue
-            print(f"| {step} | " + " | ".join("n/a" if c is None else f"{c:.3f}" for c in cells) + " |")
+            print(f"| {step} | " + " | ".join(fmt(c, 3) for c in cells) + " |")
+
+
+def cgroup(data, aggregates, errors, order):
+    print("| Benchmark | P50 µs | P90 µs | P99 µs | n |")
+    print("|---|---:|---:|---:|---:|")
+    for family in order:
+        if family in errors and family not in aggregates:
+            print(f"| {family} | skipped: {errors[family]} | | | |")
+            continue
+        cells = [value(aggregates, family, s) for s in STATS]
+        n = aggregates.get(family, {}).get("p50", {}).get("repetitions", "")
+        print(f"| {family} | " + " | ".join(fmt(c, 1) for c in cells) + f" | {n} |")
+
+
+def main(path):
+    data, aggregates, errors, order = load(path)
+    ctx = data["context"]
+    kernel = f", kernel {ctx['kernel']}" if "kernel" in ctx else ""
+    print(f"Run: {ctx.get('date')}, {ctx.get('num_cpus')} CPUs{kernel}, "
+          f"{ctx.get('repetitions')} repetitions, load avg {ctx.get('load_avg')}\n")
+    if any(f.startswith("BM_CreateRemove") for f in order):
+        cgroup(data, aggregates, errors, order)
+    else:
+        launch(data, aggregates, errors)
 
 
 if __name__ == "__main__":
