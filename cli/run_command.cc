@@ -247,7 +247,9 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   absl::StatusOr<seccomp::Policy> policy = seccomp::ParsePolicy(f.seccomp);
   if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--seccomp: ", policy.status().message()));
   spec.seccomp = *policy;
-  spec.limits = runtime::DefaultLimits();
+  // The defaults need the cgroup layout (discovery and the stale-group
+  // sweep): skip that when both defaulted limits are given explicitly.
+  if (f.memory.empty() || f.pids.empty()) spec.limits = runtime::DefaultLimits();
   CUBICLE_RETURN_IF_ERROR(ApplyLimitFlags(f, &spec.limits));
   CUBICLE_RETURN_IF_ERROR(ApplyBreakerFlags(f, &spec.breakers));
   for (const std::string& r : f.rlimit->results()) {
