@@ -73,6 +73,13 @@ void PutStream(json::object& out, const char* name, const std::string& data, boo
 
 Error FromStatus(const absl::Status& st, int code) { return Error{code, std::string(st.message()), nullptr}; }
 
+// How a failed run (not a failed payload: that is a result) is answered.
+Error FromRunStatus(const absl::Status& st) {
+  if (absl::IsResourceExhausted(st)) return FromStatus(st, kBusy);
+  if (absl::IsInvalidArgument(st)) return FromStatus(st, kInvalidParams);
+  return FromStatus(st, kInternalError);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
@@ -175,12 +182,6 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
   return out;
 }
 
-Error FromRunStatus(const absl::Status& st) {
-  if (absl::IsResourceExhausted(st)) return FromStatus(st, kBusy);
-  if (absl::IsInvalidArgument(st)) return FromStatus(st, kInvalidParams);
-  return FromStatus(st, kInternalError);
-}
-
 Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
@@ -195,31 +196,21 @@ Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
     if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
-  Error error;
-  error.code = 0;
-  json::value out = RunToJson(p, stdin_data, -1);
-  if (out.is_object() && out.as_object().contains("__error")) {
-    const json::object& e = out.at("__error").as_object();
-    return Error{static_cast<int>(e.at("code").as_int64()), std::string(e.at("message").as_string()), nullptr};
-  }
-  return out;
+  return RunToJson(p, stdin_data, -1);
 }
 
-json::value Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
+Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
   runtime::Pool* pool = p.pool;
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, p.budget);
-  if (!run.ok()) {
-    Error e = FromRunStatus(run.status());
-    return json::object{{"__error", json::object{{"code", e.code}, {"message", e.message}}}};
-  }
+  if (!run.ok()) return FromRunStatus(run.status());
   json::object out = ResultToJson(run->result);
   out["profile"] = pool->name();
   PutStream(out, "stdout", run->out, run->out_truncated, run->out_total);
   PutStream(out, "stderr", run->err, run->err_truncated, run->err_total);
-  return out;
+  return json::value(std::move(out));
 }
 
 struct Daemon::Execution {
@@ -281,12 +272,12 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
       std::lock_guard<std::mutex> lock(exec_mu_);
       exec->state = "running";
     }
-    json::value result = RunToJson(p, stdin_data, exec->cancel.get());
+    Expected<json::value> result = RunToJson(p, stdin_data, exec->cancel.get());
     {
       std::lock_guard<std::mutex> lock(exec_mu_);
-      exec->result = result.as_object().contains("__error")
-                         ? json::value(json::object{{"error", result.at("__error")}})
-                         : std::move(result);
+      exec->result = result.ok() ? std::move(result).value()
+                                 : json::value(json::object{{"error", json::object{{"code", result.error().code},
+                                                                                    {"message", result.error().message}}}});
       exec->state = "done";
       exec->finished = absl::Now();
     }

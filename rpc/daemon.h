@@ -62,7 +62,7 @@ class Daemon {
   };
   Expected<RunParams> ParseRunParams(const boost::json::object& params);
   // sandbox.run's work once its params are parsed.
-  boost::json::value RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
+  Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
 
   // Managed executions (exec.*): started in the background, polled, waited
   // for, cancelled; an idempotency key makes a retried start harmless.
