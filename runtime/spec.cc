@@ -6,30 +6,35 @@
 
 namespace cubicle::runtime {
 
-absl::Status ValidateSpec(const SandboxSpec& spec) {
-  if (spec.argv.empty() || spec.argv[0].empty()) {
+absl::Status ValidateExecution(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                               const std::string& cwd, absl::Duration timeout) {
+  if (argv.empty() || argv[0].empty()) {
     return absl::InvalidArgumentError("no command given: argv is empty");
   }
-  if (!spec.namespaces.user || !spec.namespaces.mount) {
+  CUBICLE_RETURN_IF_ERROR(rootfs::NormalizeSandboxPath(cwd, "working directory").status());
+  if (timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "a sandbox always has its own user and mount namespaces (they cannot be shared)");
+        absl::StrCat("timeout ", absl::FormatDuration(timeout), ": must be positive"));
   }
-  auto cwd = rootfs::NormalizeSandboxPath(spec.cwd, "working directory");
-  if (!cwd.ok()) return cwd.status();
-  if (spec.hostname.empty() || spec.hostname.size() > 64 ||
-      spec.hostname.find_first_of("/\n\0 ", 0, 4) != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hostname '", spec.hostname, "': 1 to 64 characters, no spaces or '/'"));
-  }
-  if (spec.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("timeout ", absl::FormatDuration(spec.timeout), ": must be positive"));
-  }
-  for (const std::string& kv : spec.env) {
+  for (const std::string& kv : env) {
     size_t eq = kv.find('=');
     if (eq == 0 || eq == std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat("environment entry '", kv, "': expected NAME=value"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSpec(const SandboxSpec& spec) {
+  CUBICLE_RETURN_IF_ERROR(ValidateExecution(spec.argv, spec.env, spec.cwd, spec.timeout));
+  if (!spec.namespaces.user || !spec.namespaces.mount) {
+    return absl::InvalidArgumentError(
+        "a sandbox always has its own user and mount namespaces (they cannot be shared)");
+  }
+  if (spec.hostname.empty() || spec.hostname.size() > 64 ||
+      spec.hostname.find_first_of("/\n\0 ", 0, 4) != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hostname '", spec.hostname, "': 1 to 64 characters, no spaces or '/'"));
   }
   for (const RlimitSpec& r : spec.rlimits) {
     if (r.resource < 0 || r.resource >= RLIM_NLIMITS) {

@@ -61,6 +61,12 @@ struct SandboxSpec {
 
 inline constexpr uid_t kDefaultHostIdBase = 1'000'000;
 
+// The per-execution part of a spec (what a zygote's request carries):
+// argv non-empty, cwd absolute without "..", timeout positive, env entries
+// NAME=value.
+absl::Status ValidateExecution(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                               const std::string& cwd, absl::Duration timeout);
+
 // Rejects what cannot work before anything is created: empty argv, bad
 // paths, unknown rlimits, a non-positive timeout, a bad mount plan.
 absl::Status ValidateSpec(const SandboxSpec& spec);

@@ -393,20 +393,7 @@ Zygote::~Zygote() = default;
 pid_t Zygote::init_pid() const { return state_->init.has_value() ? state_->init->pid() : -1; }
 
 absl::Status ValidateRequest(const ExecRequest& request) {
-  if (request.argv.empty() || request.argv[0].empty()) {
-    return absl::InvalidArgumentError("no command given: argv is empty");
-  }
-  CUBICLE_RETURN_IF_ERROR(rootfs::NormalizeSandboxPath(request.cwd, "working directory").status());
-  for (const std::string& kv : request.env) {
-    size_t eq = kv.find('=');
-    if (eq == 0 || eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("environment entry '", kv, "': expected NAME=value"));
-    }
-  }
-  if (request.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("timeout ", absl::FormatDuration(request.timeout), ": must be positive"));
-  }
+  CUBICLE_RETURN_IF_ERROR(ValidateExecution(request.argv, request.env, request.cwd, request.timeout));
   if (request.workspace.has_value()) {
     // Cloning a host mount needs CAP_SYS_ADMIN over the host's mount
     // namespace, and the kernel refuses binds from another namespace into a
