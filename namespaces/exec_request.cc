@@ -14,7 +14,7 @@ namespace cubicle::namespaces {
 absl::Status SendExecRequest(int control_fd, const std::vector<std::string>& argv,
                              const std::vector<std::string>& env, const std::string& cwd,
                              const std::string& search_path, const int (&stdio)[3], int workspace_fd,
-                             bool* peer_gone) {
+                             bool* peer_gone, uint32_t warm) {
   *peer_gone = false;
   if (argv.size() + env.size() > kMaxExecStrings) {
     return absl::InvalidArgumentError(
@@ -23,7 +23,7 @@ absl::Status SendExecRequest(int control_fd, const std::vector<std::string>& arg
   }
   ExecRequestHeader header{kExecRequestMagic, static_cast<uint32_t>(argv.size()),
                            static_cast<uint32_t>(env.size()),
-                           workspace_fd >= 0 ? kRequestHasWorkspace : 0u};
+                           workspace_fd >= 0 ? kRequestHasWorkspace : 0u, warm};
   std::string body(reinterpret_cast<const char*>(&header), sizeof(header));
   for (const auto* list : {&argv, &env}) {
     for (const std::string& s : *list) {
@@ -127,6 +127,33 @@ bool ReceiveExecRequest(int control_fd, char* buffer, char** pointers, ExecReque
   out->search_path = path;
   for (int i = 0; i < 3; ++i) out->stdio[i] = fds[i];
   out->workspace_fd = has_workspace ? fds[3] : -1;
+  out->warm = header.warm;
+  out->bytes = static_cast<size_t>(n);
+  return true;
+}
+
+bool ForwardExecRequest(int socket_fd, const char* buffer, const ExecRequestView& view, ChildError* error) {
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 3)];
+  std::memset(control, 0, sizeof(control));
+  struct iovec iov = {const_cast<char*>(buffer), view.bytes};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * 3);
+  std::memcpy(CMSG_DATA(cmsg), view.stdio, sizeof(int) * 3);
+  ssize_t n;
+  do {
+    n = ::sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  for (int fd : view.stdio) ::close(fd);
+  if (n != static_cast<ssize_t>(view.bytes)) {
+    return child::Fail(error, "sendmsg", "request to the warm interpreter", n < 0 ? errno : EMSGSIZE);
+  }
   return true;
 }
 

@@ -27,6 +27,10 @@ struct ExecRequestHeader {
   uint32_t argc;
   uint32_t envc;
   uint32_t flags;  // kRequestHasWorkspace
+  // For a warm interpreter (runtime/warm.h): how to run argv without
+  // exec'ing it — WarmMode in the low byte, the index of the script, code
+  // or module argument above it. 0: exec argv as usual.
+  uint32_t warm;
 };
 inline constexpr uint32_t kExecRequestMagic = 0x63756231;  // "cub1"
 inline constexpr uint32_t kRequestHasWorkspace = 1u << 0;
@@ -39,7 +43,7 @@ inline constexpr uint32_t kRequestHasWorkspace = 1u << 0;
 absl::Status SendExecRequest(int control_fd, const std::vector<std::string>& argv,
                              const std::vector<std::string>& env, const std::string& cwd,
                              const std::string& search_path, const int (&stdio)[3], int workspace_fd,
-                             bool* peer_gone);
+                             bool* peer_gone, uint32_t warm = 0);
 
 // Child side: the parsed request, pointing into caller-provided storage.
 struct ExecRequestView {
@@ -49,6 +53,8 @@ struct ExecRequestView {
   const char* search_path = nullptr;
   int stdio[3] = {-1, -1, -1};
   int workspace_fd = -1;
+  uint32_t warm = 0;   // ExecRequestHeader::warm
+  size_t bytes = 0;    // the whole message, still intact in `buffer`
 };
 
 // Blocks for one request (EOF: the launcher is gone). `buffer` holds
@@ -56,5 +62,11 @@ struct ExecRequestView {
 // are allocated by the parent before clone, so the child allocates nothing.
 bool ReceiveExecRequest(int control_fd, char* buffer, char** pointers, ExecRequestView* out,
                         ChildError* error);
+
+// Init side of a warm interpreter: passes the request message received
+// (`view.bytes` of `buffer`, unchanged) and its three stdio fds on to the
+// interpreter's bootstrap over `socket_fd`, then closes init's copies of
+// the stdio fds. Allocation-free.
+bool ForwardExecRequest(int socket_fd, const char* buffer, const ExecRequestView& view, ChildError* error);
 
 }  // namespace cubicle::namespaces

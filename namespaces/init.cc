@@ -39,7 +39,7 @@ void SetArgvArea(int argc, char** argv) {
   argv_size = static_cast<size_t>(end - argv[0]);
 }
 
-void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg) {
+void BecomeInit() {
   // Init's memory is a copy of the launcher's (its heap, its environment):
   // not dumpable, so nothing in the sandbox can read it through /proc/1.
   // The payload's execve makes the payload dumpable again.
@@ -55,7 +55,10 @@ void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* 
   sigset_t all;
   sigfillset(&all);
   ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the payload unblocks its own copy
+}
 
+void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg) {
+  BecomeInit();
   long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     payload(arg);
@@ -68,6 +71,10 @@ void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* 
     ::_exit(1);
   }
   report->step_ns[kStepPayloadForked] = MonotonicNanos();
+  Supervise(control_fd, report, pid);
+}
+
+void Supervise(int control_fd, ControlMessage* report, long pid) {
   // From here init needs only its control socket; the payload has its own
   // copies of the stdio fds.
   CloseAllFdsExcept(&control_fd, 1, &report->error);

@@ -20,4 +20,13 @@ using PayloadMain = void (*)(void* arg);  // must not return (execve or _exit)
 // the kPayloadExited message. Never returns.
 [[noreturn]] void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg);
 
+// RunInit in two halves, for an init whose payload is forked before the
+// request arrives (a warm interpreter): BecomeInit() makes this process
+// cubicle's init (not dumpable, launcher argv hidden, every signal blocked
+// and taken later with sigwaitinfo; children reset their own mask);
+// Supervise() forwards signals to `payload_pid`, reaps, reports its exit on
+// `control_fd` and exits. Supervise closes every fd but `control_fd`.
+void BecomeInit();
+[[noreturn]] void Supervise(int control_fd, ControlMessage* report, long payload_pid);
+
 }  // namespace cubicle::namespaces

@@ -581,23 +581,6 @@ absl::Status ParsePool(const json::value& v, absl::string_view path, runtime::Po
   return absl::OkStatus();
 }
 
-bool IsModuleName(absl::string_view name) {
-  if (name.empty()) return false;
-  bool start = true;
-  for (char c : name) {
-    if (c == '.') {
-      if (start) return false;
-      start = true;
-    } else if (absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '_' ||
-               (!start && absl::ascii_isdigit(static_cast<unsigned char>(c)))) {
-      start = false;
-    } else {
-      return false;
-    }
-  }
-  return !start;
-}
-
 absl::Status ParseInterpreter(const json::value& v, absl::string_view path, Interpreter* interpreter) {
   CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, std::string(path), {"argv", "preload"}));
   if (o.Find("argv") == nullptr) return Error(path, "an interpreter needs an argv");
@@ -608,11 +591,13 @@ absl::Status ParseInterpreter(const json::value& v, absl::string_view path, Inte
   CUBICLE_RETURN_IF_ERROR(o.Read("preload", &interpreter->preload, AsStringArray));
   for (size_t i = 0; i < interpreter->preload.size(); ++i) {
     // The bootstrap imports these by name: a module path, never code.
-    if (!IsModuleName(interpreter->preload[i])) {
+    if (!runtime::IsPythonModuleName(interpreter->preload[i])) {
       return Error(Element(o.PathOf("preload"), i),
                    absl::StrCat("'", interpreter->preload[i], "' is not a module name like json or os.path"));
     }
   }
+  absl::Status valid = runtime::ValidateWarmInterpreter(*interpreter);
+  if (!valid.ok()) return Error(o.PathOf("argv"), valid.message());
   return absl::OkStatus();
 }
 
@@ -720,6 +705,7 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
   if (const json::value* interpreter = o.Find("interpreter")) {
     profile.interpreter.emplace();
     CUBICLE_RETURN_IF_ERROR(ParseInterpreter(*interpreter, o.PathOf("interpreter"), &*profile.interpreter));
+    profile.pool.zygote.interpreter = profile.interpreter;
   }
 
   // Everything together, as a launch would see it; argv comes per request.

@@ -22,16 +22,13 @@
 #include "cgroups/limits.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
+#include "runtime/warm.h"
 
 namespace cubicle::rpc {
 
-// A warm interpreter (DESIGN §5): the zygote has exec'd `argv` and imported
-// `preload` before any request arrives.
-struct Interpreter {
-  std::vector<std::string> argv;     // e.g. {"python3", "-I"}; argv[0] is looked up in PATH
-  std::vector<std::string> preload;  // module names, e.g. {"json"}
-  bool operator==(const Interpreter&) const = default;
-};
+// A warm interpreter (DESIGN §5, runtime/warm.h): the zygote has exec'd
+// `argv` and imported `preload` before any request arrives.
+using Interpreter = runtime::WarmInterpreter;
 
 struct Profile {
   std::string name;

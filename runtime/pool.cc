@@ -147,7 +147,11 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   changed_.notify_all();  // refill may start now
   absl::StatusOr<ExecResult> result;
   if (!hit) {
+    // The cold path proper: no waiting for "ready", and no warm interpreter
+    // to start first (exec'ing argv directly is faster than that).
     ZygoteOptions options = config().zygote;
+    options.wait_until_ready = false;
+    options.interpreter.reset();
     absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(profile_, options);
     if (made.ok()) {
       zygote = *std::move(made);

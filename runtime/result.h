@@ -44,6 +44,8 @@ struct ExecResult {
   // What the sandbox's cgroup accounted (peak memory, CPU time, peak pids,
   // OOM kills), when it had one; fields the host does not offer stay unset.
   std::optional<cgroups::Stats> cgroup;
+  // Served by a warm interpreter without exec'ing argv (runtime/warm.h).
+  bool warm = false;
 
   // The shell's convention: exit code, or 128+N for signal N.
   int ShellStatus() const;

@@ -8,6 +8,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,6 +69,13 @@ struct ChildPlan {
   // clone, so the child allocates nothing.
   std::vector<char> request_buffer = std::vector<char>(namespaces::kMaxExecRequestBytes + 1);
   std::vector<char*> request_pointers = std::vector<char*>(namespaces::kMaxExecStrings + 2);
+  // A warm interpreter (runtime/warm.h): its command line and environment,
+  // as NULL-terminated arrays into the strings below.
+  bool warm = false;
+  std::vector<std::string> warm_strings;
+  std::vector<char*> warm_argv;
+  std::vector<char*> warm_envp;
+  std::string warm_search_path;
 };
 
 struct PayloadArgs {
@@ -124,6 +132,81 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   ::_exit(127);
 }
 
+// The warm interpreter's process, forked by init before "ready": the same
+// hygiene as a payload (session, rlimits, capabilities, no_new_privs,
+// seccomp), stdio on /dev/null, its socket to init as fd kWarmSocketFd,
+// then execve of the interpreter with the bootstrap.
+[[noreturn]] void WarmInterpreterMain(const ChildPlan& plan, int socket_fd, ControlMessage msg) {
+  ChildError* e = &msg.error;
+  // Work on copies above the fds about to be installed (init closed all
+  // of its fds, so the control socket may sit anywhere, 3 included).
+  const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
+  const int sock = ::fcntl(socket_fd, F_DUPFD_CLOEXEC, 10);
+  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  const int stdio[3] = {null_fd, null_fd, null_fd};
+  const int keep[5] = {0, 1, 2, kWarmSocketFd, control};
+  bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) &&
+            (sock >= 0 || child::Fail(e, "dup(warm socket)", "", errno)) &&
+            (null_fd >= 0 || child::Fail(e, "open", "/dev/null", errno)) && InstallStdio(stdio, e) &&
+            (::dup2(sock, kWarmSocketFd) == kWarmSocketFd || child::Fail(e, "dup2(warm socket)", "", errno)) &&
+            (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
+            (::chdir("/") == 0 || child::Fail(e, "chdir", "/", errno)) &&
+            namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
+            namespaces::DropAllCapabilities(e) && namespaces::SetNoNewPrivs(e);
+  if (ok && plan.load_seccomp) {
+    int rc = seccomp::Load(plan.seccomp);
+    if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "", -rc);
+  }
+  ok = ok && namespaces::CloseAllFdsExcept(keep, 5, e);
+  if (ok) {
+    namespaces::ResetSignals();
+    ::umask(022);
+    namespaces::ExecSearchingPath(plan.warm_argv[0], plan.warm_argv.data(), plan.warm_envp.data(),
+                                  plan.warm_search_path.c_str());
+    child::Fail(e, "execve", plan.warm_argv[0], errno);
+  }
+  msg.type = ControlType::kSetupError;
+  namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
+  ::_exit(127);
+}
+
+// Init's side of starting the warm interpreter: fork it and wait for its
+// bootstrap to say "R" (modules imported) or "E" and why.
+bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, int* socket_out, long* pid_out,
+                          ChildError* e) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return child::Fail(e, "socketpair", "warm interpreter", errno);
+  }
+  long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    ::close(sv[0]);
+    WarmInterpreterMain(plan, sv[1], report);
+  }
+  ::close(sv[1]);
+  if (pid < 0) {
+    ::close(sv[0]);
+    return child::Fail(e, "clone", "warm interpreter", errno);
+  }
+  char word[256];
+  ssize_t n;
+  do {
+    n = ::recv(sv[0], word, sizeof(word) - 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n == 1 && word[0] == 'R') {
+    *socket_out = sv[0];
+    *pid_out = pid;
+    return true;
+  }
+  ::close(sv[0]);
+  ::kill(static_cast<pid_t>(pid), SIGKILL);
+  if (n > 1 && word[0] == 'E') {
+    word[n] = '\0';
+    return child::Fail(e, "warm interpreter: preload", word + 1, 0);
+  }
+  return child::Fail(e, "warm interpreter", "exited before it was ready", n < 0 ? errno : 0);
+}
+
 // The sandbox's first process: ids, root filesystem, hostname, loopback,
 // "ready", then it waits for its execution request and becomes cubicle's
 // init.
@@ -156,6 +239,16 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
     ::_exit(1);
   }
   if (build.proc_fallback) report.flags |= namespaces::kFlagProcFallback;
+  int warm_socket = -1;
+  long warm_pid = -1;
+  if (plan.warm) {
+    namespaces::BecomeInit();
+    if (!StartWarmInterpreter(plan, report, &warm_socket, &warm_pid, e)) {
+      report.type = ControlType::kSetupError;
+      namespaces::SendControl(plan.control_fd, report);
+      ::_exit(1);
+    }
+  }
   report.step_ns[namespaces::kStepInitReady] = namespaces::MonotonicNanos();
   report.type = ControlType::kReady;
   namespaces::SendControl(plan.control_fd, report);
@@ -175,6 +268,21 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
+  }
+  if (plan.warm) {
+    // The interpreter is running already: pass it the request and its
+    // stdio, then supervise it as the payload.
+    report.step_ns[namespaces::kStepPayloadForked] = namespaces::MonotonicNanos();
+    if (!namespaces::ForwardExecRequest(warm_socket, plan.request_buffer.data(), request, e)) {
+      report.type = ControlType::kSetupError;
+      namespaces::SendControl(plan.control_fd, report);
+      ::_exit(1);
+    }
+    ::close(warm_socket);
+    report.type = ControlType::kExecuting;
+    report.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
+    namespaces::SendControl(plan.control_fd, report);
+    namespaces::Supervise(plan.control_fd, &report, warm_pid);
   }
   PayloadArgs args{&plan, &report, &request};
   namespaces::RunInit(plan.control_fd, &report, PayloadMain, &args);
@@ -375,6 +483,7 @@ std::vector<RlimitSpec> DegradedRlimits(const cgroups::Limits& limits) {
 
 struct Zygote::State {
   SandboxSpec spec;  // breakers and the host ids come from it at Run()
+  std::optional<WarmInterpreter> interpreter;
   Identity identity;
   absl::Time start;
   bool cold = false;  // Launch(): times count from Create()
@@ -475,6 +584,20 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   for (const RlimitSpec& r : spec.rlimits) plan.rlimits.push_back({r.resource, r.soft, r.hard});
   plan.load_seccomp = !bpf->instructions.empty();
   plan.seccomp = bpf->AsFprog();
+  if (options.interpreter.has_value()) {
+    CUBICLE_RETURN_IF_ERROR(ValidateWarmInterpreter(*options.interpreter));
+    state->interpreter = options.interpreter;
+    plan.warm = true;
+    plan.warm_strings = WarmCommandLine(*options.interpreter, kWarmSocketFd);
+    const size_t argc = plan.warm_strings.size();
+    plan.warm_strings.insert(plan.warm_strings.end(), spec.env.begin(), spec.env.end());
+    for (size_t i = 0; i < plan.warm_strings.size(); ++i) {
+      (i < argc ? plan.warm_argv : plan.warm_envp).push_back(plan.warm_strings[i].data());
+    }
+    plan.warm_argv.push_back(nullptr);
+    plan.warm_envp.push_back(nullptr);
+    plan.warm_search_path = SearchPath(spec.env);
+  }
 
   // The cgroup exists before the child does, so no payload instruction runs
   // unconfined.
@@ -613,9 +736,16 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     }
   }
   const int stdio[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
+  uint32_t warm = 0;
+  if (z.interpreter.has_value()) {
+    std::optional<WarmInvocation> invocation = MatchWarmInvocation(*z.interpreter, request.argv);
+    if (invocation.has_value()) warm = invocation->Encode();
+    result.warm = invocation.has_value();
+  }
   bool peer_gone = false;
   absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, request.env, request.cwd,
-                                                  SearchPath(request.env), stdio, workspace.get(), &peer_gone);
+                                                  SearchPath(request.env), stdio, workspace.get(), &peer_gone,
+                                                  warm);
   // A sandbox that failed its setup before reading the request has already
   // sent why: go on and collect it.
   if (!sent.ok() && !peer_gone) return fail(sent);

@@ -22,6 +22,7 @@
 #include "runtime/launcher.h"
 #include "runtime/result.h"
 #include "runtime/spec.h"
+#include "runtime/warm.h"
 
 namespace cubicle::runtime {
 
@@ -37,6 +38,9 @@ struct ZygoteOptions {
   absl::Duration ready_timeout = absl::Seconds(30);
   // Make /workspace a mountpoint, so a request may attach a workspace.
   bool accept_workspace = false;
+  // Start this interpreter ahead of the request (runtime/warm.h): with the
+  // spec's env, cwd "/", stdio on /dev/null, under the spec's seccomp policy.
+  std::optional<WarmInterpreter> interpreter;
 };
 
 // One execution in a zygote.
