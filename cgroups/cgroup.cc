@@ -148,6 +148,45 @@ absl::StatusOr<std::unique_ptr<SandboxCgroup>> SandboxCgroup::Create(const Layou
   }
 }
 
+namespace {
+
+// The index into `groups` of the group in `hierarchy`, or -1.
+template <typename Groups>
+int GroupIn(const Groups& groups, const Layout& layout, int hierarchy, const std::string& name) {
+  const std::string path = cgroupfs::Join(layout.hierarchies[hierarchy].parent, name);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i].path == path && !groups[i].removed) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+bool SandboxCgroup::CanRewrite(const Layout& layout, const Limits& limits) const {
+  absl::StatusOr<GroupPlan> plan = PlanGroups(layout, limits);
+  if (!plan.ok()) return false;
+  return std::all_of(plan->hierarchies.begin(), plan->hierarchies.end(),
+                     [&](int h) { return GroupIn(groups_, layout, h, name_) >= 0; });
+}
+
+absl::Status SandboxCgroup::Rewrite(const Layout& layout, const Limits& limits) {
+  CUBICLE_RETURN_IF_ERROR(ValidateLimits(limits, nullptr, std::numeric_limits<unsigned>::max()));
+  CUBICLE_ASSIGN_OR_RETURN(GroupPlan plan, PlanGroups(layout, limits));
+  for (int h : plan.hierarchies) {
+    if (GroupIn(groups_, layout, h, name_) < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cgroup ", name_, " has no group in ", layout.hierarchies[h].mount_point,
+          ": these limits need a sandbox made with them"));
+    }
+  }
+  for (const LimitWrite& w : plan.writes) {
+    const Group& g = groups_[GroupIn(groups_, layout, w.hierarchy, name_)];
+    if (!w.if_missing.empty() && !cgroupfs::Exists(g.dir.get(), w.file.c_str())) continue;
+    CUBICLE_RETURN_IF_ERROR(cgroupfs::Write(g.dir.get(), g.path, w.file.c_str(), w.value, w.mode));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<SandboxCgroup>> SandboxCgroup::Adopt(const Layout& layout,
                                                                     absl::string_view name) {
   if (GroupOwner(name) == 0) {

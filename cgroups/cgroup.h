@@ -70,6 +70,15 @@ class SandboxCgroup {
   // development host): keep attaches off request paths.
   absl::Status Attach(pid_t pid, Placement placement = Placement::kAll);
 
+  // Rewrites the limits of the existing groups to `limits` (a pooled
+  // sandbox's per-request tightening, applied at hand-off). Every
+  // hierarchy `limits` needs must already have a group of this sandbox:
+  // FailedPrecondition otherwise, before anything is written. Whether the
+  // new limits are tighter is the caller's check (rpc::TightenLimits).
+  absl::Status Rewrite(const Layout& layout, const Limits& limits);
+  // Whether Rewrite(layout, limits) finds every group it needs.
+  bool CanRewrite(const Layout& layout, const Limits& limits) const;
+
   // What the group's processes used so far. Fields the host does not offer
   // stay unset; an unreadable file that should be there is an error.
   absl::StatusOr<Stats> ReadStats() const;

@@ -17,12 +17,15 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     std::string config;
     std::string socket;
     bool stdio = false;
+    std::string metrics;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
   app->add_option("--config", f->config, "JSON config file (default: the built-in shell and python profiles)");
   app->add_option("--socket", f->socket, "Serve on this Unix socket (mode 0600) instead of stdio");
   app->add_flag("--stdio", f->stdio, "With --socket, serve stdio too");
+  app->add_option("--metrics", f->metrics,
+                  "Prometheus metrics: unix:PATH (a socket answering HTTP) or PATH (a file rewritten every 5 s)");
   return [f] {
     absl::StatusOr<rpc::DaemonConfig> config =
         f->config.empty() ? absl::StatusOr<rpc::DaemonConfig>(rpc::DefaultConfig()) : rpc::LoadConfig(f->config);
@@ -34,6 +37,15 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     options.socket_path = f->socket.empty() ? config->socket_path : f->socket;
     options.socket_mode = config->socket_mode;
     options.stdio = options.socket_path.empty() || f->stdio;
+    if (!f->metrics.empty()) {
+      absl::StatusOr<rpc::MetricsTarget> target = rpc::ParseMetricsTarget(f->metrics);
+      if (!target.ok()) {
+        std::fprintf(stderr, "cubicle serve: %s\n", std::string(target.status().message()).c_str());
+        return kExitUsage;
+      }
+      options.metrics = *target;
+    }
+    options.warn = [](const std::string& message) { LogWarning(message); };
     // Signals are taken by the daemon (drain, then clean up); a closed
     // stdout must not kill it.
     ::signal(SIGPIPE, SIG_IGN);

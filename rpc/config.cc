@@ -766,11 +766,21 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
   // cross this API.
   try {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, ParseJson(json_text));
-    CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "ceilings", "profiles"}));
+    CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "ceilings", "profiles",
+                                                                 "workspace_roots"}));
     DaemonConfig config;
     if (const json::value* v = top.Find("socket")) CUBICLE_RETURN_IF_ERROR(ParseSocket(*v, &config));
     if (const json::value* v = top.Find("concurrency")) CUBICLE_RETURN_IF_ERROR(ParseConcurrency(*v, &config));
     if (const json::value* v = top.Find("ceilings")) CUBICLE_RETURN_IF_ERROR(ParseCeilings(*v, &config));
+    CUBICLE_RETURN_IF_ERROR(top.Read("workspace_roots", &config.workspace_roots, AsStringArray));
+    for (size_t i = 0; i < config.workspace_roots.size(); ++i) {
+      std::string& root_dir = config.workspace_roots[i];
+      char real[PATH_MAX];
+      if (root_dir.empty() || root_dir[0] != '/' || ::realpath(root_dir.c_str(), real) == nullptr) {
+        return Error(Element("workspace_roots", i), absl::StrCat("'", root_dir, "' is not an existing absolute directory"));
+      }
+      root_dir = real;
+    }
     const json::value* profiles = top.Find("profiles");
     if (profiles == nullptr) return Error("profiles", "missing: at least one profile is needed");
     CUBICLE_RETURN_IF_ERROR(ParseProfiles(*profiles, &config));
@@ -820,6 +830,16 @@ DaemonConfig DefaultConfig() {
     std::abort();
   }
   return *std::move(config);
+}
+
+absl::StatusOr<cgroups::Limits> ParseRequestLimits(const json::value& v, absl::string_view path) {
+  try {
+    cgroups::Limits limits;
+    CUBICLE_RETURN_IF_ERROR(ParseLimits(v, path, cgroups::Limits{}, &limits));
+    return limits;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(path, ": ", e.what()));
+  }
 }
 
 absl::StatusOr<cgroups::Limits> TightenLimits(const cgroups::Limits& profile, const cgroups::Limits& requested) {

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include <boost/json/value.hpp>
 #include "cgroups/limits.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
@@ -53,6 +54,9 @@ struct DaemonConfig {
   absl::Duration max_timeout = absl::Minutes(10);
   uint64_t max_output_bytes = 16 << 20;
   std::map<std::string, Profile> profiles;
+  // Host directories under which a request's "workspace" may lie (real
+  // paths). Empty: requests may not attach a workspace.
+  std::vector<std::string> workspace_roots;
 };
 
 // Parses and validates a whole configuration. Comments (// and /* */) are
@@ -83,5 +87,10 @@ DaemonConfig DefaultConfig();
 // "memory: 1073741824 (1 GiB) exceeds the profile's 268435456 (256 MiB)".
 absl::StatusOr<cgroups::Limits> TightenLimits(const cgroups::Limits& profile,
                                               const cgroups::Limits& requested);
+
+// A request's "limits" object (the profile's keys: memory, memory_high,
+// pids, cpus, cpu_weight), as `path` ("params.limits"). Bad values are
+// InvalidArgument naming the field; TightenLimits then refuses loosening.
+absl::StatusOr<cgroups::Limits> ParseRequestLimits(const boost::json::value& v, absl::string_view path);
 
 }  // namespace cubicle::rpc

@@ -19,13 +19,16 @@
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
@@ -85,8 +88,12 @@ Error FromRunStatus(const absl::Status& st) {
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
   for (auto& [name, profile] : d->config_.profiles) {
+    runtime::PoolConfig pool_config = profile.pool;
+    // A workspace is attached at hand-off (a detached mount moved in by
+    // init): the zygotes need /workspace as a mountpoint. Root only.
+    pool_config.zygote.accept_workspace = !d->config_.workspace_roots.empty() && ::geteuid() == 0;
     CUBICLE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pool> pool,
-                             runtime::Pool::Create(name, profile.spec, profile.pool));
+                             runtime::Pool::Create(name, profile.spec, pool_config));
     d->pools_.emplace(name, std::move(pool));
   }
   d->workers_ = std::make_unique<Workers>(std::max<size_t>(1, d->config_.max_concurrent));
@@ -99,6 +106,27 @@ Daemon::~Daemon() {
   if (workers_ != nullptr) workers_->pool.join();
   pools_.clear();
 }
+
+std::string Daemon::MetricsText() {
+  std::map<std::string, PoolMetrics> pools;
+  for (auto& [name, pool] : pools_) pools[name] = PoolMetrics{pool->Stats(), pool->config()};
+  return PrometheusText(pools, in_flight_.load());
+}
+
+namespace {
+
+// A histogram for pool.stats: count, mean and the cumulative buckets in ms.
+json::object HistogramJson(const runtime::LatencyHistogram& h) {
+  json::array buckets;
+  for (size_t i = 0; i < runtime::LatencyHistogram::kBounds.size(); ++i) {
+    buckets.push_back(json::array{runtime::LatencyHistogram::kBounds[i] * 1000, h.Cumulative(i)});
+  }
+  return json::object{{"count", h.count()},
+                      {"mean_ms", h.count() > 0 ? h.sum_seconds() * 1000 / static_cast<double>(h.count()) : 0.0},
+                      {"le_ms", std::move(buckets)}};
+}
+
+}  // namespace
 
 json::value Daemon::PoolStatsJson() {
   json::object pools;
@@ -116,6 +144,10 @@ json::value Daemon::PoolStatsJson() {
                                {"build_failures", s.build_failures},
                                {"expired", s.expired},
                                {"last_build_ms", absl::ToDoubleMilliseconds(s.last_build)},
+                               {"refill_ms", HistogramJson(s.refill)},
+                               {"handoff_ms", HistogramJson(s.handoff)},
+                               {"cold_start_ms", HistogramJson(s.cold_start)},
+                               {"warm_interpreter", c.zygote.interpreter.has_value()},
                                {"min_idle", c.min_idle},
                                {"max_idle", c.max_idle},
                                {"max_total", c.max_total}};
@@ -169,6 +201,34 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
                  nullptr};
   }
   request.timeout = timeout_ms.has_value() ? absl::Milliseconds(*timeout_ms) : profile.default_timeout;
+  if (const json::value* limits = params.if_contains("limits")) {
+    absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits");
+    if (!asked.ok()) return FromStatus(asked.status(), kInvalidParams);
+    absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked);
+    if (!tightened.ok()) {
+      return Error{kLimitExceeded, absl::StrCat("params.limits: ", tightened.status().message()), nullptr};
+    }
+    request.limits = *std::move(tightened);
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> workspace, GetString(params, "workspace", false));
+  if (workspace.has_value()) {
+    char real[PATH_MAX];
+    if (config_.workspace_roots.empty()) {
+      return InvalidParam("params", "workspace", "is not accepted: the daemon has no workspace_roots configured");
+    }
+    if (::realpath(workspace->c_str(), real) == nullptr) {
+      return InvalidParam("params", "workspace", absl::StrCat("'", *workspace, "': ", ErrnoName(errno)));
+    }
+    const std::string resolved = real;
+    bool under = std::any_of(config_.workspace_roots.begin(), config_.workspace_roots.end(), [&](const std::string& root) {
+      return resolved == root || absl::StartsWith(resolved, root == "/" ? root : root + "/");
+    });
+    if (!under) {
+      return InvalidParam("params", "workspace",
+                          absl::StrCat("'", *workspace, "' is not under a configured workspace root"));
+    }
+    request.workspace = resolved;
+  }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> output_bytes, GetInt64(params, "output_bytes", false, 0));
   out.budget = profile.output_bytes;
   if (output_bytes.has_value()) {
@@ -185,7 +245,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
 Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes"})) {
+                                         "output_bytes", "limits", "workspace"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
@@ -241,7 +301,7 @@ void Daemon::ForgetOldExecutionsLocked() {
 Expected<json::value> Daemon::ExecStart(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes",
-                                         "key"})) {
+                                         "key", "limits", "workspace"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
@@ -324,7 +384,7 @@ Expected<json::value> Daemon::ExecCancel(const json::value& raw) {
 Expected<json::value> Daemon::SkillCall(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
-                                         "params"})) {
+                                         "params", "limits", "workspace"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
@@ -631,27 +691,119 @@ class StdioTransport {
 
 }  // namespace
 
+namespace {
+
+// A listening Unix socket at `path` (a stale socket there is replaced),
+// created under a umask so that it is never reachable with wider
+// permissions than `mode`, even between bind and chmod.
+absl::StatusOr<std::unique_ptr<asio::local::stream_protocol::acceptor>> ListenUnix(asio::io_context& io,
+                                                                                   const std::string& path,
+                                                                                   uint32_t mode) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+  boost::system::error_code ec;
+  auto acceptor = std::make_unique<asio::local::stream_protocol::acceptor>(io);
+  acceptor->open(asio::local::stream_protocol(), ec);
+  if (!ec) {
+    const mode_t old = ::umask(0777 & ~mode);
+    acceptor->bind(asio::local::stream_protocol::endpoint(path), ec);
+    ::umask(old);
+  }
+  if (!ec && ::chmod(path.c_str(), mode) != 0) ec = boost::system::error_code(errno, boost::system::system_category());
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return absl::InternalError(absl::StrCat(path, ": ", ec.message()));
+  return acceptor;
+}
+
+// Each connection gets one HTTP/1.0 response with the metrics and is
+// closed; whatever the client sent (an HTTP GET from a scraper) is not read.
+void ServeMetrics(Daemon* daemon, asio::local::stream_protocol::acceptor& acceptor) {
+  acceptor.async_accept([daemon, &acceptor](boost::system::error_code ec, asio::local::stream_protocol::socket s) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      std::string body = daemon->MetricsText();
+      auto reply = std::make_shared<std::string>(absl::StrCat(
+          "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: ", body.size(),
+          "\r\nConnection: close\r\n\r\n", body));
+      auto sock = std::make_shared<asio::local::stream_protocol::socket>(std::move(s));
+      asio::async_write(*sock, asio::buffer(*reply), [sock, reply](boost::system::error_code, size_t) {
+        boost::system::error_code ignored;
+        sock->shutdown(asio::socket_base::shutdown_both, ignored);
+      });
+    }
+    ServeMetrics(daemon, acceptor);
+  });
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open(", tmp, ")"));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return ErrnoStatus(err, absl::StrCat("write(", tmp, ")"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, absl::StrCat("rename(", tmp, ", ", path, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int Daemon::Serve(const ServeOptions& options) {
   asio::io_context io;
   auto work = asio::make_work_guard(io);
   asio::signal_set signals(io, SIGTERM, SIGINT);
   std::unique_ptr<asio::local::stream_protocol::acceptor> acceptor;
   if (!options.socket_path.empty()) {
-    struct stat st;
-    if (::lstat(options.socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(options.socket_path.c_str());
-    boost::system::error_code ec;
-    acceptor = std::make_unique<asio::local::stream_protocol::acceptor>(io);
-    acceptor->open(asio::local::stream_protocol(), ec);
-    if (!ec) acceptor->bind(asio::local::stream_protocol::endpoint(options.socket_path), ec);
-    if (!ec && ::chmod(options.socket_path.c_str(), options.socket_mode) != 0) {
-      ec = boost::system::error_code(errno, boost::system::system_category());
-    }
-    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      std::fprintf(stderr, "cubicle serve: socket %s: %s\n", options.socket_path.c_str(), ec.message().c_str());
+    absl::StatusOr<std::unique_ptr<asio::local::stream_protocol::acceptor>> made =
+        ListenUnix(io, options.socket_path, options.socket_mode);
+    if (!made.ok()) {
+      std::fprintf(stderr, "cubicle serve: socket %s\n", std::string(made.status().message()).c_str());
       return 1;
     }
+    acceptor = *std::move(made);
     Accept(this, *acceptor, options.max_line_bytes);
+  }
+  // Metrics: a socket answering every connection, or a file rewritten.
+  std::unique_ptr<asio::local::stream_protocol::acceptor> metrics_acceptor;
+  asio::steady_timer metrics_timer(io);
+  std::function<void()> write_metrics_file;
+  if (options.metrics.has_value()) {
+    const std::string& path = options.metrics->path;
+    if (options.metrics->unix_socket) {
+      absl::StatusOr<std::unique_ptr<asio::local::stream_protocol::acceptor>> made =
+          ListenUnix(io, path, options.socket_mode);
+      if (!made.ok()) {
+        std::fprintf(stderr, "cubicle serve: metrics socket %s\n", std::string(made.status().message()).c_str());
+        return 1;
+      }
+      metrics_acceptor = *std::move(made);
+      ServeMetrics(this, *metrics_acceptor);
+    } else {
+      write_metrics_file = [&, path] {
+        absl::Status written = WriteFileAtomically(path, MetricsText());
+        if (!written.ok()) options.warn(absl::StrCat("metrics file: ", written.message()));
+        if (stopping_.load()) return;
+        metrics_timer.expires_after(std::chrono::seconds(5));
+        metrics_timer.async_wait([&](boost::system::error_code ec) {
+          if (!ec) write_metrics_file();
+        });
+      };
+      write_metrics_file();
+    }
   }
   // Shutdown: stop taking requests, let in-flight ones finish, then stop.
   asio::steady_timer drain_timer(io);
@@ -666,10 +818,10 @@ int Daemon::Serve(const ServeOptions& options) {
   };
   auto begin_shutdown = [&] {
     if (stopping_.exchange(true)) return;
-    if (acceptor) {
-      boost::system::error_code ignored;
-      acceptor->close(ignored);
-    }
+    boost::system::error_code ignored;
+    if (acceptor) acceptor->close(ignored);
+    if (metrics_acceptor) metrics_acceptor->close(ignored);
+    metrics_timer.cancel();
     check_drained();
   };
   signals.async_wait([&](boost::system::error_code ec, int) {
@@ -684,6 +836,13 @@ int Daemon::Serve(const ServeOptions& options) {
   stdio.reset();
   workers_->pool.join();
   if (!options.socket_path.empty()) ::unlink(options.socket_path.c_str());
+  if (options.metrics.has_value()) {
+    if (options.metrics->unix_socket) {
+      ::unlink(options.metrics->path.c_str());
+    } else {
+      WriteFileAtomically(options.metrics->path, MetricsText()).IgnoreError();  // the final counts
+    }
+  }
   pools_.clear();  // every zygote killed, every cgroup removed
   return 0;
 }

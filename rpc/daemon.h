@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/json/value.hpp>
@@ -17,6 +18,7 @@
 #include "absl/time/time.h"
 #include "rpc/config.h"
 #include "rpc/jsonrpc.h"
+#include "rpc/metrics.h"
 #include "runtime/pool.h"
 
 namespace cubicle::rpc {
@@ -26,6 +28,10 @@ struct ServeOptions {
   std::string socket_path;    // also (or only) on this Unix socket; empty: none
   uint32_t socket_mode = 0600;
   size_t max_line_bytes = 4 << 20;
+  // Prometheus text (rpc/metrics.h) on a Unix socket or in a file.
+  std::optional<MetricsTarget> metrics;
+  // Where the daemon's own warnings go (the CLI logs them as JSON lines).
+  std::function<void(const std::string&)> warn = [](const std::string&) {};
 };
 
 class Daemon {
@@ -42,6 +48,9 @@ class Daemon {
   // Serves until SIGTERM/SIGINT (or EOF on stdin for the stdio transport),
   // then drains in-flight work and shuts down. Returns the exit status.
   int Serve(const ServeOptions& options);
+
+  // The operator metrics, Prometheus text format (rpc/metrics.h).
+  std::string MetricsText();
 
   // Requests accepted and not yet answered.
   size_t in_flight() const { return in_flight_.load(); }

@@ -22,6 +22,7 @@ boost::json::object ResultToJson(const runtime::ExecResult& result) {
                                                                     : boost::json::value(nullptr);
   out["signal"] = result.signal != 0 ? boost::json::value(result.signal) : boost::json::value(nullptr);
   out["status"] = result.ShellStatus();
+  out["warm"] = result.warm;
   if (result.reason == runtime::ExitReason::kSetupFailed) {
     out["error"] = std::string(result.setup_error.message());
   }

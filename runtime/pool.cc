@@ -95,6 +95,7 @@ void Pool::RefillLoop() {
     stats_.last_build = took;
     if (made.ok()) {
       ++stats_.built;
+      stats_.refill.Record(took);
       idle_.push_back({*std::move(made), absl::Now()});
     } else {
       ++stats_.build_failures;
@@ -130,7 +131,9 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   bool hit = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
+    // A warm zygote serves the request unless its cgroup cannot take the
+    // request's limits (they need a controller the profile does not).
+    if (!idle_.empty() && (!request.limits.has_value() || idle_.front().zygote->CanApplyLimits(*request.limits))) {
       zygote = std::move(idle_.front().zygote);
       idle_.pop_front();
       hit = true;
@@ -151,8 +154,11 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
     // to start first (exec'ing argv directly is faster than that).
     ZygoteOptions options = config().zygote;
     options.wait_until_ready = false;
+    options.cold = true;
     options.interpreter.reset();
-    absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(profile_, options);
+    SandboxSpec spec = profile_;
+    if (request.limits.has_value()) spec.limits = *request.limits;
+    absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(spec, options);
     if (made.ok()) {
       zygote = *std::move(made);
     } else if (absl::IsInvalidArgument(made.status())) {
@@ -172,6 +178,10 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     --stats_.in_use;
+    // Latency to the payload running, for executions that got that far.
+    if (result.ok() && result->reason != ExitReason::kSetupFailed && result->setup > absl::ZeroDuration()) {
+      (hit ? stats_.handoff : stats_.cold_start).Record(result->setup);
+    }
     if (zygote != nullptr) {
       finished_.push_back(std::move(zygote));
       ++stats_.tearing_down;

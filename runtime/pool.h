@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/histogram.h"
 #include "runtime/result.h"
 #include "runtime/spec.h"
 #include "runtime/zygote.h"
@@ -48,6 +49,9 @@ struct PoolStats {
   uint64_t build_failures = 0;
   uint64_t expired = 0;  // idle zygotes dropped for age or by a resize
   absl::Duration last_build;  // how long the last refill build took
+  LatencyHistogram refill;      // Zygote::Create of refill builds that succeeded
+  LatencyHistogram handoff;     // hits: the request to the payload running
+  LatencyHistogram cold_start;  // misses: the request to the payload running
 };
 
 class Pool {

@@ -501,6 +501,12 @@ Zygote::~Zygote() = default;
 
 pid_t Zygote::init_pid() const { return state_->init.has_value() ? state_->init->pid() : -1; }
 
+bool Zygote::CanApplyLimits(const cgroups::Limits& limits) const {
+  if (limits.empty()) return true;
+  const CgroupHost& host = SharedCgroupHost();
+  return state_->cgroup != nullptr && host.layout.ok() && state_->cgroup->CanRewrite(*host.layout, limits);
+}
+
 absl::Status ValidateRequest(const ExecRequest& request) {
   CUBICLE_RETURN_IF_ERROR(ValidateExecution(request.argv, request.env, request.cwd, request.timeout));
   if (request.workspace.has_value()) {
@@ -527,6 +533,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   auto state = std::make_unique<State>();
   state->start = absl::Now();
   state->spec = spec;
+  state->cold = options.cold;
   ExecResult created;
   StepClock clock(&created);
 
@@ -714,7 +721,18 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     return failed;  // ~Zygote kills and reaps
   };
 
-  // The hand-off: workspace tree (idmapped on the host), then the request.
+  // The hand-off: this execution's limits, the workspace tree (idmapped on
+  // the host), then the request.
+  if (request.limits.has_value() && !request.limits->empty()) {
+    if (cgroup == nullptr) {
+      result.warnings.push_back("no cgroup for this sandbox: the request's limits are not enforced");
+    } else {
+      const CgroupHost& host = SharedCgroupHost();
+      absl::Status written = host.layout.ok() ? cgroup->Rewrite(*host.layout, *request.limits) : host.layout.status();
+      if (!written.ok()) return fail(written);
+    }
+    clock.Mark("limits");
+  }
   UniqueFd workspace;
   if (request.workspace.has_value()) {
     char resolved[4096];
@@ -993,12 +1011,12 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   zopts.allow_proc_fallback = options.allow_proc_fallback;
   zopts.features = options.features;
   zopts.wait_until_ready = false;
+  zopts.cold = true;
   absl::StatusOr<std::unique_ptr<Zygote>> zygote = Zygote::Create(spec, zopts);
   if (!zygote.ok()) {
     if (absl::IsInvalidArgument(zygote.status())) return zygote.status();
     return SetupFailure(zygote.status());
   }
-  (*zygote)->state_->cold = true;
   ExecRequest request;
   request.argv = spec.argv;
   request.env = spec.env;

@@ -34,6 +34,9 @@ struct ZygoteOptions {
   // Create() returns only once the sandbox reports it is built (a pool wants
   // that); the cold path skips the wait and sends its request at once.
   bool wait_until_ready = true;
+  // The cold path (Launch, a pool's miss): Run() is called at once, and its
+  // times, steps and deadline count from Create().
+  bool cold = false;
   // How long Create() waits for "ready".
   absl::Duration ready_timeout = absl::Seconds(30);
   // Make /workspace a mountpoint, so a request may attach a workspace.
@@ -53,6 +56,11 @@ struct ExecRequest {
   // outside the sandbox's root.
   std::optional<std::string> workspace;
   absl::Duration timeout = absl::InfiniteDuration();
+  // This execution's cgroup limits, written over the sandbox's at hand-off.
+  // The caller has checked they are no looser than the spec's
+  // (rpc::TightenLimits); CanApplyLimits() says whether this zygote's
+  // groups can take them.
+  std::optional<cgroups::Limits> limits;
   int stdin_fd = 0;
   int stdout_fd = 1;
   int stderr_fd = 2;
@@ -88,13 +96,15 @@ class Zygote {
   absl::StatusOr<ExecResult> Run(const ExecRequest& request);
 
   pid_t init_pid() const;
+  // Whether a request's `limits` can be written over this zygote's cgroup
+  // (it has a group in every hierarchy they need).
+  bool CanApplyLimits(const cgroups::Limits& limits) const;
   // The steps and warnings of Create().
   const ExecResult& creation() const { return created_; }
 
  private:
   struct State;
   explicit Zygote(std::unique_ptr<State> state);
-  friend absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& options);
   std::unique_ptr<State> state_;
   ExecResult created_;
 };

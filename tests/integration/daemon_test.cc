@@ -10,7 +10,12 @@
 #include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,8 +34,11 @@ namespace json = boost::json;
 
 // Feeds `lines` to `cubicle serve` on stdin; EOF makes it drain and exit.
 // Returns its stdout lines as JSON values.
-std::vector<json::value> Serve(const std::vector<std::string>& lines, ProcessRun* run_out = nullptr) {
-  ProcessRun run = RunCubicle({"serve"}, absl::StrJoin(lines, "\n") + "\n");
+std::vector<json::value> Serve(const std::vector<std::string>& lines, ProcessRun* run_out = nullptr,
+                               const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = {"serve"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  ProcessRun run = RunCubicle(args, absl::StrJoin(lines, "\n") + "\n");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   std::vector<json::value> out;
   for (const std::string& line : Lines(run.out)) {
@@ -353,6 +361,184 @@ TEST_F(CoreDaemon, ManagedExecutionsStartWaitCancelAndRefuseADuplicateKey) {
   EXPECT_EQ(ErrorCode(call("exec.status", R"({"exec_id":"e-unknown"})")), -32004);
   daemon.Signal(SIGTERM);
   EXPECT_EQ(daemon.Wait(absl::Seconds(60)).exit_code, 0);
+}
+
+// A daemon on a Unix socket, for tests whose calls must run one after the
+// other (stdio lines are dispatched concurrently).
+class SocketDaemon {
+ public:
+  explicit SocketDaemon(std::vector<std::string> flags = {}) : socket_(dir_.Join("rpc.sock")) {
+    std::vector<std::string> args = {"serve", "--socket", socket_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    process_ = std::make_unique<RunningProcess>(CubicleArgv(args));
+    for (int i = 0; i < 500 && !up_; ++i) {
+      up_ = Client(socket_).connected();
+      if (!up_) absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  bool up() const { return up_; }
+  json::value Call(const std::string& line) {
+    Client c(socket_);
+    boost::system::error_code ec;
+    json::value v = json::parse(c.Call(line), ec);
+    return ec ? json::value(nullptr) : v;
+  }
+  // SIGTERM, then the exit.
+  ProcessRun Stop() {
+    process_->Signal(SIGTERM);
+    return process_->Wait(absl::Seconds(60));
+  }
+
+ private:
+  TempDir dir_;
+  std::string socket_;
+  std::unique_ptr<RunningProcess> process_;
+  bool up_ = false;
+};
+
+TEST_F(CoreDaemon, PythonRequestsAreServedByAWarmInterpreter) {
+  SocketDaemon d;
+  ASSERT_TRUE(d.up());
+  json::value warmed = d.Call(R"({"jsonrpc":"2.0","id":1,"method":"pool.warm","params":{"profile":"python","count":1,"timeout_ms":20000}})");
+  ASSERT_TRUE(warmed.is_object() && warmed.at("result").at("warm").as_bool()) << json::serialize(warmed);
+  json::value r2 = d.Call(R"J({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"profile":"python","argv":["python3","-I","-c","import sys; print(__name__, sys.argv, 'json' in sys.modules)","x"]}})J");
+  json::value r3 = d.Call(R"J({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"profile":"python","argv":["python3","-c","print('exec')"]}})J");
+  json::value r4 = d.Call(R"({"jsonrpc":"2.0","id":4,"method":"pool.stats"})");
+  ASSERT_TRUE(r2.is_object() && r3.is_object() && r4.is_object());
+  const json::object& warm = r2.at("result").as_object();
+  // json was preloaded: imported before the request came.
+  EXPECT_EQ(warm.at("stdout").as_string(), "__main__ ['-c', 'x'] True\n") << json::serialize(warm);
+  EXPECT_TRUE(warm.at("warm").as_bool());
+  // Not the profile's flags: exec'd, same result shape.
+  const json::object& exec = r3.at("result").as_object();
+  EXPECT_EQ(exec.at("stdout").as_string(), "exec\n");
+  EXPECT_FALSE(exec.at("warm").as_bool());
+  const json::object& python = r4.at("result").at("pools").at("python").as_object();
+  EXPECT_TRUE(python.at("warm_interpreter").as_bool());
+  EXPECT_GE(python.at("hits").as_int64(), 1);
+  EXPECT_GE(python.at("handoff_ms").at("count").as_int64(), 1);
+  EXPECT_GE(python.at("refill_ms").at("count").as_int64(), 1);
+  EXPECT_EQ(d.Stop().exit_code, 0);
+}
+
+TEST_F(CoreDaemon, PerRequestLimitsOnlyTighten) {
+  // Eight pids at most: the ninth `sleep` cannot be forked.
+  const std::string forks = "i=0; while [ $i -lt 12 ]; do sleep 2 & i=$((i+1)); done 2>&1; kill $(jobs -p) 2>/dev/null; true";
+  std::vector<json::value> r = Serve({
+      absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["sh","-c",)", Quoted(forks),
+                   R"(],"limits":{"pids":8}}})"),
+      absl::StrCat(R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"argv":["sh","-c",)", Quoted(forks),
+                   R"(]}})"),
+      R"({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"argv":["true"],"limits":{"memory":"64G"}}})",
+      R"({"jsonrpc":"2.0","id":4,"method":"sandbox.run","params":{"argv":["true"],"limits":{"memory":"12Q"}}})",
+      R"({"jsonrpc":"2.0","id":5,"method":"sandbox.run","params":{"argv":["true"],"limits":{"swap":"1G"}}})",
+  });
+  ASSERT_EQ(r.size(), 5u);
+  const std::string tight(ById(r, 1)->at("result").at("stdout").as_string());
+  EXPECT_TRUE(absl::StrContains(tight, "fork")) << "the 8-pid limit was not applied: " << tight;
+  const std::string loose(ById(r, 2)->at("result").at("stdout").as_string());
+  EXPECT_FALSE(absl::StrContains(loose, "fork")) << "the profile's own limit is not that tight: " << loose;
+  ASSERT_TRUE(ById(r, 3)->as_object().contains("error"));
+  EXPECT_EQ(ErrorCode(*ById(r, 3)), -32002);
+  EXPECT_TRUE(absl::StrContains(std::string(ById(r, 3)->at("error").at("message").as_string()),
+                                "exceeds the profile's"))
+      << json::serialize(*ById(r, 3));
+  EXPECT_EQ(ErrorCode(*ById(r, 4)), -32602);
+  EXPECT_TRUE(absl::StrContains(std::string(ById(r, 4)->at("error").at("message").as_string()),
+                                "params.limits.memory"))
+      << json::serialize(*ById(r, 4));
+  EXPECT_EQ(ErrorCode(*ById(r, 5)), -32602);
+}
+
+TEST_F(CoreDaemon, AWorkspaceUnderAConfiguredRootIsAttachedAtHandoff) {
+  if (!IsRoot()) GTEST_SKIP() << "a workspace is attached at hand-off only as root";
+  TempDir root;
+  TempDir outside;
+  const std::string ws = root.Join("ws");
+  ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  const std::string config = root.Join("config.json");
+  {
+    std::ofstream f(config);
+    f << R"({"workspace_roots": [")" << root.path()
+      << R"("], "profiles": {"shell": {"pool": {"min_idle": 1, "max_idle": 1, "max_total": 4}}}})";
+  }
+  std::vector<json::value> r = Serve(
+      {
+          R"({"jsonrpc":"2.0","id":1,"method":"pool.warm","params":{"profile":"shell","count":1,"timeout_ms":20000}})",
+          absl::StrCat(R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"argv":["sh","-c","echo made > /workspace/out; ls /workspace"],"workspace":)",
+                       Quoted(ws), "}}"),
+          absl::StrCat(R"({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"argv":["true"],"workspace":)",
+                       Quoted(outside.path()), "}}"),
+          absl::StrCat(R"({"jsonrpc":"2.0","id":4,"method":"sandbox.run","params":{"argv":["true"],"workspace":)",
+                       Quoted(root.Join("ws/../../")), "}}"),
+      },
+      nullptr, {"--config", config});
+  ASSERT_EQ(r.size(), 4u);
+  ASSERT_TRUE(ById(r, 2)->as_object().contains("result")) << json::serialize(*ById(r, 2));
+  EXPECT_EQ(ById(r, 2)->at("result").at("stdout").as_string(), "out\n");
+  std::ifstream made(ws + "/out");
+  std::string text;
+  made >> text;
+  EXPECT_EQ(text, "made");
+  EXPECT_EQ(ErrorCode(*ById(r, 3)), -32602);
+  EXPECT_TRUE(absl::StrContains(std::string(ById(r, 3)->at("error").at("message").as_string()), "workspace root"));
+  EXPECT_EQ(ErrorCode(*ById(r, 4)), -32602) << "a path that resolves outside the root is refused";
+}
+
+TEST_F(CoreDaemon, AWorkspaceIsRefusedWithoutConfiguredRoots) {
+  TempDir dir;
+  std::vector<json::value> r = Serve({absl::StrCat(
+      R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["true"],"workspace":)", Quoted(dir.path()), "}}")});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(ErrorCode(r[0]), -32602);
+  EXPECT_TRUE(absl::StrContains(std::string(r[0].at("error").at("message").as_string()), "workspace_roots"));
+}
+
+TEST_F(CoreDaemon, MetricsFileHoldsPrometheusTextOfThePools) {
+  TempDir dir;
+  const std::string metrics = dir.Join("cubicle.prom");
+  {
+    SocketDaemon d({"--metrics", metrics});
+    ASSERT_TRUE(d.up());
+    d.Call(R"({"jsonrpc":"2.0","id":1,"method":"pool.warm","params":{"profile":"shell","count":1,"timeout_ms":20000}})");
+    d.Call(R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"argv":["true"]}})");
+    EXPECT_EQ(d.Stop().exit_code, 0);  // the final counts are written at exit
+  }
+  std::ifstream f(metrics);
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string t = text.str();
+  EXPECT_TRUE(absl::StrContains(t, "# TYPE cubicle_pool_handoff_seconds histogram\n")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "cubicle_pool_hits_total{pool=\"shell\"} 1\n")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "cubicle_pool_handoff_seconds_count{pool=\"shell\"} 1\n")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "cubicle_pool_refill_seconds_bucket{pool=\"python\",le=\"+Inf\"}")) << t;
+  EXPECT_EQ(ListDirectory(dir.path()), (std::set<std::string>{"cubicle.prom"})) << "no temporary file left";
+  EXPECT_EQ(RunCubicle({"serve", "--metrics", "relative/path"}).exit_code, 2);
+}
+
+TEST_F(CoreDaemon, MetricsSocketAnswersHttp) {
+  TempDir dir;
+  const std::string socket = dir.Join("rpc.sock");
+  const std::string metrics = dir.Join("metrics.sock");
+  RunningProcess daemon(CubicleArgv({"serve", "--socket", socket, "--metrics", "unix:" + metrics}));
+  ASSERT_TRUE(daemon.started());
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {
+    up = Client(metrics).connected();
+    if (!up) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(up) << "the metrics socket never listened";
+  struct stat st;
+  ASSERT_EQ(::stat(metrics.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  Client c(metrics);
+  ASSERT_TRUE(c.connected());
+  std::string status = c.Call("GET /metrics HTTP/1.0\r\n\r");
+  EXPECT_EQ(status, "HTTP/1.0 200 OK\r");
+  daemon.Signal(SIGTERM);
+  ProcessRun done = daemon.Wait(absl::Seconds(60));
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+  EXPECT_NE(::stat(metrics.c_str(), &st), 0) << "the metrics socket was left behind";
 }
 
 }  // namespace

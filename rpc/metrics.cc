@@ -1,0 +1,115 @@
+#include "rpc/metrics.h"
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cubicle::rpc {
+namespace {
+
+// Label values may hold any character; the format escapes \, " and newline.
+std::string Label(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+void Header(std::string* out, absl::string_view name, absl::string_view type, absl::string_view help) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+}  // namespace
+
+std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight) {
+  std::string out;
+  Header(&out, "cubicle_requests_in_flight", "gauge", "Requests accepted and not yet answered.");
+  absl::StrAppend(&out, "cubicle_requests_in_flight ", in_flight, "\n");
+
+  struct Gauge {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t (*get)(const PoolMetrics&);
+  };
+  static const Gauge kGauges[] = {
+      {"cubicle_pool_ready", "gauge", "Zygotes built and waiting for a request.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.idle; }},
+      {"cubicle_pool_building", "gauge", "Zygotes being built by refill.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.building; }},
+      {"cubicle_pool_in_use", "gauge", "Executions running.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.in_use; }},
+      {"cubicle_pool_total", "gauge", "Sandboxes counted against max_total (ready + building + in use).",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.idle + m.stats.building + m.stats.in_use; }},
+      {"cubicle_pool_max_total", "gauge", "The pool's max_total.",
+       [](const PoolMetrics& m) -> uint64_t { return m.config.max_total; }},
+      {"cubicle_pool_hits_total", "counter", "Requests served by a warm zygote.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.hits; }},
+      {"cubicle_pool_misses_total", "counter", "Requests that built their sandbox on the spot.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.misses; }},
+      {"cubicle_pool_busy_total", "counter", "Requests refused at max_total.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.busy; }},
+      {"cubicle_pool_built_total", "counter", "Zygotes built by refill.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.built; }},
+      {"cubicle_pool_build_failures_total", "counter", "Refill builds that failed.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.build_failures; }},
+      {"cubicle_pool_expired_total", "counter", "Idle zygotes dropped for age or by a resize.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.expired; }},
+  };
+  for (const Gauge& g : kGauges) {
+    Header(&out, g.name, g.type, g.help);
+    for (const auto& [name, m] : pools) absl::StrAppend(&out, g.name, "{pool=\"", Label(name), "\"} ", g.get(m), "\n");
+  }
+
+  struct Histogram {
+    const char* name;
+    const char* help;
+    const runtime::LatencyHistogram& (*get)(const PoolMetrics&);
+  };
+  static const Histogram kHistograms[] = {
+      {"cubicle_pool_refill_seconds", "Time to build one zygote (refill).",
+       [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.refill; }},
+      {"cubicle_pool_handoff_seconds", "Warm hits: from the request to the payload running.",
+       [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.handoff; }},
+      {"cubicle_pool_cold_start_seconds", "Misses: from the request to the payload running.",
+       [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.cold_start; }},
+  };
+  for (const Histogram& h : kHistograms) {
+    Header(&out, h.name, "histogram", h.help);
+    for (const auto& [name, m] : pools) {
+      const runtime::LatencyHistogram& hist = h.get(m);
+      const std::string pool = Label(name);
+      for (size_t i = 0; i < runtime::LatencyHistogram::kBounds.size(); ++i) {
+        absl::StrAppend(&out, h.name, "_bucket{pool=\"", pool, "\",le=\"",
+                        absl::StrFormat("%g", runtime::LatencyHistogram::kBounds[i]), "\"} ", hist.Cumulative(i),
+                        "\n");
+      }
+      absl::StrAppend(&out, h.name, "_bucket{pool=\"", pool, "\",le=\"+Inf\"} ", hist.count(), "\n");
+      absl::StrAppend(&out, h.name, "_sum{pool=\"", pool, "\"} ", absl::StrFormat("%.9f", hist.sum_seconds()), "\n");
+      absl::StrAppend(&out, h.name, "_count{pool=\"", pool, "\"} ", hist.count(), "\n");
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<MetricsTarget> ParseMetricsTarget(const std::string& spec) {
+  MetricsTarget target;
+  absl::string_view rest(spec);
+  target.unix_socket = absl::ConsumePrefix(&rest, "unix:");
+  target.path = std::string(rest);
+  if (target.path.empty() || target.path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics '", spec, "': expected unix:/ABSOLUTE/PATH (a socket) or /ABSOLUTE/PATH (a file)"));
+  }
+  return target;
+}
+
+}  // namespace cubicle::rpc

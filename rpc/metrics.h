@@ -1,0 +1,32 @@
+// Operator metrics in the Prometheus text exposition format (version
+// 0.0.4): per pool, ready / in-use / total zygotes, hits, misses, builds,
+// and the refill, hand-off and cold-start latency histograms; the daemon's
+// in-flight requests. Served by `cubicle serve --metrics` (docs/config.md).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+#include "runtime/pool.h"
+
+namespace cubicle::rpc {
+
+struct PoolMetrics {
+  runtime::PoolStats stats;
+  runtime::PoolConfig config;
+};
+
+std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight);
+
+// Where `--metrics` sends them: "unix:PATH" (a socket answering each
+// connection with an HTTP/1.0 response holding the text) or a file path
+// (rewritten atomically every few seconds, for node_exporter's textfile
+// collector). InvalidArgument for an empty or relative path.
+struct MetricsTarget {
+  bool unix_socket = false;
+  std::string path;
+};
+absl::StatusOr<MetricsTarget> ParseMetricsTarget(const std::string& spec);
+
+}  // namespace cubicle::rpc
