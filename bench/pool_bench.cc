@@ -1,20 +1,34 @@
 // Pooled hand-off against the cold path, in the same run (DESIGN §5, §9):
 // `/bin/true` and `python3 -I -c pass` from a warm pool (Pool::Run: take an
 // idle zygote, hand the request over, wait for the end), the same from a
-// zygote built on the spot (the cold path), and plain posix_spawn.
+// zygote built on the spot (the cold path), plain posix_spawn and bwrap;
+// Python from a pool of warm interpreters; the daemon's skill.call round
+// trip of a trivial Python skill, warm and exec'd; executions per second
+// with two clients; and the memory an idle zygote holds (PSS).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <fstream>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "bench/bench_stats.h"
 #include "benchmark/benchmark.h"
 #include "runtime/defaults.h"
+#include <boost/json/array.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/config.h"
+#include "rpc/daemon.h"
 #include "runtime/pool.h"
 
 extern char** environ;
@@ -50,24 +64,50 @@ void Report(benchmark::State& state, const runtime::ExecResult& r) {
   }
 }
 
-void PooledRun(benchmark::State& state, const std::vector<std::string>& argv) {
-  // A pool deep enough that every timed request is a hit: refill runs
-  // between repetitions, never inside the timed region of a hit.
-  static std::unique_ptr<runtime::Pool> pool;
-  if (pool == nullptr) {
-    runtime::PoolConfig config;
-    config.min_idle = 4;
-    config.max_idle = 4;
-    config.max_total = 8;
-    pool = *runtime::Pool::Create("bench", Profile(), config);
+// Waits (bounded) until the pool is quiet: min_idle ready, nothing being
+// built or torn down. A timed hand-off then measures the hand-off, not the
+// previous repetition's refill competing for the 2 CPUs (the throughput
+// benchmark measures them together).
+void WaitQuiet(runtime::Pool& pool) {
+  pool.WaitWarm(absl::Seconds(30));
+  for (int i = 0; i < 3000; ++i) {
+    runtime::PoolStats s = pool.Stats();
+    if (s.building == 0 && s.tearing_down == 0 && s.idle >= pool.config().min_idle) return;
+    absl::SleepFor(absl::Milliseconds(1));
   }
-  pool->WaitWarm(absl::Seconds(30));
+}
+
+runtime::PoolConfig BenchPool(std::optional<runtime::WarmInterpreter> interpreter = std::nullopt) {
+  runtime::PoolConfig config;
+  config.min_idle = 4;
+  config.max_idle = 4;
+  config.max_total = 8;
+  config.zygote.interpreter = std::move(interpreter);
+  return config;
+}
+
+const runtime::WarmInterpreter kWarmPython{{"python3", "-I"}, {"json"}};
+
+runtime::Pool& SharedPool(bool warm) {
+  static std::unique_ptr<runtime::Pool> plain, python;
+  std::unique_ptr<runtime::Pool>& pool = warm ? python : plain;
+  if (pool == nullptr) {
+    pool = *runtime::Pool::Create(warm ? "warm" : "bench", Profile(),
+                                  BenchPool(warm ? std::optional(kWarmPython) : std::nullopt));
+  }
+  return *pool;
+}
+
+void PooledRun(benchmark::State& state, const std::vector<std::string>& argv, bool warm = false) {
+  runtime::Pool& pool = SharedPool(warm);
+  WaitQuiet(pool);
   for (auto _ : state) {
-    absl::StatusOr<runtime::ExecResult> r = pool->Run(Request(argv));
+    absl::StatusOr<runtime::ExecResult> r = pool.Run(Request(argv));
     if (!r.ok()) {
       state.SkipWithError(std::string(r.status().message()).c_str());
       break;
     }
+    if (warm && !r->warm) state.SkipWithError("not served warm");
     Report(state, *r);
   }
 }
@@ -107,7 +147,161 @@ void Spawn(benchmark::State& state, const std::vector<std::string>& argv) {
   posix_spawn_file_actions_destroy(&actions);
 }
 
+constexpr char kBwrap[] = "/usr/bin/bwrap";
+
+// cubicle's default sandbox as bubblewrap spells it (as in launch_bench).
+std::vector<std::string> BwrapArgs(const std::vector<std::string>& payload) {
+  std::vector<std::string> args = {
+      kBwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+      "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+      "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--dev", "/dev",
+      "--proc", "/proc", "--tmpfs", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+      "--uid", "1000", "--gid", "1000", "--hostname", "cubicle",
+      "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--"};
+  args.insert(args.end(), payload.begin(), payload.end());
+  return args;
+}
+
+void Bwrap(benchmark::State& state, const std::vector<std::string>& payload) {
+  if (::access(kBwrap, X_OK) != 0) {
+    state.SkipWithError("bubblewrap is not installed");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  Spawn(state, BwrapArgs(payload));
+}
+
+// The daemon's skill.call, in process: one JSON-RPC line in, the reply out.
+const char kSkill[] =
+    "import json, sys\n"
+    "req = json.loads(sys.stdin.readline())\n"
+    "print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': req['params']['a'] + 1}), flush=True)\n";
+
+rpc::Daemon& SharedDaemon() {
+  static std::unique_ptr<rpc::Daemon> daemon = [] {
+    rpc::DaemonConfig config = rpc::DefaultConfig();
+    for (auto& [name, profile] : config.profiles) {
+      profile.pool.min_idle = 4;
+      profile.pool.max_idle = 4;
+      profile.pool.max_total = 8;
+      profile.pool.zygote.interpreter = profile.interpreter;
+    }
+    return *rpc::Daemon::Create(std::move(config));
+  }();
+  return *daemon;
+}
+
+void SkillCall(benchmark::State& state, const std::string& argv_json) {
+  rpc::Daemon& daemon = SharedDaemon();
+  const std::string line = absl::StrCat(
+      R"({"jsonrpc":"2.0","id":1,"method":"skill.call","params":{"profile":"python","argv":)", argv_json,
+      R"(,"method":"inc","params":{"a":41}}})");
+  // Warm and quiet first (pool.warm, then no refill running).
+  std::promise<std::string> warmed;
+  daemon.HandleLine(R"({"jsonrpc":"2.0","id":0,"method":"pool.warm","params":{"profile":"python","count":4,"timeout_ms":30000}})",
+                    [&](std::string reply) { warmed.set_value(std::move(reply)); });
+  warmed.get_future().get();
+  // Quiet: no refill build or teardown of the previous repetition running.
+  for (int i = 0; i < 3000; ++i) {
+    std::promise<std::string> stats;
+    daemon.HandleLine(R"({"jsonrpc":"2.0","id":0,"method":"pool.stats"})",
+                      [&](std::string reply) { stats.set_value(std::move(reply)); });
+    boost::json::value v = boost::json::parse(stats.get_future().get());
+    const boost::json::object& python = v.at("result").at("pools").at("python").as_object();
+    if (python.at("building").as_int64() == 0 && python.at("tearing_down").as_int64() == 0 &&
+        python.at("idle").as_int64() >= 4) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  for (auto _ : state) {
+    std::promise<std::string> reply;
+    daemon.HandleLine(line, [&](std::string r) { reply.set_value(std::move(r)); });
+    std::string r = reply.get_future().get();
+    if (r.find("\"result\":42") == std::string::npos) {
+      state.SkipWithError(r.c_str());
+      break;
+    }
+  }
+}
+
+// Executions per second: two clients back to back on one pool (refill,
+// teardown and the requests share the 2 CPUs; misses take the cold path).
+void Throughput(benchmark::State& state, const std::vector<std::string>& argv, bool warm) {
+  runtime::Pool& pool = SharedPool(warm);
+  WaitQuiet(pool);
+  constexpr int kPerClient = 100;
+  for (auto _ : state) {
+    std::atomic<int> failed{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 2; ++c) {
+      clients.emplace_back([&] {
+        for (int i = 0; i < kPerClient; ++i) {
+          absl::StatusOr<runtime::ExecResult> r = pool.Run(Request(argv));
+          if (!r.ok() || r->exit_code != 0) ++failed;
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    if (failed.load() > 0) state.SkipWithError("an execution failed");
+  }
+  state.SetItemsProcessed(state.iterations() * 2 * kPerClient);
+  runtime::PoolStats s = pool.Stats();
+  state.counters["hit_ratio"] = static_cast<double>(s.hits) / static_cast<double>(std::max<uint64_t>(1, s.hits + s.misses));
+}
+
+// Proportional set size of a process and its descendants, in KiB.
+uint64_t PssKib(pid_t pid) {
+  uint64_t total = 0;
+  std::ifstream rollup(absl::StrCat("/proc/", pid, "/smaps_rollup"));
+  std::string key;
+  uint64_t value;
+  while (rollup >> key) {
+    if (key == "Pss:" && rollup >> value) total += value;
+    rollup.ignore(1 << 10, '\n');
+  }
+  std::ifstream children(absl::StrCat("/proc/", pid, "/task/", pid, "/children"));
+  pid_t child;
+  while (children >> child) total += PssKib(child);
+  return total;
+}
+
+// What one idle zygote holds: its init (and, warm, the interpreter with
+// its preloaded modules), PSS.
+void IdlePss(benchmark::State& state, bool warm) {
+  std::optional<runtime::WarmInterpreter> interpreter;
+  if (warm) interpreter = kWarmPython;
+  runtime::ZygoteOptions options;
+  options.interpreter = interpreter;
+  uint64_t pss = 0;
+  for (auto _ : state) {
+    absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(Profile(), options);
+    if (!z.ok()) {
+      state.SkipWithError(std::string(z.status().message()).c_str());
+      break;
+    }
+    pss = PssKib((*z)->init_pid());
+  }
+  state.counters["pss_kib"] = static_cast<double>(pss);
+}
+
+const std::vector<std::string> kWarmPythonArgv = {"python3", "-I", "-c", "pass"};
+
 void BM_PooledTrue(benchmark::State& s) { PooledRun(s, kTrue); }
+void BM_BwrapTrue(benchmark::State& s) { Bwrap(s, kTrue); }
+void BM_BwrapPython(benchmark::State& s) { Bwrap(s, kPython); }
+void BM_WarmPython(benchmark::State& s) { PooledRun(s, kWarmPythonArgv, /*warm=*/true); }
+std::string ArgvJson(const char* python) {
+  return boost::json::serialize(boost::json::array{python, "-I", "-c", kSkill});
+}
+void BM_SkillCallWarm(benchmark::State& s) { SkillCall(s, ArgvJson("python3")); }
+// Another argv[0]: the bootstrap execs it (the interpreter starts per request).
+void BM_SkillCallExec(benchmark::State& s) { SkillCall(s, ArgvJson("/usr/bin/python3")); }
+void BM_ThroughputPooledTrue(benchmark::State& s) { Throughput(s, kTrue, false); }
+void BM_ThroughputWarmPython(benchmark::State& s) { Throughput(s, kWarmPythonArgv, true); }
+void BM_IdlePssShell(benchmark::State& s) { IdlePss(s, false); }
+void BM_IdlePssWarmPython(benchmark::State& s) { IdlePss(s, true); }
 void BM_ColdTrue(benchmark::State& s) { ColdRun(s, kTrue); }
 void BM_SpawnTrue(benchmark::State& s) { Spawn(s, kTrue); }
 void BM_PooledPython(benchmark::State& s) { PooledRun(s, kPython); }
@@ -126,11 +320,20 @@ void Configure(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_SpawnTrue)->Apply(Configure);
+BENCHMARK(BM_BwrapTrue)->Apply(Configure);
 BENCHMARK(BM_ColdTrue)->Apply(Configure);
 BENCHMARK(BM_PooledTrue)->Apply(Configure);
 BENCHMARK(BM_SpawnPython)->Apply(Configure);
+BENCHMARK(BM_BwrapPython)->Apply(Configure);
 BENCHMARK(BM_ColdPython)->Apply(Configure);
 BENCHMARK(BM_PooledPython)->Apply(Configure);
+BENCHMARK(BM_WarmPython)->Apply(Configure);
+BENCHMARK(BM_SkillCallExec)->Apply(Configure);
+BENCHMARK(BM_SkillCallWarm)->Apply(Configure);
+BENCHMARK(BM_ThroughputPooledTrue)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ThroughputWarmPython)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_IdlePssShell)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_IdlePssWarmPython)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace cubicle::bench

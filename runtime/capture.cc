@@ -63,13 +63,18 @@ struct LineSplitter {
   }
 };
 
-// Reads both pipes until both are at EOF.
+// Reads both pipes until both are at EOF — or, once the line hook has
+// what it wanted, until neither holds more data: what the payload wrote
+// before its answer is in the pipes already, and nothing after it is
+// needed, so the caller does not wait for the sandbox to die.
 void Drain(Stream (&streams)[2], uint64_t budget, LineSplitter* lines) {
   char buf[65536];
   while (streams[0].open || streams[1].open) {
     struct pollfd fds[2];
     for (int i = 0; i < 2; ++i) fds[i] = {streams[i].open ? streams[i].read_end.get() : -1, POLLIN, 0};
-    if (::poll(fds, 2, -1) < 0) {
+    int ready = ::poll(fds, 2, lines->stopped ? 0 : -1);
+    if (ready == 0) return;  // stopped, and everything written so far is read
+    if (ready < 0) {
       if (errno == EINTR) continue;
       return;
     }

@@ -32,6 +32,7 @@ def _cubicle_bootstrap():
         reason = "%s: %s" % (type(e).__name__, e)
         sock.send(b"E" + reason.encode("utf-8", "backslashreplace")[:240])
         os._exit(1)
+    import io, threading, types  # what the hand-off needs, loaded ahead of it
     sock.send(b"R")
 
     # Header: magic, argc, envc, flags, warm (namespaces/exec_request.h).

@@ -868,6 +868,9 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     if (fds[5].revents & (POLLIN | POLLHUP | POLLERR)) {
       cancelled = true;
       init.Signal(SIGKILL);
+      // Returning at once, ~Zygote kills what is left and removes the cgroup
+      // (a pool does that off the request path).
+      if (request.return_at_exit) break;
       if (cgroup != nullptr) cgroup->Kill().IgnoreError();
     }
     if (breakers.has_value() && !breaker_killed) {
@@ -909,7 +912,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     if (::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(msg))) break;
     absorb(msg);
   }
-  const bool early = have_exit && request.return_at_exit && !init_gone;
+  const bool early = (have_exit || cancelled) && request.return_at_exit && !init_gone;
   int init_status = early ? 0 : init.Reap();
   const absl::Time end = absl::Now();
   if (cgroup != nullptr) {
