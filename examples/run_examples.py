@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
-"""Runs every example skill in this folder through `cubicle serve`.
+"""Runs every example in this folder through `cubicle serve`.
 
 Starts the daemon on its built-in default config (stdio transport), warms
-the pools, sends each example as one sandbox.run request (the script on
-stdin), and prints what each did and how long the round trip took.
-Exit status 0 when every example ended as its '# expect-exit:' line says.
+the pools, then:
+- each *.sh / *.py here as one sandbox.run request (the program on stdin;
+  Python as `python3 -I -`, which the python profile's warm interpreters
+  serve without starting an interpreter);
+- each skills/*.py as one skill.call (a JSON-RPC request on the skill's
+  stdin, its response line back; the skill passed as `python3 -I -c`),
+and prints what each did and the latencies measured: the client's round
+trip, and the daemon's own hand-off histogram from pool.stats.
+Exit status 0 when every example ended as its '# expect-exit:' line says
+and every skill answered.
 """
 import json
 import pathlib
@@ -30,7 +37,7 @@ def call(method, params):
 
 
 for profile in ("shell", "python"):
-    call("pool.warm", {"profile": profile, "count": 2, "timeout_ms": 20000})
+    call("pool.warm", {"profile": profile, "count": 4 if profile == "python" else 2, "timeout_ms": 20000})
 
 failures = 0
 for path in sorted(here.glob("*.sh")) + sorted(p for p in here.glob("*.py") if p.name != "run_examples.py"):
@@ -39,7 +46,7 @@ for path in sorted(here.glob("*.sh")) + sorted(p for p in here.glob("*.py") if p
     expect = next((int(l[14:]) for l in text.splitlines() if l.startswith("# expect-exit:")), 0)
     is_python = path.suffix == ".py"
     params = {"profile": "python" if is_python else "shell",
-              "argv": ["python3", "-"] if is_python else ["/bin/sh", "-s"],
+              "argv": ["python3", "-I", "-"] if is_python else ["/bin/sh", "-s"],
               "stdin": text, "timeout_ms": 20000}
     reply, ms = call("sandbox.run", params)
     print(f"== {path.name}: {what}")
@@ -54,11 +61,33 @@ for path in sorted(here.glob("*.sh")) + sorted(p for p in here.glob("*.py") if p
     ok = r["status"] == expect
     failures += 0 if ok else 1
     print(f"-- {path.name}: {'ok' if ok else 'UNEXPECTED'} reason={r['reason']} status={r['status']} "
-          f"round trip {ms:.1f} ms (sandbox wall {r['wall_ms']:.1f} ms)")
+          f"warm={r['warm']} round trip {ms:.1f} ms (sandbox wall {r['wall_ms']:.1f} ms)")
+
+for path in sorted((here / "skills").glob("*.py")):
+    text = path.read_text()
+    header = {l[2:].split(":", 1)[0]: l.split(":", 1)[1].strip() for l in text.splitlines()
+              if l.startswith("# ") and ":" in l and l[2:].split(":", 1)[0] in ("what", "method", "params")}
+    params = {"profile": "python", "argv": ["python3", "-I", "-c", text], "method": header["method"],
+              "params": json.loads(header["params"]), "timeout_ms": 20000}
+    reply, ms = call("skill.call", params)
+    print(f"== skills/{path.name}: {header['what']}")
+    if "error" in reply:
+        print(f"-- skills/{path.name}: JSON-RPC error {reply['error']}")
+        failures += 1
+        continue
+    r = reply["result"]
+    answer = {"result": r["result"]} if "result" in r else {"error": r["error"]}
+    print(f"   {header['method']}({json.dumps(params['params'])}) -> {json.dumps(answer)}")
+    for line in r.get("logs", "").splitlines():
+        print(f"   log: {line}")
+    print(f"-- skills/{path.name}: ok round trip {ms:.1f} ms (sandbox wall {r['wall_ms']:.1f} ms)")
 
 stats, _ = call("pool.stats", {})
 for name, s in stats["result"]["pools"].items():
-    print(f"pool {name}: hits={s['hits']} misses={s['misses']} idle={s['idle']} last build {s['last_build_ms']:.1f} ms")
+    h = s["handoff_ms"]
+    print(f"pool {name}: hits={s['hits']} misses={s['misses']} idle={s['idle']} "
+          f"warm interpreter={s['warm_interpreter']} refill mean {s['refill_ms']['mean_ms']:.1f} ms, "
+          f"hand-off mean {h['mean_ms']:.2f} ms over {h['count']}")
 daemon.stdin.close()
 daemon.wait(timeout=60)
 sys.exit(1 if failures or daemon.returncode != 0 else 0)
