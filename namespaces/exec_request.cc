@@ -132,10 +132,16 @@ bool ReceiveExecRequest(int control_fd, char* buffer, char** pointers, ExecReque
   return true;
 }
 
-bool ForwardExecRequest(int socket_fd, const char* buffer, const ExecRequestView& view, ChildError* error) {
+bool ForwardExecRequest(int socket_fd, char* buffer, const ExecRequestView& view, ChildError* error) {
+  // The workspace stays with init (it moved it in): the forwarded message
+  // carries the stdio fds only.
+  ExecRequestHeader header;
+  std::memcpy(&header, buffer, sizeof(header));
+  header.flags &= ~kRequestHasWorkspace;
+  std::memcpy(buffer, &header, sizeof(header));
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 3)];
   std::memset(control, 0, sizeof(control));
-  struct iovec iov = {const_cast<char*>(buffer), view.bytes};
+  struct iovec iov = {buffer, view.bytes};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;

@@ -63,10 +63,12 @@ struct ExecRequestView {
 bool ReceiveExecRequest(int control_fd, char* buffer, char** pointers, ExecRequestView* out,
                         ChildError* error);
 
-// Init side of a warm interpreter: passes the request message received
-// (`view.bytes` of `buffer`, unchanged) and its three stdio fds on to the
-// interpreter's bootstrap over `socket_fd`, then closes init's copies of
-// the stdio fds. Allocation-free.
-bool ForwardExecRequest(int socket_fd, const char* buffer, const ExecRequestView& view, ChildError* error);
+// Init's side of the hand-off: passes the request message received
+// (`view.bytes` of `buffer`; only its workspace flag is cleared, the
+// workspace having been attached by init) and its three stdio fds on to the
+// payload process (runtime/zygote.cc) or a warm interpreter's bootstrap
+// over `socket_fd`, then closes init's copies of the stdio fds.
+// Allocation-free.
+bool ForwardExecRequest(int socket_fd, char* buffer, const ExecRequestView& view, ChildError* error);
 
 }  // namespace cubicle::namespaces

@@ -57,23 +57,6 @@ void BecomeInit() {
   ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the payload unblocks its own copy
 }
 
-void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg) {
-  BecomeInit();
-  long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
-  if (pid == 0) {
-    payload(arg);
-    ::_exit(127);  // not reached: payload() execs or exits
-  }
-  if (pid < 0) {
-    report->type = ControlType::kSetupError;
-    child::Fail(&report->error, "clone(payload)", "", errno);
-    SendControl(control_fd, *report);
-    ::_exit(1);
-  }
-  report->step_ns[kStepPayloadForked] = MonotonicNanos();
-  Supervise(control_fd, report, pid);
-}
-
 void Supervise(int control_fd, ControlMessage* report, long pid) {
   // From here init needs only its control socket; the payload has its own
   // copies of the stdio fds.

@@ -14,18 +14,14 @@ namespace cubicle::namespaces {
 // sandbox does not learn the host command line (paths, tokens in flags).
 void SetArgvArea(int argc, char** argv);
 
-using PayloadMain = void (*)(void* arg);  // must not return (execve or _exit)
-
-// `report` carries the step stamps so far; init adds its own and sends it as
-// the kPayloadExited message. Never returns.
-[[noreturn]] void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg);
-
-// RunInit in two halves, for an init whose payload is forked before the
-// request arrives (a warm interpreter): BecomeInit() makes this process
+// cubicle's init in two halves, so that the payload can be forked before
+// the request arrives (runtime/zygote.cc): BecomeInit() makes this process
 // cubicle's init (not dumpable, launcher argv hidden, every signal blocked
 // and taken later with sigwaitinfo; children reset their own mask);
-// Supervise() forwards signals to `payload_pid`, reaps, reports its exit on
-// `control_fd` and exits. Supervise closes every fd but `control_fd`.
+// Supervise() forwards signals to `payload_pid`, reaps every child,
+// reports the payload's wait status and rusage on `control_fd` (`report`
+// carries the step stamps so far) and exits. Supervise closes every fd but
+// `control_fd`.
 void BecomeInit();
 [[noreturn]] void Supervise(int control_fd, ControlMessage* report, long payload_pid);
 

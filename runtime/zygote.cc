@@ -78,12 +78,6 @@ struct ChildPlan {
   std::string warm_search_path;
 };
 
-struct PayloadArgs {
-  const ChildPlan* plan;
-  ControlMessage* report;
-  const namespaces::ExecRequestView* request;
-};
-
 // Puts the three stdio fds in place even when they overlap 0..2.
 bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   int moved[3];
@@ -98,95 +92,90 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   return true;
 }
 
-// The payload: the process-hygiene steps of DESIGN §4.5, then execve.
-[[noreturn]] void PayloadMain(void* raw) {
-  auto* args = static_cast<PayloadArgs*>(raw);
-  const ChildPlan& plan = *args->plan;
-  const namespaces::ExecRequestView& request = *args->request;
-  ControlMessage msg = *args->report;
+// The payload process, forked by init before "ready" (DESIGN §5: the
+// request then pays only for the hand-off). First the process-hygiene
+// steps of DESIGN §4.5 — session, rlimits, capabilities, no_new_privs,
+// seccomp, every fd closed but the control socket and its socket to init —
+// then "R" to init, then:
+//   - plain: block for the request init forwards, take its stdio and cwd,
+//     report "executing" and execve argv;
+//   - warm interpreter: stdio on /dev/null, the socket as kWarmSocketFd,
+//     execve of the interpreter with its bootstrap, which says "R" itself
+//     once its modules are imported and takes the request from there.
+// Setup failures are reported on the control socket (close-on-exec: the
+// payload never holds it).
+[[noreturn]] void PayloadMain(const ChildPlan& plan, int socket_fd, ControlMessage msg) {
   ChildError* e = &msg.error;
-  bool ok = (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
-            InstallStdio(request.stdio, e) &&
-            (::chdir(request.cwd) == 0 || child::Fail(e, "chdir", request.cwd, errno)) &&
-            namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
-            namespaces::DropAllCapabilities(e) && namespaces::SetNoNewPrivs(e);
-  if (ok && plan.load_seccomp) {
-    int rc = seccomp::Load(plan.seccomp);
-    if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "", -rc);
-  }
-  ok = ok && namespaces::CloseOtherFds(plan.control_fd, e);
-  if (!ok) {
-    msg.type = ControlType::kSetupError;
-    namespaces::SendControl(plan.control_fd, msg);
-    ::_exit(127);
-  }
-  namespaces::ResetSignals();
-  ::umask(022);
-  msg.type = ControlType::kExecuting;
-  msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
-  namespaces::SendControl(plan.control_fd, msg);
-  namespaces::ExecSearchingPath(request.argv[0], request.argv, request.envp, request.search_path);
-  msg.type = ControlType::kSetupError;
-  child::Fail(e, "execve", request.argv[0], errno);
-  namespaces::SendControl(plan.control_fd, msg);
-  ::_exit(127);
-}
-
-// The warm interpreter's process, forked by init before "ready": the same
-// hygiene as a payload (session, rlimits, capabilities, no_new_privs,
-// seccomp), stdio on /dev/null, its socket to init as fd kWarmSocketFd,
-// then execve of the interpreter with the bootstrap.
-[[noreturn]] void WarmInterpreterMain(const ChildPlan& plan, int socket_fd, ControlMessage msg) {
-  ChildError* e = &msg.error;
-  // Work on copies above the fds about to be installed (init closed all
-  // of its fds, so the control socket may sit anywhere, 3 included).
+  // Copies above the fds about to be installed (init closed all of its
+  // fds, so the control socket may sit anywhere, 0..3 included).
   const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
   const int sock = ::fcntl(socket_fd, F_DUPFD_CLOEXEC, 10);
-  const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  const int stdio[3] = {null_fd, null_fd, null_fd};
-  const int keep[5] = {0, 1, 2, kWarmSocketFd, control};
   bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) &&
-            (sock >= 0 || child::Fail(e, "dup(warm socket)", "", errno)) &&
-            (null_fd >= 0 || child::Fail(e, "open", "/dev/null", errno)) && InstallStdio(stdio, e) &&
-            (::dup2(sock, kWarmSocketFd) == kWarmSocketFd || child::Fail(e, "dup2(warm socket)", "", errno)) &&
+            (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) &&
             (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
-            (::chdir("/") == 0 || child::Fail(e, "chdir", "/", errno)) &&
             namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
             namespaces::DropAllCapabilities(e) && namespaces::SetNoNewPrivs(e);
   if (ok && plan.load_seccomp) {
     int rc = seccomp::Load(plan.seccomp);
     if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "", -rc);
   }
-  ok = ok && namespaces::CloseAllFdsExcept(keep, 5, e);
-  if (ok) {
+  if (ok && plan.warm) {
+    const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    const int stdio[3] = {null_fd, null_fd, null_fd};
+    const int keep[5] = {0, 1, 2, kWarmSocketFd, control};
+    ok = (null_fd >= 0 || child::Fail(e, "open", "/dev/null", errno)) && InstallStdio(stdio, e) &&
+         (::dup2(sock, kWarmSocketFd) == kWarmSocketFd || child::Fail(e, "dup2(warm socket)", "", errno)) &&
+         (::chdir("/") == 0 || child::Fail(e, "chdir", "/", errno)) && namespaces::CloseAllFdsExcept(keep, 5, e);
+    if (ok) {
+      namespaces::ResetSignals();
+      ::umask(022);
+      namespaces::ExecSearchingPath(plan.warm_argv[0], plan.warm_argv.data(), plan.warm_envp.data(),
+                                    plan.warm_search_path.c_str());
+      child::Fail(e, "execve", plan.warm_argv[0], errno);
+    }
+  } else if (ok) {
+    const int keep[2] = {control, sock};
+    const char ready = 'R';
+    ok = namespaces::CloseAllFdsExcept(keep, 2, e) &&
+         (::send(sock, &ready, 1, MSG_NOSIGNAL) == 1 || child::Fail(e, "send", "ready", errno));
     namespaces::ResetSignals();
     ::umask(022);
-    namespaces::ExecSearchingPath(plan.warm_argv[0], plan.warm_argv.data(), plan.warm_envp.data(),
-                                  plan.warm_search_path.c_str());
-    child::Fail(e, "execve", plan.warm_argv[0], errno);
+    namespaces::ExecRequestView request;
+    // The request lands in this process's own copy of the buffer init uses.
+    ok = ok && namespaces::ReceiveExecRequest(sock, const_cast<char*>(plan.request_buffer.data()),
+                                              const_cast<char**>(plan.request_pointers.data()), &request, e);
+    ok = ok && InstallStdio(request.stdio, e) &&
+         (::chdir(request.cwd) == 0 || child::Fail(e, "chdir", request.cwd, errno));
+    if (ok) {
+      msg.type = ControlType::kExecuting;
+      msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
+      namespaces::SendControl(control, msg);
+      namespaces::ExecSearchingPath(request.argv[0], request.argv, request.envp, request.search_path);
+      child::Fail(e, "execve", request.argv[0], errno);
+    }
   }
   msg.type = ControlType::kSetupError;
   namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
   ::_exit(127);
 }
 
-// Init's side of starting the warm interpreter: fork it and wait for its
-// bootstrap to say "R" (modules imported) or "E" and why.
-bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, int* socket_out, long* pid_out,
-                          ChildError* e) {
+// Init's side: fork the payload process and wait for its "R" (for a warm
+// interpreter, the bootstrap's: modules imported), or "E" and why.
+bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* socket_out, long* pid_out,
+                  ChildError* e) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    return child::Fail(e, "socketpair", "warm interpreter", errno);
+    return child::Fail(e, "socketpair", "payload", errno);
   }
   long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     ::close(sv[0]);
-    WarmInterpreterMain(plan, sv[1], report);
+    PayloadMain(plan, sv[1], report);
   }
   ::close(sv[1]);
   if (pid < 0) {
     ::close(sv[0]);
-    return child::Fail(e, "clone", "warm interpreter", errno);
+    return child::Fail(e, "clone", "payload", errno);
   }
   char word[256];
   ssize_t n;
@@ -204,7 +193,9 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
     word[n] = '\0';
     return child::Fail(e, "warm interpreter: preload", word + 1, 0);
   }
-  return child::Fail(e, "warm interpreter", "exited before it was ready", n < 0 ? errno : 0);
+  // It reported its own failure on the control socket before exiting.
+  return child::Fail(e, plan.warm ? "warm interpreter" : "payload", "exited before it was ready",
+                     n < 0 ? errno : 0);
 }
 
 // The sandbox's first process: ids, root filesystem, hostname, loopback,
@@ -239,15 +230,14 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
     ::_exit(1);
   }
   if (build.proc_fallback) report.flags |= namespaces::kFlagProcFallback;
-  int warm_socket = -1;
-  long warm_pid = -1;
-  if (plan.warm) {
-    namespaces::BecomeInit();
-    if (!StartWarmInterpreter(plan, report, &warm_socket, &warm_pid, e)) {
-      report.type = ControlType::kSetupError;
-      namespaces::SendControl(plan.control_fd, report);
-      ::_exit(1);
-    }
+  // Init from here on: the payload process is forked now and waits.
+  namespaces::BecomeInit();
+  int payload_socket = -1;
+  long payload_pid = -1;
+  if (!StartPayload(plan, report, &payload_socket, &payload_pid, e)) {
+    report.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, report);
+    ::_exit(1);
   }
   report.step_ns[namespaces::kStepInitReady] = namespaces::MonotonicNanos();
   report.type = ControlType::kReady;
@@ -269,23 +259,21 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
   }
-  if (plan.warm) {
-    // The interpreter is running already: pass it the request and its
-    // stdio, then supervise it as the payload.
-    report.step_ns[namespaces::kStepPayloadForked] = namespaces::MonotonicNanos();
-    if (!namespaces::ForwardExecRequest(warm_socket, plan.request_buffer.data(), request, e)) {
-      report.type = ControlType::kSetupError;
-      namespaces::SendControl(plan.control_fd, report);
-      ::_exit(1);
-    }
-    ::close(warm_socket);
+  // The payload is waiting already: pass it the request and its stdio,
+  // then supervise it.
+  report.step_ns[namespaces::kStepPayloadForked] = namespaces::MonotonicNanos();
+  if (!namespaces::ForwardExecRequest(payload_socket, const_cast<char*>(plan.request_buffer.data()), request, e)) {
+    report.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, report);
+    ::_exit(1);
+  }
+  ::close(payload_socket);
+  if (plan.warm) {  // the plain payload reports "executing" itself, just before execve
     report.type = ControlType::kExecuting;
     report.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
     namespaces::SendControl(plan.control_fd, report);
-    namespaces::Supervise(plan.control_fd, &report, warm_pid);
   }
-  PayloadArgs args{&plan, &report, &request};
-  namespaces::RunInit(plan.control_fd, &report, PayloadMain, &args);
+  namespaces::Supervise(plan.control_fd, &report, payload_pid);
 }
 
 struct Identity {
