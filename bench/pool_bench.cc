@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <memory>
@@ -88,18 +89,28 @@ runtime::PoolConfig BenchPool(std::optional<runtime::WarmInterpreter> interprete
 
 const runtime::WarmInterpreter kWarmPython{{"python3", "-I"}, {"json"}};
 
-runtime::Pool& SharedPool(bool warm) {
-  static std::unique_ptr<runtime::Pool> plain, python;
-  std::unique_ptr<runtime::Pool>& pool = warm ? python : plain;
+const runtime::WarmInterpreter kWarmNumpy{{"python3", "-I"}, {"json", "numpy"}};
+
+runtime::Pool& SharedPool(bool warm, bool numpy = false) {
+  static std::unique_ptr<runtime::Pool> plain, python, with_numpy;
+  std::unique_ptr<runtime::Pool>& pool = numpy ? with_numpy : warm ? python : plain;
   if (pool == nullptr) {
-    pool = *runtime::Pool::Create(warm ? "warm" : "bench", Profile(),
-                                  BenchPool(warm ? std::optional(kWarmPython) : std::nullopt));
+    std::optional<runtime::WarmInterpreter> interpreter;
+    if (warm) interpreter = numpy ? kWarmNumpy : kWarmPython;
+    pool = *runtime::Pool::Create(warm ? "warm" : "bench", Profile(), BenchPool(interpreter));
   }
   return *pool;
 }
 
-void PooledRun(benchmark::State& state, const std::vector<std::string>& argv, bool warm = false) {
-  runtime::Pool& pool = SharedPool(warm);
+void PooledRun(benchmark::State& state, const std::vector<std::string>& argv, bool warm = false,
+               bool numpy = false) {
+  if (numpy && std::system("/usr/bin/python3 -I -c 'import numpy' >/dev/null 2>&1") != 0) {
+    state.SkipWithError("numpy is not installed on this host");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  runtime::Pool& pool = SharedPool(warm, numpy);
   WaitQuiet(pool);
   for (auto _ : state) {
     absl::StatusOr<runtime::ExecResult> r = pool.Run(Request(argv));
@@ -292,6 +303,10 @@ void BM_PooledTrue(benchmark::State& s) { PooledRun(s, kTrue); }
 void BM_BwrapTrue(benchmark::State& s) { Bwrap(s, kTrue); }
 void BM_BwrapPython(benchmark::State& s) { Bwrap(s, kPython); }
 void BM_WarmPython(benchmark::State& s) { PooledRun(s, kWarmPythonArgv, /*warm=*/true); }
+// numpy preloaded, and used by the request.
+void BM_WarmPythonNumpy(benchmark::State& s) {
+  PooledRun(s, {"python3", "-I", "-c", "import numpy; numpy.arange(10).sum()"}, /*warm=*/true, /*numpy=*/true);
+}
 std::string ArgvJson(const char* python) {
   return boost::json::serialize(boost::json::array{python, "-I", "-c", kSkill});
 }
@@ -328,6 +343,7 @@ BENCHMARK(BM_BwrapPython)->Apply(Configure);
 BENCHMARK(BM_ColdPython)->Apply(Configure);
 BENCHMARK(BM_PooledPython)->Apply(Configure);
 BENCHMARK(BM_WarmPython)->Apply(Configure);
+BENCHMARK(BM_WarmPythonNumpy)->Apply(Configure);
 BENCHMARK(BM_SkillCallExec)->Apply(Configure);
 BENCHMARK(BM_SkillCallWarm)->Apply(Configure);
 BENCHMARK(BM_ThroughputPooledTrue)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -4,8 +4,9 @@
 #
 #   bench/run.sh [extra benchmark flags, e.g. --benchmark_filter=Bwrap]
 #   BENCH=cgroup bench/run.sh             # cubicle_cgroup_bench instead
+#   BENCH=pool bench/run.sh               # cubicle_pool_bench (pools, warm Python, skill.call)
 #
-# Environment: BENCH (launch, the default, or cgroup), BUILD_DIR (default
+# Environment: BENCH (launch, the default, cgroup or pool), BUILD_DIR (default
 # <repo>/build-bench), OUT (JSON file, default
 # $BUILD_DIR/cubicle_<BENCH>_bench.json), CUBICLE_BENCH_REPS (samples per
 # benchmark, default 200), CUBICLE_BINARY (cubicle binary to spawn).
@@ -16,8 +17,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$repo/build-bench}"
 bench="${BENCH:-launch}"
 case "$bench" in
-  launch | cgroup) ;;
-  *) echo "BENCH must be launch or cgroup" >&2; exit 2 ;;
+  launch | cgroup | pool) ;;
+  *) echo "BENCH must be launch, cgroup or pool" >&2; exit 2 ;;
 esac
 out="${OUT:-$build/cubicle_${bench}_bench.json}"
 
