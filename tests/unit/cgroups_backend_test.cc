@@ -173,6 +173,36 @@ TEST_P(BackendTest, WritesTheExactLimitFiles) {
   }
 }
 
+TEST_P(BackendTest, RewriteTightensTheLimitsOfExistingGroups) {
+  Limits profile;
+  profile.memory_max = 256 * kMiB;
+  profile.pids_max = 64;
+  auto cg = MustCreate(profile);
+  ASSERT_NE(cg, nullptr);
+  // A request's tighter limits (and a CPU limit the profile had none of),
+  // written over the same groups at hand-off.
+  Limits request = profile;
+  request.memory_max = 64 * kMiB;
+  request.pids_max = 8;
+  request.cpus = 0.5;
+  ASSERT_TRUE(cg->CanRewrite(layout_, request));
+  ASSERT_TRUE(cg->Rewrite(layout_, request).ok());
+  if (v2()) {
+    EXPECT_EQ(File(*cg, "memory", "memory.max"), "67108864\n");
+    EXPECT_EQ(File(*cg, "cpu", "cpu.max"), "50000 100000\n");
+  } else {
+    EXPECT_EQ(File(*cg, "memory", "memory.limit_in_bytes"), "67108864\n");
+    EXPECT_EQ(File(*cg, "memory", "memory.memsw.limit_in_bytes"), "67108864\n");
+    EXPECT_EQ(File(*cg, "cpu", "cpu.cfs_quota_us"), "50000\n");
+  }
+  EXPECT_EQ(File(*cg, "pids", "pids.max"), "8\n");
+  // What the kernel would refuse is refused before anything is written.
+  Limits bad = request;
+  bad.memory_max = 1;
+  EXPECT_FALSE(cg->Rewrite(layout_, bad).ok());
+  EXPECT_EQ(File(*cg, "pids", "pids.max"), "8\n");
+}
+
 TEST_P(BackendTest, NamesGroupsAfterOwnerAndSequence) {
   auto a = MustCreate(Limits{});
   auto b = MustCreate(Limits{});

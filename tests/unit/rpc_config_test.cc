@@ -1,5 +1,6 @@
 #include "rpc/config.h"
 
+#include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "base/units.h"
@@ -601,6 +603,30 @@ TEST(TightenLimits, TighteningBelowTheKernelsFloorIsRefused) {
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("memory_max: 4096 (4 KiB) is below the minimum"), std::string::npos)
       << out.status();
+}
+
+TEST(ParseRequestLimits, TheProfilesKeysNamedUnderTheRequestsPath) {
+  absl::StatusOr<cgroups::Limits> ok = ParseRequestLimits(boost::json::parse(R"({"memory": "64M", "pids": 8})"), "params.limits");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->memory_max, uint64_t{64} << 20);
+  EXPECT_EQ(ok->pids_max, 8u);
+  absl::StatusOr<cgroups::Limits> bad = ParseRequestLimits(boost::json::parse(R"({"memory": "12Q"})"), "params.limits");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "params.limits.memory")) << bad.status();
+  absl::StatusOr<cgroups::Limits> unknown = ParseRequestLimits(boost::json::parse(R"({"swap": "1G"})"), "params.limits");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "swap")) << unknown.status();
+  EXPECT_FALSE(ParseRequestLimits(boost::json::parse("[1]"), "params.limits").ok());
+}
+
+TEST(WorkspaceRoots, MustBeExistingAbsoluteDirectoriesAndAreResolved) {
+  absl::StatusOr<DaemonConfig> ok = ParseConfig(R"({"workspace_roots": ["/tmp/../tmp"], "profiles": {"x": {}}})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->workspace_roots, (std::vector<std::string>{"/tmp"}));
+  absl::StatusOr<DaemonConfig> rel = ParseConfig(R"({"workspace_roots": ["tmp"], "profiles": {"x": {}}})");
+  ASSERT_FALSE(rel.ok());
+  EXPECT_TRUE(absl::StrContains(rel.status().message(), "workspace_roots[0]")) << rel.status();
+  EXPECT_FALSE(ParseConfig(R"({"workspace_roots": ["/no/such/dir"], "profiles": {"x": {}}})").ok());
 }
 
 }  // namespace

@@ -1,0 +1,64 @@
+// rpc/metrics.h: the Prometheus text exposition of the pools.
+#include "rpc/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+
+namespace cubicle::rpc {
+namespace {
+
+TEST(PrometheusText, GaugesCountersAndCumulativeHistogramsPerPool) {
+  PoolMetrics m;
+  m.stats.idle = 3;
+  m.stats.in_use = 1;
+  m.stats.building = 1;
+  m.stats.hits = 7;
+  m.stats.misses = 2;
+  m.config.max_total = 16;
+  m.stats.handoff.Record(absl::Microseconds(80));   // <= 0.0001
+  m.stats.handoff.Record(absl::Microseconds(700));  // <= 0.001
+  m.stats.handoff.Record(absl::Seconds(20));        // +Inf only
+  std::string text = PrometheusText({{"shell", m}}, 4);
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_pool_ready gauge\ncubicle_pool_ready{pool=\"shell\"} 3\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_total{pool=\"shell\"} 5\n"));
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_pool_hits_total counter\ncubicle_pool_hits_total{pool=\"shell\"} 7\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_requests_in_flight 4\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_bucket{pool=\"shell\",le=\"5e-05\"} 0\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_bucket{pool=\"shell\",le=\"0.0001\"} 1\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_bucket{pool=\"shell\",le=\"0.001\"} 2\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_bucket{pool=\"shell\",le=\"10\"} 2\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_bucket{pool=\"shell\",le=\"+Inf\"} 3\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_count{pool=\"shell\"} 3\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_sum{pool=\"shell\"} 20.000780000\n"));
+  // Every line is a comment or "name{labels} value".
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "# ") || absl::StartsWith(line, "cubicle_")) << line;
+  }
+}
+
+TEST(PrometheusText, LabelValuesAreEscaped) {
+  std::string text = PrometheusText({{"a\"b\\c", PoolMetrics{}}}, 0);
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_ready{pool=\"a\\\"b\\\\c\"} 0\n")) << text;
+}
+
+TEST(MetricsTarget, SocketOrFileAbsolutePathsOnly) {
+  absl::StatusOr<MetricsTarget> sock = ParseMetricsTarget("unix:/run/m.sock");
+  ASSERT_TRUE(sock.ok());
+  EXPECT_TRUE(sock->unix_socket);
+  EXPECT_EQ(sock->path, "/run/m.sock");
+  absl::StatusOr<MetricsTarget> file = ParseMetricsTarget("/var/lib/m.prom");
+  ASSERT_TRUE(file.ok());
+  EXPECT_FALSE(file->unix_socket);
+  for (const char* bad : {"", "unix:", "unix:rel", "rel.prom"}) {
+    absl::StatusOr<MetricsTarget> t = ParseMetricsTarget(bad);
+    EXPECT_FALSE(t.ok()) << bad;
+    if (!t.ok()) {
+      EXPECT_TRUE(absl::StrContains(t.status().message(), "--metrics")) << t.status();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cubicle::rpc
