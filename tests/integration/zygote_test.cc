@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -153,6 +154,31 @@ TEST_F(CoreZygote, TheWorkspaceIsAttachedAtHandOff) {
   ASSERT_EQ(::stat(host.path().c_str(), &dir_st), 0);
   ASSERT_EQ(::stat(host.Join("output.txt").c_str(), &file_st), 0);
   EXPECT_EQ(file_st.st_uid, dir_st.st_uid);
+}
+
+TEST_F(CoreZygote, ConcurrentExecutionsSeeOnlyTheirOwnWorkspace) {
+  if (!IsRoot()) GTEST_SKIP() << "a workspace is attached at hand-off only as root";
+  TempDir a_dir, b_dir;
+  ASSERT_TRUE(WriteFile(a_dir.Join("a-only.txt"), "a\n"));
+  ASSERT_TRUE(WriteFile(b_dir.Join("b-only.txt"), "b\n"));
+  runtime::ZygoteOptions options;
+  options.accept_workspace = true;
+  std::unique_ptr<runtime::Zygote> a = MakeZygote(options);
+  std::unique_ptr<runtime::Zygote> b = MakeZygote(options);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  // Both run at once: each lists /workspace while the other is attached.
+  runtime::ExecRequest ra = Shell("sleep 0.3; ls /workspace; ls / | grep -c workspace");
+  ra.workspace = a_dir.path();
+  runtime::ExecRequest rb = Shell("ls /workspace; sleep 0.3");
+  rb.workspace = b_dir.path();
+  absl::StatusOr<SandboxRun> run_a;
+  std::thread t([&] { run_a = RunInZygote(*a, ra); });
+  absl::StatusOr<SandboxRun> run_b = RunInZygote(*b, rb);
+  t.join();
+  ASSERT_TRUE(run_a.ok() && run_b.ok());
+  EXPECT_EQ(run_a->out, "a-only.txt\n1\n");
+  EXPECT_EQ(run_b->out, "b-only.txt\n");
 }
 
 TEST_F(CoreZygote, TimeoutCountsFromTheHandOff) {
