@@ -377,6 +377,7 @@ class SocketDaemon {
     }
   }
   bool up() const { return up_; }
+  pid_t pid() const { return process_->pid(); }
   json::value Call(const std::string& line) {
     Client c(socket_);
     boost::system::error_code ec;
@@ -545,6 +546,86 @@ TEST_F(CoreDaemon, MetricsSocketAnswersHttp) {
   ProcessRun done = daemon.Wait(absl::Seconds(60));
   EXPECT_EQ(done.exit_code, 0) << done.err;
   EXPECT_NE(::stat(metrics.c_str(), &st), 0) << "the metrics socket was left behind";
+}
+
+// The daemon's peak resident memory so far (VmHWM), in KiB.
+uint64_t PeakRssKib(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string key;
+  while (status >> key) {
+    if (key == "VmHWM:") {
+      uint64_t kib = 0;
+      status >> kib;
+      return kib;
+    }
+    status.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+TEST_F(CoreDaemon, BeyondTheQueueRequestsAreBusyAndTheRestAreServed) {
+  TempDir dir;
+  const std::string config = dir.Join("config.json");
+  {
+    std::ofstream f(config);
+    f << R"({"concurrency": {"max_concurrent": 1, "max_queue": 1},
+             "profiles": {"shell": {"pool": {"min_idle": 0, "max_idle": 1, "max_total": 4}}}})";
+  }
+  std::vector<std::string> lines;
+  for (int i = 1; i <= 6; ++i) {
+    lines.push_back(absl::StrCat(R"({"jsonrpc":"2.0","id":)", i,
+                                 R"(,"method":"sandbox.run","params":{"argv":["sleep","0.5"]}})"));
+  }
+  std::vector<json::value> r = Serve(lines, nullptr, {"--config", config});
+  ASSERT_EQ(r.size(), 6u);
+  int served = 0, busy = 0;
+  for (const json::value& v : r) {
+    if (v.as_object().contains("result")) {
+      ++served;
+      EXPECT_EQ(v.at("result").at("reason").as_string(), "exited");
+    } else {
+      ++busy;
+      EXPECT_EQ(ErrorCode(v), -32000);
+      EXPECT_TRUE(absl::StrContains(std::string(v.at("error").at("message").as_string()), "busy"));
+    }
+  }
+  // One running and one queued at most while the lines arrive together.
+  EXPECT_GE(served, 1);
+  EXPECT_GE(busy, 1);
+  EXPECT_EQ(served + busy, 6);
+}
+
+TEST_F(CoreDaemon, AnOversizedLineIsRefusedAndTheNextLineServed) {
+  // Over stdio the daemon skips to the end of the line and goes on (on the
+  // socket it answers, then closes that connection: docs/protocol.md).
+  std::string huge = absl::StrCat(R"({"jsonrpc":"2.0","id":2,"method":"health","params":{"pad":")",
+                                  std::string(5 << 20, 'x'), R"("}})");
+  std::vector<json::value> r = Serve({huge, R"({"jsonrpc":"2.0","id":3,"method":"health"})"});
+  ASSERT_EQ(r.size(), 2u);
+  bool refused = false, served = false;
+  for (const json::value& v : r) {
+    if (v.as_object().contains("error")) refused = ErrorCode(v) == -32006;
+    if (v.as_object().contains("result")) served = v.at("id").as_int64() == 3;
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_TRUE(served);
+}
+
+TEST_F(CoreDaemon, AFloodOfOutputLeavesTheDaemonBounded) {
+  SocketDaemon d;
+  ASSERT_TRUE(d.up());
+  // 256 MiB of output against a 1 MiB budget: truncated, counted, and the
+  // daemon never holds more than the budget.
+  json::value flood = d.Call(
+      R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["sh","-c","head -c 268435456 /dev/zero"],"output_bytes":1048576}})");
+  ASSERT_TRUE(flood.is_object() && flood.as_object().contains("result")) << json::serialize(flood);
+  EXPECT_TRUE(flood.at("result").at("stdout_truncated").as_bool());
+  EXPECT_EQ(flood.at("result").at("stdout_bytes").as_int64(), int64_t{268435456});
+  json::value after = d.Call(R"({"jsonrpc":"2.0","id":3,"method":"health"})");
+  ASSERT_TRUE(after.is_object() && after.as_object().contains("result")) << json::serialize(after);
+  // Bounded: far below the 256 MiB written.
+  EXPECT_LT(PeakRssKib(d.pid()), 64u * 1024) << "the daemon's peak RSS grew with the flood";
+  EXPECT_EQ(d.Stop().exit_code, 0);
 }
 
 }  // namespace
