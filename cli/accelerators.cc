@@ -12,10 +12,10 @@ namespace cubicle::cli {
 absl::StatusOr<AcceleratorPlan> ParseAcceleratorFlags(const AcceleratorFlags& flags) {
   AcceleratorPlan plan;
   if (!flags.npu_root.empty()) plan.root = flags.npu_root;
-  if (!flags.npu.empty()) {
+  if (flags.npu_given || !flags.npu.empty()) {
     CUBICLE_ASSIGN_OR_RETURN(plan.npus, npu::ParseChipList(flags.npu, "--npu"));
   }
-  if (!flags.gpu.empty()) {
+  if (flags.gpu_given || !flags.gpu.empty()) {
     CUBICLE_ASSIGN_OR_RETURN(plan.gpus, npu::ParseChipList(flags.gpu, "--gpu"));
   }
   absl::StatusOr<npu::HostLayout> host = npu::HostLayout::Open(plan.root);

@@ -17,6 +17,8 @@ namespace cubicle::cli {
 struct AcceleratorFlags {
   std::string npu;       // "6,4"
   std::string gpu;       // "0,1"
+  bool npu_given = false;  // the flag was there, even with an empty value
+  bool gpu_given = false;
   std::string npu_root;  // "/" when empty
 };
 

@@ -66,6 +66,8 @@ struct RunFlags {
   std::string json_status;
   CLI::Option* rlimit = nullptr;
   AcceleratorFlags accelerators;  // --npu, --gpu, --npu-root
+  CLI::Option* npu = nullptr;
+  CLI::Option* gpu = nullptr;
   std::vector<std::string> command;
 };
 
@@ -293,7 +295,10 @@ int Run(const RunFlags& f) {
   if (spec.ok()) {
     if (absl::Status st = runtime::ValidateSpec(*spec); !st.ok()) spec = st;
   }
-  absl::StatusOr<AcceleratorPlan> accelerators = ParseAcceleratorFlags(f.accelerators);
+  AcceleratorFlags accelerator_flags = f.accelerators;
+  accelerator_flags.npu_given = f.npu->count() > 0;
+  accelerator_flags.gpu_given = f.gpu->count() > 0;
+  absl::StatusOr<AcceleratorPlan> accelerators = ParseAcceleratorFlags(accelerator_flags);
   if (spec.ok() && !accelerators.ok()) spec = accelerators.status();
   if (!spec.ok()) {
     std::fprintf(stderr, "cubicle run: %s\n", std::string(spec.status().message()).c_str());
@@ -405,8 +410,8 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   // One value per occurrence: a vector option would take `--` as the end of
   // its values and leave the command's own dash arguments to the parser.
   f.rlimit = Single(app, "--rlimit", "NAME=SOFT[:HARD]", "e.g. nofile=256 (repeatable)");
-  app->add_option("--npu", f.accelerators.npu, "Ascend NPUs by host logic id, e.g. 6,4: each is probed, then shown as /dev/davinci0.. in ascending host id");
-  app->add_option("--gpu", f.accelerators.gpu, "NVIDIA GPUs by host index, e.g. 0,1: probed, then /dev/nvidia0..");
+  f.npu = app->add_option("--npu", f.accelerators.npu, "Ascend NPUs by host logic id, e.g. 6,4: each is probed, then shown as /dev/davinci0.. in ascending host id");
+  f.gpu = app->add_option("--gpu", f.accelerators.gpu, "NVIDIA GPUs by host index, e.g. 0,1: probed, then /dev/nvidia0..");
   app->add_option("--npu-root", f.accelerators.npu_root, "Directory that stands for / when looking for accelerator nodes, tools and driver files");
   app->add_option("command", f.command, "The command and its arguments")->required();
   return [flags] { return Run(*flags); };

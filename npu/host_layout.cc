@@ -91,6 +91,12 @@ std::optional<std::string> HostLayout::FindTool(Vendor vendor) const {
   return std::nullopt;
 }
 
+std::optional<std::string> HostLayout::FindToolInSandbox(Vendor vendor) const {
+  std::optional<std::string> host = FindTool(vendor);
+  if (!host.has_value()) return std::nullopt;
+  return host->substr(root_.size());
+}
+
 std::optional<std::string> HostLayout::FindDcmi() const {
   for (const char* p : {"/usr/local/dcmi/libdcmi.so", "/usr/local/Ascend/driver/lib64/driver/libdcmi.so"}) {
     std::string candidate = Host(p);

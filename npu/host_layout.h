@@ -24,8 +24,6 @@ inline constexpr char kAscendInstallInfo[] = "/etc/ascend_install.info";
 inline constexpr char kAscendToolkit[] = "/usr/local/Ascend/ascend-toolkit";
 inline constexpr char kAscendToolkitHome[] = "/usr/local/Ascend/ascend-toolkit/latest";
 inline constexpr char kDcmiDir[] = "/usr/local/dcmi";
-inline constexpr char kNpuSmiPath[] = "/usr/local/bin/npu-smi";
-inline constexpr char kNvidiaSmiPath[] = "/usr/bin/nvidia-smi";
 
 // The management nodes a chip needs beside its own, where the host has them.
 inline constexpr const char* kAscendManagementNodes[] = {"davinci_manager", "devmm_svm", "hisi_hdc"};
@@ -62,8 +60,11 @@ class HostLayout {
 
   // npu-smi: <root>/usr/local/bin, <root>/usr/local/sbin, then each
   // directory of $PATH under the root. nvidia-smi: <root>/usr/bin, then
-  // $PATH. nullopt when none is executable.
+  // $PATH. The host path, or nullopt when none is executable.
   std::optional<std::string> FindTool(Vendor vendor) const;
+  // The same tool's path as a sandbox sees it: where it was found, less
+  // the root ("/usr/local/sbin/npu-smi").
+  std::optional<std::string> FindToolInSandbox(Vendor vendor) const;
 
   // libdcmi.so: <root>/usr/local/dcmi, then the driver's lib64/driver.
   std::optional<std::string> FindDcmi() const;

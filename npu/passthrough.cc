@@ -42,9 +42,10 @@ void AscendDriverFiles(const HostLayout& host, Passthrough* p) {
     std::string h = host.Host(path);
     if (Exists(h)) BindReadOnly(host, h, path, &p->mounts);
   }
-  if (std::optional<std::string> smi = host.FindTool(Vendor::kAscend)) {
-    BindReadOnly(host, *smi, kNpuSmiPath, &p->mounts);
-  }
+  // The tool appears where the driver put it, relative to the root.
+  std::optional<std::string> smi = host.FindTool(Vendor::kAscend);
+  std::optional<std::string> smi_inside = host.FindToolInSandbox(Vendor::kAscend);
+  if (smi.has_value() && smi_inside.has_value()) BindReadOnly(host, *smi, *smi_inside, &p->mounts);
   // The CANN environment, as set_env.sh would make it.
   const std::string toolkit = kAscendToolkitHome;
   p->env = {
@@ -62,9 +63,9 @@ void AscendDriverFiles(const HostLayout& host, Passthrough* p) {
 // default sandbox already shows the host's /usr; under --npu-root they come
 // from the root).
 void NvidiaDriverFiles(const HostLayout& host, Passthrough* p) {
-  if (std::optional<std::string> smi = host.FindTool(Vendor::kNvidia)) {
-    BindReadOnly(host, *smi, kNvidiaSmiPath, &p->mounts);
-  }
+  std::optional<std::string> smi = host.FindTool(Vendor::kNvidia);
+  std::optional<std::string> smi_inside = host.FindToolInSandbox(Vendor::kNvidia);
+  if (smi.has_value() && smi_inside.has_value()) BindReadOnly(host, *smi, *smi_inside, &p->mounts);
   for (const char* pattern : {"/usr/lib/x86_64-linux-gnu/libnvidia-*.so*", "/usr/lib/x86_64-linux-gnu/libcuda.so*",
                               "/usr/lib64/libnvidia-*.so*", "/usr/lib64/libcuda.so*"}) {
     glob_t g;
@@ -83,13 +84,18 @@ void NvidiaDriverFiles(const HostLayout& host, Passthrough* p) {
 // directory binds ("/usr" bound from the host's "/usr"): its source, or ""
 // when `dir` is not inside a bind (the root tmpfs, /etc, /dev: writable
 // while the root is built, so mountpoints can simply be made).
-std::string HostDirBehind(const rootfs::MountPlan& plan, const std::string& dir) {
+const rootfs::MountOp* CoveringBind(const rootfs::MountPlan& plan, const std::string& dir) {
   const rootfs::MountOp* best = nullptr;
   for (const rootfs::MountOp& op : plan) {
     if (op.kind != rootfs::MountKind::kBind) continue;
     if (dir != op.dest && !absl::StartsWith(dir, absl::StrCat(op.dest, "/"))) continue;
     if (best == nullptr || op.dest.size() >= best->dest.size()) best = &op;
   }
+  return best;
+}
+
+std::string HostDirBehind(const rootfs::MountPlan& plan, const std::string& dir) {
+  const rootfs::MountOp* best = CoveringBind(plan, dir);
   if (best == nullptr) return "";
   return absl::StrCat(best->source, dir.substr(best->dest.size()));
 }
@@ -252,7 +258,16 @@ absl::Status ApplyPassthrough(const Passthrough& p, runtime::SandboxSpec* spec) 
   for (const std::string& dir : shadows) {
     if (absl::Status st = AppendShadow(spec->mounts, dir, &added); !st.ok()) return st;
   }
-  added.insert(added.end(), p.mounts.begin(), p.mounts.end());
+  for (const rootfs::MountOp& op : p.mounts) {
+    // A driver file the sandbox already shows, read-only, at the same path
+    // (the host's /usr is bound whole): no second mount.
+    const rootfs::MountOp* covering = CoveringBind(spec->mounts, op.dest);
+    if (op.readonly && !absl::StartsWith(op.dest, "/dev/") && covering != nullptr && covering->readonly &&
+        HostDirBehind(spec->mounts, op.dest) == op.source) {
+      continue;
+    }
+    added.push_back(op);
+  }
   for (const std::string& dir : shadows) {
     rootfs::MountOp ro;
     ro.kind = rootfs::MountKind::kRemountRo;

@@ -10,7 +10,7 @@ namespace cubicle::npu {
 
 absl::Status ProbeChip(const HostLayout& host, Vendor vendor, int id, const ProbeOptions& options) {
   const std::string who = absl::StrCat(ChipWord(vendor), " ", id);
-  std::optional<std::string> tool = host.FindTool(vendor);
+  std::optional<std::string> tool = host.FindToolInSandbox(vendor);
   if (!tool.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         who, " cannot be probed: no ", vendor == Vendor::kAscend ? "npu-smi" : "nvidia-smi", " under ",
@@ -22,8 +22,7 @@ absl::Status ProbeChip(const HostLayout& host, Vendor vendor, int id, const Prob
   if (!plan.ok()) return plan.status();
   if (absl::Status st = ApplyPassthrough(*plan, &spec); !st.ok()) return st;
   runtime::ExecRequest request;
-  request.argv = vendor == Vendor::kAscend ? std::vector<std::string>{kNpuSmiPath, "info"}
-                                           : std::vector<std::string>{kNvidiaSmiPath, "-L"};
+  request.argv = {*tool, vendor == Vendor::kAscend ? "info" : "-L"};
   request.env = spec.env;
   request.timeout = options.timeout;
   runtime::Runner runner = [&spec](const runtime::ExecRequest& r) -> absl::StatusOr<runtime::ExecResult> {

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cgroups/devices.h"
 #include "npu/inventory.h"
 #include "npu/passthrough.h"
@@ -107,7 +108,7 @@ class FakeHost {
     for (int i = 0; i < 4; ++i) Node(absl::StrCat("nvidia", i), 200 + i, /*minor_is=*/i);
     Node("nvidiactl", 255);
     Node("nvidia-uvm", 254);
-    Copy(std::string(CUBICLE_FAKES) + "/nvidia-smi", "usr/bin/nvidia-smi", 0755);
+    Copy(std::string(CUBICLE_FAKES) + "/nvidia-smi", "usr/local/bin/nvidia-smi", 0755);
     Write("usr/lib64/libnvidia-fake-state.so", "3\n");
   }
 
@@ -129,7 +130,7 @@ class FakeHost {
  private:
   void Mkdirs(const std::string& rel) {
     std::string p = root();
-    for (const std::string& part : absl::StrSplit(rel, '/')) {
+    for (absl::string_view part : absl::StrSplit(rel, '/')) {
       absl::StrAppend(&p, "/", part);
       ::mkdir(p.c_str(), 0755);
     }
@@ -359,7 +360,7 @@ TEST_F(NpuTest, RunWithNpu64ShowsTwoChipsRenumberedWithTheirHostMinors) {
   std::string status = out.Join("status.json");
   ProcessRun r = RunCubicle(
       {"run", "--npu-root", host.root(), "--npu", "6,4", "--json-status", status, "--", "/bin/sh", "-c",
-       "for n in /dev/davinci*; do echo \"$n $(stat -c %t:%T $n)\"; done; npu-smi info -m | awk 'NR>1{print \"logic\", $3}';"
+       "for n in /dev/davinci*; do echo \"$n $(stat -c %t:%T $n)\"; done; npu-smi info -m | awk 'NR>1 && $3 != \"-\" {print \"logic\", $3}';"
        " echo \"home=$ASCEND_TOOLKIT_HOME\"; echo \"ld=$LD_LIBRARY_PATH\"; ls /usr/local/Ascend/driver;"
        " cat /etc/ascend_install.info; touch /usr/local/bin/x 2>/dev/null || echo read-only"});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
