@@ -6,6 +6,7 @@
 #include "base/status.h"
 #include "npu/host_layout.h"
 #include "npu/inventory.h"
+#include "rpc/npu_methods.h"
 
 namespace cubicle::cli {
 
@@ -45,18 +46,6 @@ absl::StatusOr<std::vector<npu::Passthrough>> AttachAccelerators(const Accelerat
   return applied;
 }
 
-boost::json::object MappingJson(const std::vector<npu::Passthrough>& applied) {
-  boost::json::object out;
-  for (const npu::Passthrough& p : applied) {
-    boost::json::array chips;
-    for (const npu::ChipMapping& m : p.mapping) {
-      chips.push_back(boost::json::object{{"host", m.host_id},
-                                          {"sandbox", m.sandbox_id},
-                                          {"node", absl::StrCat("/dev/", npu::ChipNodeName(p.vendor, m.sandbox_id))}});
-    }
-    out[p.vendor == npu::Vendor::kAscend ? "npu" : "gpu"] = std::move(chips);
-  }
-  return out;
-}
+boost::json::object MappingJson(const std::vector<npu::Passthrough>& applied) { return rpc::MappingToJson(applied); }
 
 }  // namespace cubicle::cli

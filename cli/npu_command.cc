@@ -15,6 +15,7 @@
 #include "npu/inventory.h"
 #include "npu/passthrough.h"
 #include "runtime/cgroup_host.h"
+#include "rpc/npu_methods.h"
 #include "runtime/defaults.h"
 
 namespace cubicle::cli {
@@ -25,22 +26,6 @@ struct NpuListFlags {
   bool refresh = false;
   std::string npu_root = "/";
 };
-
-boost::json::object ChipJson(const npu::Chip& c) {
-  boost::json::object o{{"vendor", std::string(npu::VendorName(c.vendor))},
-                        {"logic_id", c.logic_id},
-                        {"card_id", c.card_id},
-                        {"chip_id", c.chip_id},
-                        {"name", c.name},
-                        {"health", c.health},
-                        {"selectable", c.selectable},
-                        {"reason", c.reason}};
-  if (c.aicore_percent.has_value()) o["aicore_percent"] = *c.aicore_percent;
-  if (c.hbm_used_mb.has_value()) o["hbm_used_mb"] = *c.hbm_used_mb;
-  if (c.hbm_total_mb.has_value()) o["hbm_total_mb"] = *c.hbm_total_mb;
-  if (!c.uuid.empty()) o["uuid"] = c.uuid;
-  return o;
-}
 
 int List(const NpuListFlags& f) {
   npu::InventoryOptions options;
@@ -71,7 +56,7 @@ int List(const NpuListFlags& f) {
       std::fprintf(stderr, "cubicle npu list: %s: %s\n", std::string(npu::VendorName(vendor)).c_str(), note.c_str());
     }
     for (const npu::Chip& c : listing->chips) {
-      chips.push_back(ChipJson(c));
+      chips.push_back(rpc::ChipToJson(c));
       all.push_back(c);
     }
   }

@@ -30,7 +30,10 @@ absl::StatusOr<HostLayout> HostLayout::Open(absl::string_view root) {
     return normal.status();
   }
   struct stat st;
-  if (::stat(normal->c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("--npu-root ", *normal));
+  if (::stat(normal->c_str(), &st) != 0) {
+    // Bad input, whatever the errno: the caller named a directory that is not there.
+    return absl::InvalidArgumentError(ErrnoStatus(errno, absl::StrCat("--npu-root ", *normal)).message());
+  }
   if (!S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat("--npu-root ", *normal, ": not a directory"));
   return HostLayout(*normal == "/" ? "" : *normal);
 }

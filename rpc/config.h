@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cgroups/limits.h"
+#include "npu/broker.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
 
@@ -43,6 +44,19 @@ struct Profile {
   absl::Duration max_timeout = absl::Minutes(5);       // the most a request may ask for
   uint64_t output_bytes = 1 << 20;                     // capture budget per stream
   std::optional<Interpreter> interpreter;
+  // Accelerator chips every execution of this profile is given (host logic
+  // ids, ascending): each is probed before the execution, which then runs
+  // on the cold path (a pooled zygote cannot have been probed for it).
+  std::vector<int> npus;
+  std::vector<int> gpus;
+};
+
+// "npu": where the accelerator driver is, how long listings and probes are
+// trusted, and the host broker (off unless enabled; see npu/broker.h).
+struct NpuConfig {
+  std::string root = "/";
+  absl::Duration cache_window = absl::Seconds(30);
+  npu::BrokerConfig broker;
 };
 
 struct DaemonConfig {
@@ -56,6 +70,7 @@ struct DaemonConfig {
   absl::Duration max_timeout = absl::Minutes(10);
   uint64_t max_output_bytes = 16 << 20;
   std::map<std::string, Profile> profiles;
+  NpuConfig npu;
 };
 
 // Parses and validates a whole configuration. Comments (// and /* */) are

@@ -29,7 +29,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "rpc/npu_methods.h"
 #include "rpc/results_json.h"
+#include "runtime/cgroup_host.h"
+#include "runtime/defaults.h"
 #include "runtime/capture.h"
 #include "runtime/probe.h"
 
@@ -88,6 +91,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
     CUBICLE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pool> pool,
                              runtime::Pool::Create(name, profile.spec, profile.pool));
     d->pools_.emplace(name, std::move(pool));
+  }
+  {
+    npu::InventoryOptions npu_options;
+    npu_options.root = d->config_.npu.root;
+    npu_options.cache_window = d->config_.npu.cache_window;
+    CUBICLE_ASSIGN_OR_RETURN(npu_options.probe_spec, runtime::DefaultSpec({}));
+    npu_options.probe_spec.limits = runtime::DefaultLimits();
+    CUBICLE_ASSIGN_OR_RETURN(d->inventory_, npu::Inventory::Create(std::move(npu_options)));
   }
   d->workers_ = std::make_unique<Workers>(std::max<size_t>(1, d->config_.max_concurrent));
   return d;
@@ -185,7 +196,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
 Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes"})) {
+                                         "output_bytes", "npu", "gpu"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
@@ -196,7 +207,25 @@ Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
     if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
-  return RunToJson(p, stdin_data, -1);
+  return SandboxRunAccelerated(p, *params, stdin_data);
+}
+
+Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const json::object& params,
+                                                    const std::string& stdin_data) {
+  const Profile& profile = config_.profiles.at(p.pool->name());
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(params, profile));
+  if (chips.empty()) return RunToJson(p, stdin_data, -1);  // the pool, as always
+  absl::StatusOr<AcceleratedRun> run = RunWithAccelerators(*inventory_, profile, chips, p.request, stdin_data, p.budget);
+  if (!run.ok()) {
+    // A chip that is gone or unusable fails the whole execution, naming it.
+    return FromStatus(run.status(), absl::IsInvalidArgument(run.status()) ? kInvalidParams : kSetupFailed);
+  }
+  json::object out = ResultToJson(run->captured.result);
+  out["profile"] = p.pool->name();
+  out["accelerators"] = run->mapping;
+  PutStream(out, "stdout", run->captured.out, run->captured.out_truncated, run->captured.out_total);
+  PutStream(out, "stderr", run->captured.err, run->captured.err_truncated, run->captured.err_total);
+  return json::value(std::move(out));
 }
 
 Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
@@ -434,6 +463,8 @@ json::value Daemon::Dispatch(const Call& call, Error* error) {
   if (call.method == "exec.wait") return take(ExecStatus(call.params, true));
   if (call.method == "exec.cancel") return take(ExecCancel(call.params));
   if (call.method == "probe") return ProbeToJson(runtime::Probe());
+  if (call.method == "npu.list") return take(NpuList(*inventory_, call.params));
+  if (call.method == "npu.broker.run") return take(NpuBrokerRun(config_.npu.broker, call.params));
   *error = Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
   return nullptr;
 }

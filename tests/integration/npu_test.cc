@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <fstream>
 #include <set>
@@ -526,6 +527,75 @@ TEST_F(NpuTest, ABrokenGpuFailsTheRunWithTheDriversWords) {
   EXPECT_NE(r.err.find("GPU 3 cannot be opened inside the sandbox: Unable to determine the device handle for GPU3"),
             std::string::npos)
       << r.err;
+}
+
+// ---- The daemon -----------------------------------------------------------
+
+std::vector<boost::json::value> Serve(const std::string& config_path, const std::vector<std::string>& lines,
+                                      ProcessRun* run_out) {
+  ProcessRun run = RunCubicle({"serve", "--config", config_path}, absl::StrJoin(lines, "\n") + "\n");
+  *run_out = run;
+  std::vector<boost::json::value> out;
+  for (const std::string& line : Lines(run.out)) out.push_back(boost::json::parse(line));
+  return out;
+}
+
+const boost::json::value* Reply(const std::vector<boost::json::value>& replies, int64_t id) {
+  for (const boost::json::value& r : replies) {
+    if (r.at("id").is_int64() && r.at("id").as_int64() == id) return &r;
+  }
+  return nullptr;
+}
+
+TEST_F(NpuTest, DaemonListsRunsWithChipsAndBrokersJobs) {
+  FakeHost host;
+  TempDir dir;
+  const std::string config = dir.Join("config.json");
+  ASSERT_TRUE(WriteFile(config, absl::StrCat(R"({"npu": {"root": ")", host.root(), R"(",
+      "broker": {"enabled": true, "jobs": {"chip-map": {"argv": [")", host.Path("usr/local/bin/npu-smi"),
+                                          R"(", "info", "-m"], "timeout_ms": 10000}}}},
+    "profiles": {"shell": {"pool": {"min_idle": 0}}, "npu46": {"npu": "4,6"}}})")));
+  ProcessRun run;
+  std::vector<boost::json::value> r = Serve(
+      config,
+      {R"({"jsonrpc":"2.0","id":1,"method":"npu.list"})",
+       R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"profile":"shell","npu":"6,4",)"
+       R"("argv":["/bin/sh","-c","ls /dev | grep davinci; echo $ASCEND_OPP_PATH"]}})",
+       R"({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"profile":"shell","npu":"5","argv":["/bin/true"]}})",
+       R"({"jsonrpc":"2.0","id":4,"method":"sandbox.run","params":{"profile":"npu46","argv":["/bin/sh","-c","ls /dev | grep -c 'davinci[0-9]'"]}})",
+       R"({"jsonrpc":"2.0","id":5,"method":"npu.broker.run","params":{"job":"chip-map"}})",
+       R"({"jsonrpc":"2.0","id":6,"method":"npu.broker.run","params":{"job":"rm -rf /"}})",
+       R"({"jsonrpc":"2.0","id":7,"method":"sandbox.run","params":{"profile":"shell","npu":"x","argv":["/bin/true"]}})",
+       R"({"jsonrpc":"2.0","id":8,"method":"sandbox.run","params":{"profile":"shell","argv":["/bin/sh","-c","ls /dev | grep -c davinci"]}})"},
+      &run);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_NE(Reply(r, 1), nullptr) << run.out;
+  const boost::json::array& chips = Reply(r, 1)->at("result").at("chips").as_array();
+  ASSERT_EQ(chips.size(), 12u);
+  EXPECT_EQ(chips[5].at("logic_id").as_int64(), 5);
+  EXPECT_FALSE(chips[5].at("selectable").as_bool());
+  EXPECT_NE(std::string(chips[5].at("reason").as_string()).find("ret is -8020"), std::string::npos);
+
+  const boost::json::value& two = Reply(r, 2)->at("result");
+  EXPECT_EQ(two.at("stdout").as_string(), "davinci0\ndavinci1\ndavinci_manager\n/usr/local/Ascend/ascend-toolkit/latest/opp\n")
+      << boost::json::serialize(two);
+  EXPECT_EQ(two.at("accelerators").at("npu").as_array()[1].at("host").as_int64(), 6);
+
+  const boost::json::value& three = *Reply(r, 3);
+  EXPECT_EQ(three.at("error").at("code").as_int64(), -32001) << boost::json::serialize(three);
+  EXPECT_NE(std::string(three.at("error").at("message").as_string()).find("NPU 5 cannot be opened inside the sandbox"),
+            std::string::npos);
+
+  EXPECT_EQ(Reply(r, 4)->at("result").at("stdout").as_string(), "2\n") << boost::json::serialize(*Reply(r, 4));
+
+  const boost::json::value& five = Reply(r, 5)->at("result");
+  EXPECT_TRUE(five.at("outside_sandbox").as_bool());
+  EXPECT_EQ(five.at("exit_code").as_int64(), 0);
+  EXPECT_NE(std::string(five.at("stdout").as_string()).find("Ascend 910C"), std::string::npos);
+
+  EXPECT_EQ(Reply(r, 6)->at("error").at("code").as_int64(), -32004);
+  EXPECT_EQ(Reply(r, 7)->at("error").at("code").as_int64(), -32602);
+  EXPECT_EQ(Reply(r, 8)->at("result").at("stdout").as_string(), "0\n") << "no chips asked, none given";
 }
 
 // ---- The device cgroup on its own ----------------------------------------
