@@ -1,11 +1,15 @@
 #include "cgroups/devices.h"
 
 #include <fcntl.h>
+#include <linux/bpf.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -55,12 +59,8 @@ absl::StatusOr<std::string> DevicesParent() {
     }
   }
   if (devices == nullptr) {
-    if (any_v2) {
-      return absl::UnimplementedError(
-          "device cgroup: this host has no v1 devices controller, and the cgroup v2 device program "
-          "(BPF_PROG_TYPE_CGROUP_DEVICE) is not implemented yet");
-    }
-    return absl::FailedPreconditionError("device cgroup: no devices controller is mounted");
+    return absl::UnimplementedError(any_v2 ? "device cgroup: no v1 devices controller (cgroup v2: use the device program)"
+                                           : "device cgroup: no devices controller is mounted");
   }
   CUBICLE_ASSIGN_OR_RETURN(std::string self, ReadText("/proc/self/cgroup"));
   std::string own;
@@ -128,10 +128,22 @@ std::vector<DeviceRule> MinimalDevRules() {
   };
 }
 
-absl::StatusOr<std::unique_ptr<DeviceCgroup>> DeviceCgroup::Create(const std::vector<DeviceRule>& allow) {
+absl::StatusOr<std::unique_ptr<DeviceCgroup>> DeviceCgroup::Create(const std::vector<DeviceRule>& allow,
+                                                                    int v2_dir_fd) {
   CUBICLE_RETURN_IF_ERROR(ValidateDeviceRules(allow));
-  CUBICLE_ASSIGN_OR_RETURN(std::string parent, DevicesParent());
+  absl::StatusOr<std::string> v1_parent = DevicesParent();
   auto cg = std::unique_ptr<DeviceCgroup>(new DeviceCgroup());
+  if (!v1_parent.ok()) {
+    if (!absl::IsUnimplemented(v1_parent.status())) return v1_parent.status();
+    if (v2_dir_fd < 0) {
+      return absl::FailedPreconditionError(absl::StrCat(v1_parent.status().message(),
+                                                        ", and the sandbox has no cgroup v2 group to attach one to"));
+    }
+    CUBICLE_RETURN_IF_ERROR(AttachDeviceProgram(v2_dir_fd, allow));
+    cg->removed_ = true;  // the program goes with the sandbox's v2 group
+    return cg;
+  }
+  const std::string& parent = *v1_parent;
   cg->path_ = absl::StrCat(parent, "/cubicle-", ::getpid(), "-dev-", next_sequence.fetch_add(1));
   // Another sandbox's Remove() may take the (empty) parent away between the
   // two mkdirs: one retry makes it again.
@@ -153,6 +165,7 @@ absl::StatusOr<std::unique_ptr<DeviceCgroup>> DeviceCgroup::Create(const std::ve
 DeviceCgroup::~DeviceCgroup() { Remove().IgnoreError(); }
 
 absl::Status DeviceCgroup::Attach(pid_t pid) {
+  if (v2()) return absl::OkStatus();
   return WriteFile(absl::StrCat(path_, "/cgroup.procs"), absl::StrCat(pid));
 }
 
@@ -170,6 +183,114 @@ absl::Status DeviceCgroup::Remove() {
   // The shared parent goes when it is empty; another sandbox's group keeps it.
   std::string parent = path_.substr(0, path_.rfind('/'));
   ::rmdir(parent.c_str());
+  return absl::OkStatus();
+}
+
+namespace {
+
+bpf_insn Insn(uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm) {
+  bpf_insn i;
+  std::memset(&i, 0, sizeof(i));
+  i.code = code;
+  i.dst_reg = dst & 0xf;
+  i.src_reg = src & 0xf;
+  i.off = off;
+  i.imm = imm;
+  return i;
+}
+
+bpf_insn LoadCtxWord(uint8_t dst, int16_t offset) { return Insn(BPF_LDX | BPF_MEM | BPF_W, dst, BPF_REG_1, offset, 0); }
+bpf_insn JumpIfNotEqual(uint8_t reg, int32_t imm, int16_t skip) { return Insn(BPF_JMP | BPF_JNE | BPF_K, reg, 0, skip, imm); }
+bpf_insn Mov64Imm(uint8_t dst, int32_t imm) { return Insn(BPF_ALU64 | BPF_MOV | BPF_K, dst, 0, 0, imm); }
+bpf_insn Exit() { return Insn(BPF_JMP | BPF_EXIT, 0, 0, 0, 0); }
+
+int32_t AccessBits(const std::string& access) {
+  int32_t bits = 0;
+  if (access.find('r') != std::string::npos) bits |= BPF_DEVCG_ACC_READ;
+  if (access.find('w') != std::string::npos) bits |= BPF_DEVCG_ACC_WRITE;
+  if (access.find('m') != std::string::npos) bits |= BPF_DEVCG_ACC_MKNOD;
+  return bits;
+}
+
+std::vector<bpf_insn> Assemble(const std::vector<DeviceRule>& allow) {
+  std::vector<bpf_insn> p;
+  // r2 = type, r3 = access, r4 = major, r5 = minor (struct bpf_cgroup_dev_ctx).
+  p.push_back(LoadCtxWord(BPF_REG_2, offsetof(bpf_cgroup_dev_ctx, access_type)));
+  p.push_back(Insn(BPF_ALU | BPF_AND | BPF_K, BPF_REG_2, 0, 0, 0xffff));
+  p.push_back(LoadCtxWord(BPF_REG_3, offsetof(bpf_cgroup_dev_ctx, access_type)));
+  p.push_back(Insn(BPF_ALU | BPF_RSH | BPF_K, BPF_REG_3, 0, 0, 16));
+  p.push_back(LoadCtxWord(BPF_REG_4, offsetof(bpf_cgroup_dev_ctx, major)));
+  p.push_back(LoadCtxWord(BPF_REG_5, offsetof(bpf_cgroup_dev_ctx, minor)));
+  for (const DeviceRule& r : allow) {
+    // One block per rule; every failed test jumps past the block's end.
+    const int16_t len = r.minor < 0 ? 7 : 8;
+    int16_t at = 0;
+    auto skip = [&] { return static_cast<int16_t>(len - at - 1); };
+    p.push_back(JumpIfNotEqual(BPF_REG_2, r.type == 'c' ? BPF_DEVCG_DEV_CHAR : BPF_DEVCG_DEV_BLOCK, skip()));
+    ++at;
+    p.push_back(Insn(BPF_ALU | BPF_MOV | BPF_X, BPF_REG_0, BPF_REG_3, 0, 0));  // w0 = access
+    ++at;
+    p.push_back(Insn(BPF_ALU | BPF_AND | BPF_K, BPF_REG_0, 0, 0, ~AccessBits(r.access) & 7));  // bits not allowed
+    ++at;
+    p.push_back(JumpIfNotEqual(BPF_REG_0, 0, skip()));
+    ++at;
+    p.push_back(JumpIfNotEqual(BPF_REG_4, static_cast<int32_t>(r.major), skip()));
+    ++at;
+    if (r.minor >= 0) {
+      p.push_back(JumpIfNotEqual(BPF_REG_5, static_cast<int32_t>(r.minor), skip()));
+      ++at;
+    }
+    p.push_back(Mov64Imm(BPF_REG_0, 1));
+    p.push_back(Exit());
+  }
+  p.push_back(Mov64Imm(BPF_REG_0, 0));
+  p.push_back(Exit());
+  return p;
+}
+
+long Bpf(int cmd, bpf_attr* attr) { return ::syscall(SYS_bpf, cmd, attr, sizeof(*attr)); }
+
+}  // namespace
+
+DeviceProgram AssembleDeviceProgram(const std::vector<DeviceRule>& allow) {
+  std::vector<bpf_insn> insns = Assemble(allow);
+  DeviceProgram out;
+  out.raw.resize(insns.size());
+  std::memcpy(out.raw.data(), insns.data(), insns.size() * sizeof(bpf_insn));
+  return out;
+}
+
+absl::Status AttachDeviceProgram(int cgroup_fd, const std::vector<DeviceRule>& allow) {
+  CUBICLE_RETURN_IF_ERROR(ValidateDeviceRules(allow));
+  std::vector<bpf_insn> insns = Assemble(allow);
+  static const char kLicense[] = "GPL";
+  char log[4096] = {0};
+  bpf_attr load;
+  std::memset(&load, 0, sizeof(load));
+  load.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
+  load.insns = reinterpret_cast<uint64_t>(insns.data());
+  load.insn_cnt = static_cast<uint32_t>(insns.size());
+  load.license = reinterpret_cast<uint64_t>(kLicense);
+  load.log_buf = reinterpret_cast<uint64_t>(log);
+  load.log_size = sizeof(log);
+  load.log_level = 1;
+  long prog = Bpf(BPF_PROG_LOAD, &load);
+  if (prog < 0) {
+    int saved = errno;
+    std::string why(log, strnlen(log, sizeof(log)));
+    if (why.size() > 300) why = why.substr(why.size() - 300);
+    return ErrnoStatus(saved, absl::StrCat("bpf(BPF_PROG_LOAD, cgroup device program of ", insns.size(),
+                                           " instructions)", why.empty() ? "" : ": ", why));
+  }
+  bpf_attr attach;
+  std::memset(&attach, 0, sizeof(attach));
+  attach.target_fd = static_cast<uint32_t>(cgroup_fd);
+  attach.attach_bpf_fd = static_cast<uint32_t>(prog);
+  attach.attach_type = BPF_CGROUP_DEVICE;
+  long rc = Bpf(BPF_PROG_ATTACH, &attach);
+  int saved = errno;
+  ::close(static_cast<int>(prog));
+  if (rc != 0) return ErrnoStatus(saved, "bpf(BPF_PROG_ATTACH, BPF_CGROUP_DEVICE)");
   return absl::OkStatus();
 }
 

@@ -5,9 +5,9 @@
 //
 // v1 (the `devices` controller): a group "cubicle-<pid>-dev-<seq>" under
 // our own devices cgroup, `devices.deny a`, then one `devices.allow` per
-// rule. v2 has no such files (a BPF_PROG_TYPE_CGROUP_DEVICE program does the
-// job there); it is not implemented yet: Create() says so with
-// Unimplemented and the caller decides.
+// rule. v2 has no such files: a BPF_PROG_TYPE_CGROUP_DEVICE program,
+// assembled here and loaded with the raw bpf() syscall, is attached to the
+// sandbox's own v2 group and goes away with it.
 #pragma once
 
 #include <sys/types.h>
@@ -45,29 +45,45 @@ std::vector<DeviceRule> MinimalDevRules();
 
 class DeviceCgroup {
  public:
-  // Finds the devices hierarchy in `mountinfo` / `proc_self_cgroup`
-  // (the texts of /proc/self/mountinfo and /proc/self/cgroup), makes the
-  // group and writes the rules. Unimplemented where only cgroup v2 is
-  // mounted; FailedPrecondition where there is no devices hierarchy. On
-  // failure nothing is left behind.
-  static absl::StatusOr<std::unique_ptr<DeviceCgroup>> Create(const std::vector<DeviceRule>& allow);
+  // Where a v1 devices hierarchy is mounted (/proc/self/mountinfo), makes
+  // the group there and writes the rules. Otherwise, with a v2 group
+  // (`v2_dir_fd`, the sandbox's), attaches the device program to it.
+  // FailedPrecondition when neither is possible. On failure nothing is left
+  // behind.
+  static absl::StatusOr<std::unique_ptr<DeviceCgroup>> Create(const std::vector<DeviceRule>& allow,
+                                                              int v2_dir_fd = -1);
 
   DeviceCgroup(const DeviceCgroup&) = delete;
   DeviceCgroup& operator=(const DeviceCgroup&) = delete;
   // Remove(), best effort.
   ~DeviceCgroup();
 
-  // Writes `pid` to the group's cgroup.procs.
+  // Writes `pid` to the v1 group's cgroup.procs (v2: nothing to do, the
+  // sandbox is placed in its v2 group with its other controllers).
   absl::Status Attach(pid_t pid);
   // Removes the group once it is empty (bounded wait); idempotent.
   absl::Status Remove();
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return path_; }  // empty on v2
+  bool v2() const { return path_.empty(); }
 
  private:
   DeviceCgroup() = default;
   std::string path_;
   bool removed_ = false;
 };
+
+// The cgroup v2 device program for `allow`: default deny; an access is
+// allowed when its type, major, minor (unless the rule's is "*") match a
+// rule and its access bits are within the rule's. Exposed for tests.
+struct DeviceProgram {
+  std::vector<uint64_t> raw;  // struct bpf_insn, 8 bytes each
+};
+DeviceProgram AssembleDeviceProgram(const std::vector<DeviceRule>& allow);
+
+// Loads the program (BPF_PROG_LOAD, BPF_PROG_TYPE_CGROUP_DEVICE) and
+// attaches it (BPF_PROG_ATTACH, BPF_CGROUP_DEVICE) to the v2 group open as
+// `cgroup_fd`. The attachment holds the program; no fd stays open.
+absl::Status AttachDeviceProgram(int cgroup_fd, const std::vector<DeviceRule>& allow);
 
 }  // namespace cubicle::cgroups

@@ -341,12 +341,13 @@ absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups
 // the minimal /dev's nodes may be opened. Where the host has no usable
 // device controller the mount namespace alone decides what is visible (a
 // user namespace cannot mknod), and the result says so.
-absl::Status MakeDeviceCgroup(const SandboxSpec& spec, std::unique_ptr<cgroups::DeviceCgroup>* out,
-                              ExecResult* result) {
+absl::Status MakeDeviceCgroup(const SandboxSpec& spec, const cgroups::SandboxCgroup* cgroup,
+                              std::unique_ptr<cgroups::DeviceCgroup>* out, ExecResult* result) {
   if (spec.devices.empty()) return absl::OkStatus();
   std::vector<cgroups::DeviceRule> allow = cgroups::MinimalDevRules();
   allow.insert(allow.end(), spec.devices.begin(), spec.devices.end());
-  absl::StatusOr<std::unique_ptr<cgroups::DeviceCgroup>> made = cgroups::DeviceCgroup::Create(allow);
+  const int v2_dir_fd = cgroup != nullptr ? cgroup->v2_dir_fd() : -1;  // v2: the program goes on the sandbox's group
+  absl::StatusOr<std::unique_ptr<cgroups::DeviceCgroup>> made = cgroups::DeviceCgroup::Create(allow, v2_dir_fd);
   if (made.ok()) {
     *out = *std::move(made);
     return absl::OkStatus();
@@ -511,7 +512,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
       }
     }
   }
-  CUBICLE_RETURN_IF_ERROR(MakeDeviceCgroup(spec, &state->devices, &created));
+  CUBICLE_RETURN_IF_ERROR(MakeDeviceCgroup(spec, state->cgroup.get(), &state->devices, &created));
   clock.Mark("cgroup");
 
   int sv[2];

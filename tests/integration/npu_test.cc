@@ -598,6 +598,71 @@ TEST_F(NpuTest, DaemonListsRunsWithChipsAndBrokersJobs) {
   EXPECT_EQ(Reply(r, 8)->at("result").at("stdout").as_string(), "0\n") << "no chips asked, none given";
 }
 
+// The cgroup v2 device program, on a v2 group of this host's unified
+// hierarchy (which on a hybrid host exists beside the v1 devices
+// controller: both apply).
+TEST_F(NpuTest, DeviceProgramOnAV2GroupAllowsOnlyItsRules) {
+  std::string unified, own;
+  {
+    std::ifstream mountinfo("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(mountinfo, line)) {
+      if (line.find(" - cgroup2 ") == std::string::npos) continue;
+      std::istringstream ss(line);
+      std::string id, parent, devno, root, mount_point;
+      ss >> id >> parent >> devno >> root >> mount_point;
+      if (root == "/") unified = mount_point;
+    }
+    std::ifstream self("/proc/self/cgroup");
+    while (std::getline(self, line)) {
+      if (absl::StartsWith(line, "0::")) own = line.substr(3);
+    }
+  }
+  if (unified.empty()) GTEST_SKIP() << "no cgroup2 mount here";
+  const std::string group = absl::StrCat(unified, own == "/" ? "" : own, "/cubicle-devtest-", ::getpid());
+  if (::mkdir(group.c_str(), 0755) != 0) GTEST_SKIP() << "cannot make a v2 group: " << std::strerror(errno);
+  struct RemoveGroup {
+    std::string path;
+    ~RemoveGroup() { ::rmdir(path.c_str()); }
+  } remove{group};
+  int dir = ::open(group.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir, 0);
+  absl::Status attached = cgroups::AttachDeviceProgram(dir, {{'c', 1, 3, "rw"}, {'c', 1, 5, "r"}});
+  ::close(dir);
+  ASSERT_TRUE(attached.ok()) << attached;
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char c;
+    (void)!::read(ready[0], &c, 1);
+    int code = 0;
+    if (::open("/dev/null", O_RDWR) < 0) code |= 1;                        // c 1:3 rw: allowed
+    if (::open("/dev/zero", O_RDONLY) < 0) code |= 2;                      // c 1:5 r: allowed
+    if (::open("/dev/zero", O_WRONLY) >= 0 || errno != EPERM) code |= 4;   // c 1:5 w: refused
+    if (::open("/dev/urandom", O_RDONLY) >= 0 || errno != EPERM) code |= 8;  // no rule: refused
+    ::_exit(code);
+  }
+  ::close(ready[0]);
+  bool placed = WriteFile(group + "/cgroup.procs", std::to_string(pid));
+  (void)!::write(ready[1], "g", 1);
+  ::close(ready[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(placed) << "could not move the child into " << group;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 null refused, 2 zero-read refused, 4 zero-write allowed, 8 urandom allowed";
+}
+
+TEST(DeviceProgram, OneBlockPerRuleAndADefaultDeny) {
+  // 6 loads/shifts, 7 or 8 instructions per rule (8 with a minor), 2 for
+  // the final deny.
+  EXPECT_EQ(cgroups::AssembleDeviceProgram({}).raw.size(), 8u);
+  EXPECT_EQ(cgroups::AssembleDeviceProgram({{'c', 1, 3, "rw"}}).raw.size(), 16u);
+  EXPECT_EQ(cgroups::AssembleDeviceProgram({{'c', 136, -1, "rwm"}, {'b', 8, 0, "r"}}).raw.size(), 23u);
+}
+
 // ---- The device cgroup on its own ----------------------------------------
 
 TEST_F(NpuTest, DeviceCgroupAllowsOnlyItsRules) {
