@@ -274,6 +274,7 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "exec.start")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(*params, "key", false));
   auto exec = std::make_shared<Execution>();
@@ -357,6 +358,7 @@ Expected<json::value> Daemon::SkillCall(const json::value& raw) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "skill.call")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
   json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);
   if (!skill_params.is_null() && !skill_params.is_object() && !skill_params.is_array()) {

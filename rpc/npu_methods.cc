@@ -89,6 +89,14 @@ Expected<RunChips> ChipsOfRun(const json::object& params, const Profile& profile
   return chips;
 }
 
+std::optional<Error> RefuseAccelerated(const Profile& profile, absl::string_view method) {
+  if (profile.npus.empty() && profile.gpus.empty()) return std::nullopt;
+  return Error{kInvalidParams,
+               absl::StrCat("profile '", profile.name, "' passes accelerators through, which only sandbox.run supports; ",
+                            method, " would run it without them"),
+               nullptr};
+}
+
 absl::StatusOr<AcceleratedRun> RunWithAccelerators(npu::Inventory& inventory, const Profile& profile,
                                                    const RunChips& chips, const runtime::ExecRequest& request,
                                                    const std::string& stdin_data, uint64_t budget) {

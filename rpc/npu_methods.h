@@ -46,6 +46,10 @@ struct RunChips {
 // else the profile's.
 Expected<RunChips> ChipsOfRun(const boost::json::object& params, const Profile& profile);
 
+// A profile with chips runs only through sandbox.run (which probes them);
+// any other method refuses it rather than run it without its chips.
+std::optional<Error> RefuseAccelerated(const Profile& profile, absl::string_view method);
+
 struct AcceleratedRun {
   runtime::CapturedRun captured;
   boost::json::object mapping;

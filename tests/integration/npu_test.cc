@@ -566,7 +566,9 @@ TEST_F(NpuTest, DaemonListsRunsWithChipsAndBrokersJobs) {
        R"({"jsonrpc":"2.0","id":5,"method":"npu.broker.run","params":{"job":"chip-map"}})",
        R"({"jsonrpc":"2.0","id":6,"method":"npu.broker.run","params":{"job":"rm -rf /"}})",
        R"({"jsonrpc":"2.0","id":7,"method":"sandbox.run","params":{"profile":"shell","npu":"x","argv":["/bin/true"]}})",
-       R"({"jsonrpc":"2.0","id":8,"method":"sandbox.run","params":{"profile":"shell","argv":["/bin/sh","-c","ls /dev | grep -c davinci"]}})"},
+       R"({"jsonrpc":"2.0","id":8,"method":"sandbox.run","params":{"profile":"shell","argv":["/bin/sh","-c","ls /dev | grep -c davinci"]}})",
+       R"({"jsonrpc":"2.0","id":9,"method":"exec.start","params":{"profile":"npu46","argv":["/bin/true"]}})",
+       R"({"jsonrpc":"2.0","id":10,"method":"skill.call","params":{"profile":"npu46","argv":["/bin/cat"],"method":"x"}})"},
       &run);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ASSERT_NE(Reply(r, 1), nullptr) << run.out;
@@ -596,6 +598,12 @@ TEST_F(NpuTest, DaemonListsRunsWithChipsAndBrokersJobs) {
   EXPECT_EQ(Reply(r, 6)->at("error").at("code").as_int64(), -32004);
   EXPECT_EQ(Reply(r, 7)->at("error").at("code").as_int64(), -32602);
   EXPECT_EQ(Reply(r, 8)->at("result").at("stdout").as_string(), "0\n") << "no chips asked, none given";
+  for (int64_t id : {9, 10}) {
+    const boost::json::value& refused = *Reply(r, id);
+    EXPECT_EQ(refused.at("error").at("code").as_int64(), -32602) << boost::json::serialize(refused);
+    EXPECT_NE(std::string(refused.at("error").at("message").as_string()).find("only sandbox.run supports"),
+              std::string::npos);
+  }
 }
 
 // The cgroup v2 device program, on a v2 group of this host's unified
