@@ -1,6 +1,7 @@
 #include "npu/inventory.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -120,35 +121,55 @@ std::string Inventory::Refusal(const Chip& chip) const {
   return "";
 }
 
-absl::Status Inventory::Probe(Vendor vendor, int id, const runtime::SandboxSpec& base, bool refresh) {
-  const auto key = std::make_pair(vendor, id);
-  auto it = probed_ok_.find(key);
-  if (!refresh && it != probed_ok_.end() && absl::Now() - it->second < options_.cache_window) {
-    return absl::OkStatus();
+std::vector<absl::Status> Inventory::ProbeAll(Vendor vendor, const std::vector<int>& ids,
+                                              const runtime::SandboxSpec& base, bool refresh) {
+  std::vector<absl::Status> results(ids.size());
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = probed_ok_.find({vendor, ids[i]});
+    if (refresh || it == probed_ok_.end() || absl::Now() - it->second >= options_.cache_window) todo.push_back(i);
   }
   ProbeOptions probe;
   probe.base = base;
   probe.timeout = options_.probe_timeout;
-  absl::Status st = ProbeChip(host_, vendor, id, probe);
-  if (st.ok()) {
-    probed_ok_[key] = absl::Now();
-  } else {
-    probed_ok_.erase(key);  // a failure is never cached
+  // Each probe is a sandbox that mostly waits for the driver's tool: run a
+  // few at once. Every thread is joined before the next batch.
+  constexpr size_t kParallel = 4;
+  for (size_t start = 0; start < todo.size(); start += kParallel) {
+    std::vector<std::thread> batch;
+    for (size_t k = start; k < std::min(todo.size(), start + kParallel); ++k) {
+      const size_t i = todo[k];
+      batch.emplace_back([&, i] { results[i] = ProbeChip(host_, vendor, ids[i], probe); });
+    }
+    for (std::thread& t : batch) t.join();
   }
-  return st;
+  for (size_t i : todo) {
+    if (results[i].ok()) {
+      probed_ok_[{vendor, ids[i]}] = absl::Now();
+    } else {
+      probed_ok_.erase({vendor, ids[i]});  // a failure is never cached
+    }
+  }
+  return results;
 }
 
 absl::StatusOr<Listing> Inventory::List(Vendor vendor, bool refresh) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Listing> listing = HostListing(vendor, refresh);
   if (!listing.ok()) return listing.status();
+  std::vector<int> candidates;
+  std::vector<Chip*> probed;
   for (Chip& chip : listing->chips) {
     chip.reason = Refusal(chip);
     if (chip.reason.empty()) {
-      absl::Status st = Probe(vendor, chip.logic_id, options_.probe_spec, refresh);
-      chip.selectable = st.ok();
-      if (!st.ok()) chip.reason = std::string(st.message());
+      candidates.push_back(chip.logic_id);
+      probed.push_back(&chip);
     }
+  }
+  std::vector<absl::Status> results = ProbeAll(vendor, candidates, options_.probe_spec, refresh);
+  for (size_t i = 0; i < probed.size(); ++i) {
+    probed[i]->selectable = results[i].ok();
+    if (!results[i].ok()) probed[i]->reason = std::string(results[i].message());
   }
   return listing;
 }
@@ -159,6 +180,7 @@ absl::Status Inventory::CheckSelection(Vendor vendor, const std::vector<int>& id
   absl::StatusOr<Listing> listing = HostListing(vendor, /*refresh=*/false);
   if (!listing.ok()) return listing.status();
   std::vector<std::string> problems;
+  std::vector<int> to_probe;
   bool missing = false;
   for (int id : ids) {
     auto chip = std::find_if(listing->chips.begin(), listing->chips.end(),
@@ -176,7 +198,9 @@ absl::Status Inventory::CheckSelection(Vendor vendor, const std::vector<int>& id
       problems.push_back(refusal);
       continue;
     }
-    absl::Status st = Probe(vendor, id, execution, /*refresh=*/false);
+    to_probe.push_back(id);
+  }
+  for (const absl::Status& st : ProbeAll(vendor, to_probe, execution, /*refresh=*/false)) {
     if (!st.ok()) problems.push_back(std::string(st.message()));
   }
   if (problems.empty()) return absl::OkStatus();

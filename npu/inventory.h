@@ -68,7 +68,10 @@ class Inventory {
   absl::StatusOr<Listing> ReadHost(Vendor vendor);
   // The reason a listed chip cannot be given before any probe, or "".
   std::string Refusal(const Chip& chip) const;
-  absl::Status Probe(Vendor vendor, int id, const runtime::SandboxSpec& base, bool refresh);
+  // Probes `ids` (each in its own sandbox, several at once), using and
+  // updating the cache; one status per id, in order.
+  std::vector<absl::Status> ProbeAll(Vendor vendor, const std::vector<int>& ids, const runtime::SandboxSpec& base,
+                                     bool refresh);
 
   InventoryOptions options_;
   HostLayout host_;
