@@ -101,6 +101,11 @@ absl::StatusOr<Listing> Inventory::ReadHost(Vendor vendor) {
 }
 
 absl::StatusOr<Listing> Inventory::HostListing(Vendor vendor, bool refresh) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return HostListingLocked(vendor, refresh);
+}
+
+absl::StatusOr<Listing> Inventory::HostListingLocked(Vendor vendor, bool refresh) {
   const absl::Time now = absl::Now();
   auto it = listings_.find(vendor);
   if (!refresh && it != listings_.end() && now - it->second.first < options_.cache_window) return it->second.second;
@@ -116,7 +121,8 @@ std::string Inventory::Refusal(const Chip& chip) const {
     return absl::StrCat(who, " is an ", chip.name, ": only the Ascend 910 family can be passed through");
   }
   if (!HealthAllowsUse(chip.health)) return absl::StrCat(who, " reports health ", chip.health);
-  absl::StatusOr<DeviceNode> node = host_.Node(ChipNodeName(chip.vendor, chip.logic_id), "x");
+  const std::string node_name = ChipNodeName(chip.vendor, chip.logic_id);
+  absl::StatusOr<DeviceNode> node = host_.Node(node_name, node_name);
   if (!node.ok()) return absl::StrCat(who, ": ", node.status().message());
   return "";
 }
@@ -155,7 +161,7 @@ std::vector<absl::Status> Inventory::ProbeAll(Vendor vendor, const std::vector<i
 
 absl::StatusOr<Listing> Inventory::List(Vendor vendor, bool refresh) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<Listing> listing = HostListing(vendor, refresh);
+  absl::StatusOr<Listing> listing = HostListingLocked(vendor, refresh);
   if (!listing.ok()) return listing.status();
   std::vector<int> candidates;
   std::vector<Chip*> probed;
@@ -177,7 +183,7 @@ absl::StatusOr<Listing> Inventory::List(Vendor vendor, bool refresh) {
 absl::Status Inventory::CheckSelection(Vendor vendor, const std::vector<int>& ids,
                                        const runtime::SandboxSpec& execution) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<Listing> listing = HostListing(vendor, /*refresh=*/false);
+  absl::StatusOr<Listing> listing = HostListingLocked(vendor, /*refresh=*/false);
   if (!listing.ok()) return listing.status();
   std::vector<std::string> problems;
   std::vector<int> to_probe;
@@ -188,8 +194,10 @@ absl::Status Inventory::CheckSelection(Vendor vendor, const std::vector<int>& id
     if (chip == listing->chips.end()) {
       std::vector<int> known;
       for (const Chip& c : listing->chips) known.push_back(c.logic_id);
-      problems.push_back(absl::StrCat(ChipWord(vendor), " ", id, " is not on this host (the driver lists ",
-                                      known.empty() ? "none" : absl::StrJoin(known, ", "), ")"));
+      problems.push_back(absl::StrCat(ChipWord(vendor), " ", id, " is not on this host (",
+                                      known.empty() ? absl::StrCat("no chips: ", absl::StrJoin(listing->notes, "; "))
+                                                    : absl::StrCat("the driver lists ", absl::StrJoin(known, ", ")),
+                                      ")"));
       missing = true;
       continue;
     }

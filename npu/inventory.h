@@ -48,7 +48,7 @@ class Inventory {
   static absl::StatusOr<std::unique_ptr<Inventory>> Create(InventoryOptions options);
 
   // The host's chips without any probe: what the driver reports, each with
-  // `selectable` false and `reason` empty. Cached.
+  // `selectable` false and `reason` empty. Cached. Thread-safe.
   absl::StatusOr<Listing> HostListing(Vendor vendor, bool refresh);
 
   // Every chip, each probed (unless refused before that: unsupported,
@@ -66,6 +66,7 @@ class Inventory {
  private:
   Inventory(InventoryOptions options, HostLayout host) : options_(std::move(options)), host_(std::move(host)) {}
   absl::StatusOr<Listing> ReadHost(Vendor vendor);
+  absl::StatusOr<Listing> HostListingLocked(Vendor vendor, bool refresh);  // mu_ held
   // The reason a listed chip cannot be given before any probe, or "".
   std::string Refusal(const Chip& chip) const;
   // Probes `ids` (each in its own sandbox, several at once), using and

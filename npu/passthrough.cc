@@ -25,27 +25,25 @@ bool Exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-void BindReadOnly(const HostLayout& host, const std::string& host_path, const std::string& dest,
-                  rootfs::MountPlan* plan) {
+void BindReadOnly(const std::string& host_path, const std::string& dest, rootfs::MountPlan* plan) {
   rootfs::MountOp op;
   op.kind = rootfs::MountKind::kBind;
   op.source = host_path;
   op.dest = dest;
   op.readonly = true;
   plan->push_back(op);
-  (void)host;
 }
 
 // The driver's user-space files, where the host has them.
 void AscendDriverFiles(const HostLayout& host, Passthrough* p) {
   for (const char* path : {kAscendDriverLib64, kAscendVersionInfo, kAscendInstallInfo, kDcmiDir, kAscendToolkit}) {
     std::string h = host.Host(path);
-    if (Exists(h)) BindReadOnly(host, h, path, &p->mounts);
+    if (Exists(h)) BindReadOnly(h, path, &p->mounts);
   }
   // The tool appears where the driver put it, relative to the root.
   std::optional<std::string> smi = host.FindTool(Vendor::kAscend);
   std::optional<std::string> smi_inside = host.FindToolInSandbox(Vendor::kAscend);
-  if (smi.has_value() && smi_inside.has_value()) BindReadOnly(host, *smi, *smi_inside, &p->mounts);
+  if (smi.has_value() && smi_inside.has_value()) BindReadOnly(*smi, *smi_inside, &p->mounts);
   // The CANN environment, as set_env.sh would make it.
   const std::string toolkit = kAscendToolkitHome;
   p->env = {
@@ -65,14 +63,14 @@ void AscendDriverFiles(const HostLayout& host, Passthrough* p) {
 void NvidiaDriverFiles(const HostLayout& host, Passthrough* p) {
   std::optional<std::string> smi = host.FindTool(Vendor::kNvidia);
   std::optional<std::string> smi_inside = host.FindToolInSandbox(Vendor::kNvidia);
-  if (smi.has_value() && smi_inside.has_value()) BindReadOnly(host, *smi, *smi_inside, &p->mounts);
+  if (smi.has_value() && smi_inside.has_value()) BindReadOnly(*smi, *smi_inside, &p->mounts);
   for (const char* pattern : {"/usr/lib/x86_64-linux-gnu/libnvidia-*.so*", "/usr/lib/x86_64-linux-gnu/libcuda.so*",
                               "/usr/lib64/libnvidia-*.so*", "/usr/lib64/libcuda.so*"}) {
     glob_t g;
     if (::glob(host.Host(pattern).c_str(), GLOB_NOSORT, nullptr, &g) == 0) {
       for (size_t i = 0; i < g.gl_pathc; ++i) {
         std::string h = g.gl_pathv[i];
-        BindReadOnly(host, h, h.substr(host.root().size()), &p->mounts);
+        BindReadOnly(h, h.substr(host.root().size()), &p->mounts);
       }
     }
     ::globfree(&g);

@@ -352,7 +352,9 @@ absl::Status MakeDeviceCgroup(const SandboxSpec& spec, const cgroups::SandboxCgr
     *out = *std::move(made);
     return absl::OkStatus();
   }
-  if (absl::IsUnimplemented(made.status()) || absl::IsFailedPrecondition(made.status())) {
+  // Rootless, the devices hierarchy is usually not ours to write.
+  if (absl::IsUnimplemented(made.status()) || absl::IsFailedPrecondition(made.status()) ||
+      (::geteuid() != 0 && absl::IsPermissionDenied(made.status()))) {
     result->warnings.push_back(absl::StrCat(made.status().message(),
                                             "; only the sandbox's /dev limits which devices it can open"));
     return absl::OkStatus();
