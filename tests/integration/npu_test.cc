@@ -429,6 +429,12 @@ TEST_F(NpuTest, AMissingChipFailsTheRunNamingIt) {
 
 TEST_F(NpuTest, WithoutNpuNoAcceleratorNodeExistsInside) {
   FakeHost host;
+  {
+    TempDir out;
+    ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--json-status", out.Join("s.json"), "--", "/bin/true"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(boost::json::parse(ReadFile(out.Join("s.json"))).as_object().contains("accelerators"));
+  }
   for (std::vector<std::string> extra : {std::vector<std::string>{}, {"--npu-root", host.root()}}) {
     std::vector<std::string> args = {"run"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -518,6 +524,41 @@ TEST_F(NpuTest, RunWithGpuShowsTheGpusRenumberedAndTheirControlNodes) {
             "/dev/nvidia-uvm fe\n/dev/nvidia0 0\n/dev/nvidia1 2\n/dev/nvidiactl ff\n"
             "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
             "GPU 2: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000002)\n");
+}
+
+TEST_F(NpuTest, GpuInventoryProbesEachGpu) {
+  FakeHost host;
+  std::unique_ptr<Inventory> inv = MakeInventory(host);
+  absl::StatusOr<Listing> l = inv->List(Vendor::kNvidia, false);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->source, "nvidia-smi");
+  ASSERT_EQ(l->chips.size(), 4u);
+  for (int id : {0, 1, 2}) EXPECT_TRUE(FindChip(*l, id)->selectable) << FindChip(*l, id)->reason;
+  EXPECT_FALSE(FindChip(*l, 3)->selectable);
+  EXPECT_EQ(FindChip(*l, 3)->reason,
+            "GPU 3 cannot be opened inside the sandbox: Unable to determine the device handle for GPU3: "
+            "0000:03:00.0: Unknown Error");
+  EXPECT_EQ(FindChip(*l, 2)->uuid, "GPU-00000000-0000-0000-0000-000000000002");
+}
+
+TEST_F(NpuTest, AMissingGpuFailsTheRunNamingIt) {
+  FakeHost host;
+  ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--gpu", "0,7", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_NE(r.err.find("GPU 7 is not on this host (the driver lists 0, 1, 2, 3)"), std::string::npos) << r.err;
+}
+
+TEST_F(NpuTest, NpuAndGpuTogether) {
+  FakeHost host;
+  TempDir out;
+  std::string status = out.Join("status.json");
+  ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--npu", "3", "--gpu", "1", "--json-status", status, "--",
+                             "/bin/sh", "-c", "ls /dev | grep -E '^(davinci|nvidia)[0-9]'"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "davinci0\nnvidia0\n");
+  boost::json::value json = boost::json::parse(ReadFile(status));
+  EXPECT_EQ(json.at("accelerators").at("npu").as_array()[0].at("host").as_int64(), 3);
+  EXPECT_EQ(json.at("accelerators").at("gpu").as_array()[0].at("host").as_int64(), 1);
 }
 
 TEST_F(NpuTest, ABrokenGpuFailsTheRunWithTheDriversWords) {

@@ -1,5 +1,9 @@
 // npu/: the chip-list flag, the device-cgroup rules, and the host broker's
 // policy (a fixed argv by id, no shell, timeout, output budget).
+#include <dirent.h>
+#include <unistd.h>
+
+#include <set>
 #include <string>
 #include <vector>
 
@@ -9,9 +13,20 @@
 #include "npu/broker.h"
 #include "npu/host_command.h"
 #include "npu/passthrough.h"
+#include "runtime/defaults.h"
 
 namespace cubicle::npu {
 namespace {
+
+// Whether /usr/bin has at most 256 entries (then it can be shadowed).
+bool UsrBinIsSmall() {
+  size_t n = 0;
+  if (DIR* d = ::opendir("/usr/bin")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n <= 258;
+}
 
 TEST(ChipList, AscendingDistinctWhateverTheOrderAsked) {
   EXPECT_EQ(*ParseChipList("6,4", "--npu"), (std::vector<int>{4, 6}));
@@ -131,6 +146,84 @@ TEST(HostCommand, ExitStatusAndStderr) {
   EXPECT_EQ(r->out, "out\n");
   EXPECT_EQ(r->err, "err\n");
   EXPECT_FALSE(r->ok());
+}
+
+// ApplyPassthrough against the default sandbox, with driver files chosen
+// from this host's own /usr (no accelerator needed): only the host's file
+// system is read.
+runtime::SandboxSpec Default() {
+  absl::StatusOr<runtime::SandboxSpec> spec = runtime::DefaultSpec({});
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+rootfs::MountOp ReadOnlyBind(const std::string& source, const std::string& dest) {
+  rootfs::MountOp op;
+  op.kind = rootfs::MountKind::kBind;
+  op.source = source;
+  op.dest = dest;
+  op.readonly = true;
+  return op;
+}
+
+TEST(ApplyPassthrough, WhatTheReadOnlyUsrAlreadyShowsIsNotMountedTwice) {
+  runtime::SandboxSpec spec = Default();
+  const size_t before = spec.mounts.size();
+  Passthrough p;
+  p.mounts = {ReadOnlyBind("/usr/bin/env", "/usr/bin/env")};
+  ASSERT_TRUE(ApplyPassthrough(p, &spec).ok());
+  EXPECT_EQ(spec.mounts.size(), before);
+}
+
+TEST(ApplyPassthrough, AMissingDirectoryUnderUsrIsShadowedThenMadeReadOnly) {
+  runtime::SandboxSpec spec = Default();
+  const size_t before = spec.mounts.size();
+  Passthrough p;
+  // /usr/local exists on any Debian host; /usr/local/cubicle-test-driver does not.
+  ASSERT_NE(::access("/usr/local", F_OK), -1);
+  ASSERT_EQ(::access("/usr/local/cubicle-test-driver", F_OK), -1);
+  p.mounts = {ReadOnlyBind("/usr/bin/env", "/usr/local/cubicle-test-driver/lib64/env")};
+  ASSERT_TRUE(ApplyPassthrough(p, &spec).ok());
+  ASSERT_GT(spec.mounts.size(), before + 2);
+  const rootfs::MountOp& shadow = spec.mounts[before];
+  EXPECT_EQ(shadow.kind, rootfs::MountKind::kTmpfs);
+  EXPECT_EQ(shadow.dest, "/usr/local");
+  // The host's entries of /usr/local come back, read-only (or as the same
+  // symlinks), before the driver's file; then the shadow is read-only.
+  std::set<std::string> carried;
+  for (size_t i = before + 1; i + 2 < spec.mounts.size(); ++i) {
+    const rootfs::MountOp& op = spec.mounts[i];
+    EXPECT_TRUE(op.kind == rootfs::MountKind::kSymlink || (op.kind == rootfs::MountKind::kBind && op.readonly))
+        << op.dest;
+    carried.insert(op.dest);
+  }
+  EXPECT_TRUE(carried.count("/usr/local/bin")) << "the host's /usr/local/bin stays visible";
+  EXPECT_EQ(spec.mounts[spec.mounts.size() - 2].dest, "/usr/local/cubicle-test-driver/lib64/env");
+  EXPECT_EQ(spec.mounts.back().kind, rootfs::MountKind::kRemountRo);
+  EXPECT_EQ(spec.mounts.back().dest, "/usr/local");
+  runtime::SandboxSpec check = spec;
+  check.argv = {"/bin/true"};
+  EXPECT_TRUE(runtime::ValidateSpec(check).ok());
+}
+
+TEST(ApplyPassthrough, AHugeDirectoryIsNotShadowed) {
+  runtime::SandboxSpec spec = Default();
+  const runtime::SandboxSpec before = spec;
+  Passthrough p;
+  p.mounts = {ReadOnlyBind("/usr/bin/env", "/usr/bin/cubicle-test-tool")};
+  absl::Status st = ApplyPassthrough(p, &spec);
+  if (UsrBinIsSmall()) GTEST_SKIP() << "this host's /usr/bin has few entries";
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("/usr/bin"), std::string::npos) << st;
+  EXPECT_EQ(spec, before) << "a refused passthrough changes nothing";
+}
+
+TEST(ApplyPassthrough, NeedsTheSandboxsOwnDev) {
+  runtime::SandboxSpec spec = Default();
+  std::erase_if(spec.mounts, [](const rootfs::MountOp& op) { return op.kind == rootfs::MountKind::kDev; });
+  Passthrough p;
+  absl::Status st = ApplyPassthrough(p, &spec);
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
 }
 
 }  // namespace
