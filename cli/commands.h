@@ -18,5 +18,6 @@ std::function<int()> AddRunCommand(CLI::App& app);
 std::function<int()> AddProbeCommand(CLI::App& app);
 std::function<int()> AddCleanupCommand(CLI::App& app);
 std::function<int()> AddServeCommand(CLI::App& app);
+std::function<int()> AddNpuCommand(CLI::App& app);
 
 }  // namespace cubicle::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   std::function<int()> probe = cubicle::cli::AddProbeCommand(app);
   std::function<int()> cleanup = cubicle::cli::AddCleanupCommand(app);
   std::function<int()> serve = cubicle::cli::AddServeCommand(app);
+  std::function<int()> npu = cubicle::cli::AddNpuCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -34,5 +35,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("probe")) return probe();
   if (app.got_subcommand("cleanup")) return cleanup();
   if (app.got_subcommand("serve")) return serve();
+  if (app.got_subcommand("npu")) return npu();
   return cubicle::cli::kExitUsage;
 }

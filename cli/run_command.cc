@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "cgroups/limits.h"
+#include "cli/accelerators.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
@@ -64,6 +65,9 @@ struct RunFlags {
   CLI::Option* io_write_iops = nullptr;
   std::string json_status;
   CLI::Option* rlimit = nullptr;
+  AcceleratorFlags accelerators;  // --npu, --gpu, --npu-root
+  CLI::Option* npu = nullptr;
+  CLI::Option* gpu = nullptr;
   std::vector<std::string> command;
 };
 
@@ -265,10 +269,13 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   return spec;
 }
 
-absl::Status WriteJsonStatus(const std::string& path, const runtime::ExecResult& result) {
+absl::Status WriteJsonStatus(const std::string& path, const runtime::ExecResult& result,
+                             const boost::json::object& accelerators) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd) return ErrnoStatus(errno, absl::StrCat("--json-status: open(", path, ")"));
-  std::string text = boost::json::serialize(rpc::ResultToJson(result)) + "\n";
+  boost::json::object json = rpc::ResultToJson(result);
+  if (!accelerators.empty()) json["accelerators"] = accelerators;  // host -> sandbox chip ids
+  std::string text = boost::json::serialize(json) + "\n";
   size_t off = 0;
   while (off < text.size()) {
     ssize_t n = ::write(fd.get(), text.data() + off, text.size() - off);
@@ -288,6 +295,11 @@ int Run(const RunFlags& f) {
   if (spec.ok()) {
     if (absl::Status st = runtime::ValidateSpec(*spec); !st.ok()) spec = st;
   }
+  AcceleratorFlags accelerator_flags = f.accelerators;
+  accelerator_flags.npu_given = f.npu->count() > 0;
+  accelerator_flags.gpu_given = f.gpu->count() > 0;
+  absl::StatusOr<AcceleratorPlan> accelerators = ParseAcceleratorFlags(accelerator_flags);
+  if (spec.ok() && !accelerators.ok()) spec = accelerators.status();
   if (!spec.ok()) {
     std::fprintf(stderr, "cubicle run: %s\n", std::string(spec.status().message()).c_str());
     return kExitUsage;
@@ -299,6 +311,14 @@ int Run(const RunFlags& f) {
   sigset_t previous;
   ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
   UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
+  // The chips named, and only those, are probed in this very spec before
+  // the payload may run; any that cannot be used fails the run.
+  absl::StatusOr<std::vector<npu::Passthrough>> attached = AttachAccelerators(*accelerators, &*spec);
+  if (!attached.ok()) {
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    std::fprintf(stderr, "cubicle run: %s\n", std::string(attached.status().message()).c_str());
+    return kExitSetupFailed;
+  }
   runtime::LaunchOptions options;
   options.signal_fd = sigfd.get();
   absl::StatusOr<runtime::ExecResult> result = runtime::Launch(*spec, options);
@@ -316,7 +336,7 @@ int Run(const RunFlags& f) {
                  absl::FormatDuration(spec->timeout).c_str());
   }
   if (!f.json_status.empty()) {
-    if (absl::Status st = WriteJsonStatus(f.json_status, *result); !st.ok()) {
+    if (absl::Status st = WriteJsonStatus(f.json_status, *result, MappingJson(*attached)); !st.ok()) {
       std::fprintf(stderr, "cubicle run: %s\n", std::string(st.message()).c_str());
       return kExitSetupFailed;
     }
@@ -390,6 +410,9 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   // One value per occurrence: a vector option would take `--` as the end of
   // its values and leave the command's own dash arguments to the parser.
   f.rlimit = Single(app, "--rlimit", "NAME=SOFT[:HARD]", "e.g. nofile=256 (repeatable)");
+  f.npu = app->add_option("--npu", f.accelerators.npu, "Ascend NPUs by host logic id, e.g. 6,4: each is probed, then shown as /dev/davinci0.. in ascending host id");
+  f.gpu = app->add_option("--gpu", f.accelerators.gpu, "NVIDIA GPUs by host index, e.g. 0,1: probed, then /dev/nvidia0..");
+  app->add_option("--npu-root", f.accelerators.npu_root, "Directory that stands for / when looking for accelerator nodes, tools and driver files");
   app->add_option("command", f.command, "The command and its arguments")->required();
   return [flags] { return Run(*flags); };
 }

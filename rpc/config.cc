@@ -27,6 +27,8 @@
 #include "absl/strings/strip.h"
 #include "base/status.h"
 #include "base/units.h"
+#include "npu/host_layout.h"
+#include "npu/passthrough.h"
 #include "rootfs/mount_plan.h"
 #include "runtime/defaults.h"
 #include "seccomp/policy.h"
@@ -614,7 +616,7 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
       Object o, Object::Open(v, path,
                              {"hostname", "uid", "gid", "seccomp", "tmp_size", "binds", "tmpfs", "env", "rlimits",
                               "limits", "breakers", "timeout_ms", "max_timeout_ms", "output_bytes", "pool",
-                              "interpreter"}));
+                              "interpreter", "npu", "gpu"}));
   runtime::DefaultsOptions defaults;
   CUBICLE_RETURN_IF_ERROR(o.Read("hostname", &defaults.hostname, AsString));
   CUBICLE_RETURN_IF_ERROR(ReadCount(o, "uid", &defaults.uid, 0, kMaxId));
@@ -708,12 +710,69 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
     profile.pool.zygote.interpreter = profile.interpreter;
   }
 
+  for (auto [key, ids] : {std::pair{"npu", &profile.npus}, {"gpu", &profile.gpus}}) {
+    const json::value* chips = o.Find(key);
+    if (chips == nullptr) continue;
+    CUBICLE_ASSIGN_OR_RETURN(std::string text, AsString(*chips, o.PathOf(key)));
+    absl::StatusOr<std::vector<int>> parsed = npu::ParseChipList(text, o.PathOf(key));
+    if (!parsed.ok()) return Error(o.PathOf(key), parsed.status().message());
+    *ids = *std::move(parsed);
+  }
+  if (!profile.npus.empty() || !profile.gpus.empty()) {
+    // Its executions run cold, after their probe: keep no zygotes warm.
+    profile.pool.min_idle = 0;
+    profile.pool.max_idle = 0;
+  }
+
   // Everything together, as a launch would see it; argv comes per request.
   runtime::SandboxSpec check = profile.spec;
   check.argv = {"/bin/true"};
   absl::Status valid = runtime::ValidateSpec(check);
   if (!valid.ok()) return Error(path, valid.message());
   return profile;
+}
+
+absl::Status ParseBrokerJob(const std::string& id, const json::value& v, const std::string& path, npu::BrokerJob* job) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"argv", "env", "timeout_ms", "output_bytes"}));
+  job->id = id;
+  const json::value* argv = o.Find("argv");
+  if (argv == nullptr) return Error(path, "argv is required");
+  CUBICLE_RETURN_IF_ERROR(ForEachElement(*argv, o.PathOf("argv"), [&](const json::value& a, std::string at) {
+    CUBICLE_ASSIGN_OR_RETURN(std::string s, AsString(a, at));
+    job->argv.push_back(std::move(s));
+    return absl::OkStatus();
+  }));
+  if (const json::value* env = o.Find("env")) CUBICLE_RETURN_IF_ERROR(ParseEnv(*env, o.PathOf("env"), &job->env));
+  CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &job->timeout, AsMillis));
+  CUBICLE_RETURN_IF_ERROR(o.Read("output_bytes", &job->output_budget, AsPositiveSize));
+  return absl::OkStatus();
+}
+
+// "npu": {"root": "/", "cache_window_ms": 30000,
+//         "broker": {"enabled": false, "jobs": {"ID": {"argv": [...], ...}}}}
+absl::Status ParseNpu(const json::value& v, NpuConfig* npu_config) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "npu", {"root", "cache_window_ms", "broker"}));
+  CUBICLE_RETURN_IF_ERROR(o.Read("root", &npu_config->root, AsString));
+  if (absl::StatusOr<npu::HostLayout> host = npu::HostLayout::Open(npu_config->root); !host.ok()) {
+    return Error(o.PathOf("root"), host.status().message());
+  }
+  CUBICLE_RETURN_IF_ERROR(o.Read("cache_window_ms", &npu_config->cache_window, AsMillis));
+  if (const json::value* broker = o.Find("broker")) {
+    CUBICLE_ASSIGN_OR_RETURN(Object b, Object::Open(*broker, o.PathOf("broker"), {"enabled", "jobs"}));
+    CUBICLE_RETURN_IF_ERROR(b.Read("enabled", &npu_config->broker.enabled, AsBool));
+    if (const json::value* jobs = b.Find("jobs")) {
+      if (!jobs->is_object()) return Expected(*jobs, b.PathOf("jobs"), "an object of ID: job");
+      for (const json::key_value_pair& kv : jobs->get_object()) {
+        npu::BrokerJob job;
+        std::string id(AsView(kv.key()));
+        CUBICLE_RETURN_IF_ERROR(ParseBrokerJob(id, kv.value(), Member(b.PathOf("jobs"), id), &job));
+        npu_config->broker.jobs.push_back(std::move(job));
+      }
+    }
+    absl::Status valid = npu::ValidateBrokerConfig(npu_config->broker);
+    if (!valid.ok()) return Error(o.PathOf("broker"), valid.message());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseProfiles(const json::value& v, DaemonConfig* config) {
@@ -767,7 +826,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
   try {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, ParseJson(json_text));
     CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "ceilings", "profiles",
-                                                                 "workspace_roots"}));
+                                                                 "workspace_roots", "npu"}));
     DaemonConfig config;
     if (const json::value* v = top.Find("socket")) CUBICLE_RETURN_IF_ERROR(ParseSocket(*v, &config));
     if (const json::value* v = top.Find("concurrency")) CUBICLE_RETURN_IF_ERROR(ParseConcurrency(*v, &config));
@@ -781,6 +840,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
       }
       root_dir = real;
     }
+    if (const json::value* v = top.Find("npu")) CUBICLE_RETURN_IF_ERROR(ParseNpu(*v, &config.npu));
     const json::value* profiles = top.Find("profiles");
     if (profiles == nullptr) return Error("profiles", "missing: at least one profile is needed");
     CUBICLE_RETURN_IF_ERROR(ParseProfiles(*profiles, &config));

@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include <boost/json/value.hpp>
 #include "cgroups/limits.h"
+#include "npu/broker.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
 #include "runtime/warm.h"
@@ -41,6 +42,19 @@ struct Profile {
   absl::Duration max_timeout = absl::Minutes(5);       // the most a request may ask for
   uint64_t output_bytes = 1 << 20;                     // capture budget per stream
   std::optional<Interpreter> interpreter;
+  // Accelerator chips every execution of this profile is given (host logic
+  // ids, ascending): each is probed before the execution, which then runs
+  // on the cold path (a pooled zygote cannot have been probed for it).
+  std::vector<int> npus;
+  std::vector<int> gpus;
+};
+
+// "npu": where the accelerator driver is, how long listings and probes are
+// trusted, and the host broker (off unless enabled; see npu/broker.h).
+struct NpuConfig {
+  std::string root = "/";
+  absl::Duration cache_window = absl::Seconds(30);
+  npu::BrokerConfig broker;
 };
 
 struct DaemonConfig {
@@ -57,6 +71,7 @@ struct DaemonConfig {
   // Host directories under which a request's "workspace" may lie (real
   // paths). Empty: requests may not attach a workspace.
   std::vector<std::string> workspace_roots;
+  NpuConfig npu;
 };
 
 // Parses and validates a whole configuration. Comments (// and /* */) are

@@ -20,6 +20,7 @@
 #include <boost/json/object.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <deque>
@@ -32,7 +33,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "rpc/npu_methods.h"
 #include "rpc/results_json.h"
+#include "runtime/cgroup_host.h"
+#include "runtime/defaults.h"
 #include "runtime/capture.h"
 #include "runtime/probe.h"
 
@@ -95,6 +99,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
     CUBICLE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pool> pool,
                              runtime::Pool::Create(name, profile.spec, pool_config));
     d->pools_.emplace(name, std::move(pool));
+  }
+  {
+    npu::InventoryOptions npu_options;
+    npu_options.root = d->config_.npu.root;
+    npu_options.cache_window = d->config_.npu.cache_window;
+    CUBICLE_ASSIGN_OR_RETURN(npu_options.probe_spec, runtime::DefaultSpec({}));
+    npu_options.probe_spec.limits = runtime::DefaultLimits();
+    CUBICLE_ASSIGN_OR_RETURN(d->inventory_, npu::Inventory::Create(std::move(npu_options)));
   }
   d->workers_ = std::make_unique<Workers>(std::max<size_t>(1, d->config_.max_concurrent));
   return d;
@@ -245,7 +257,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
 Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes", "limits", "workspace"})) {
+                                         "output_bytes", "limits", "workspace", "npu", "gpu"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
@@ -256,7 +268,25 @@ Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
     if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
-  return RunToJson(p, stdin_data, -1);
+  return SandboxRunAccelerated(p, *params, stdin_data);
+}
+
+Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const json::object& params,
+                                                    const std::string& stdin_data) {
+  const Profile& profile = config_.profiles.at(p.pool->name());
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(params, profile));
+  if (chips.empty()) return RunToJson(p, stdin_data, -1);  // the pool, as always
+  absl::StatusOr<AcceleratedRun> run = RunWithAccelerators(*inventory_, profile, chips, p.request, stdin_data, p.budget);
+  if (!run.ok()) {
+    // A chip that is gone or unusable fails the whole execution, naming it.
+    return FromStatus(run.status(), absl::IsInvalidArgument(run.status()) ? kInvalidParams : kSetupFailed);
+  }
+  json::object out = ResultToJson(run->captured.result);
+  out["profile"] = p.pool->name();
+  out["accelerators"] = run->mapping;
+  PutStream(out, "stdout", run->captured.out, run->captured.out_truncated, run->captured.out_total);
+  PutStream(out, "stderr", run->captured.err, run->captured.err_truncated, run->captured.err_total);
+  return json::value(std::move(out));
 }
 
 Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
@@ -305,6 +335,7 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "exec.start")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(*params, "key", false));
   auto exec = std::make_shared<Execution>();
@@ -388,6 +419,7 @@ Expected<json::value> Daemon::SkillCall(const json::value& raw) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "skill.call")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
   json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);
   if (!skill_params.is_null() && !skill_params.is_object() && !skill_params.is_array()) {
@@ -494,6 +526,8 @@ json::value Daemon::Dispatch(const Call& call, Error* error) {
   if (call.method == "exec.wait") return take(ExecStatus(call.params, true));
   if (call.method == "exec.cancel") return take(ExecCancel(call.params));
   if (call.method == "probe") return ProbeToJson(runtime::Probe());
+  if (call.method == "npu.list") return take(NpuList(*inventory_, call.params));
+  if (call.method == "npu.broker.run") return take(NpuBrokerRun(config_.npu.broker, call.params));
   *error = Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
   return nullptr;
 }
@@ -715,22 +749,56 @@ absl::StatusOr<std::unique_ptr<asio::local::stream_protocol::acceptor>> ListenUn
   return acceptor;
 }
 
-// Each connection gets one HTTP/1.0 response with the metrics and is
-// closed; whatever the client sent (an HTTP GET from a scraper) is not read.
+// Each connection gets one HTTP/1.0 response with the metrics at once. The
+// sending side is then shut down and whatever the client sends (a
+// scraper's GET) is read and dropped until it closes — at most 64 KiB and
+// 5 s — so a client that writes after the response never meets a closed
+// socket (EPIPE).
+class MetricsConnection : public std::enable_shared_from_this<MetricsConnection> {
+ public:
+  MetricsConnection(asio::local::stream_protocol::socket socket, std::string body)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()) {
+    reply_ = absl::StrCat("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: ",
+                          body.size(), "\r\nConnection: close\r\n\r\n", body);
+  }
+  void Start() {
+    timer_.expires_after(std::chrono::seconds(5));
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->Close();
+    });
+    asio::async_write(socket_, asio::buffer(reply_), [self = shared_from_this()](boost::system::error_code ec, size_t) {
+      if (ec) return self->Close();
+      boost::system::error_code ignored;
+      self->socket_.shutdown(asio::socket_base::shutdown_send, ignored);
+      self->Drain();
+    });
+  }
+
+ private:
+  void Drain() {
+    socket_.async_read_some(asio::buffer(scratch_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > (64u << 10)) return self->Close();
+      self->Drain();
+    });
+  }
+  void Close() {
+    boost::system::error_code ignored;
+    timer_.cancel();
+    socket_.close(ignored);
+  }
+
+  asio::local::stream_protocol::socket socket_;
+  asio::steady_timer timer_;
+  std::string reply_;
+  std::array<char, 4096> scratch_;
+  size_t drained_ = 0;
+};
+
 void ServeMetrics(Daemon* daemon, asio::local::stream_protocol::acceptor& acceptor) {
   acceptor.async_accept([daemon, &acceptor](boost::system::error_code ec, asio::local::stream_protocol::socket s) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (!ec) {
-      std::string body = daemon->MetricsText();
-      auto reply = std::make_shared<std::string>(absl::StrCat(
-          "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: ", body.size(),
-          "\r\nConnection: close\r\n\r\n", body));
-      auto sock = std::make_shared<asio::local::stream_protocol::socket>(std::move(s));
-      asio::async_write(*sock, asio::buffer(*reply), [sock, reply](boost::system::error_code, size_t) {
-        boost::system::error_code ignored;
-        sock->shutdown(asio::socket_base::shutdown_both, ignored);
-      });
-    }
+    if (!ec) std::make_shared<MetricsConnection>(std::move(s), daemon->MetricsText())->Start();
     ServeMetrics(daemon, acceptor);
   });
 }

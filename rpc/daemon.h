@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "npu/inventory.h"
 #include "rpc/config.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/metrics.h"
@@ -72,6 +73,9 @@ class Daemon {
   Expected<RunParams> ParseRunParams(const boost::json::object& params);
   // sandbox.run's work once its params are parsed.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
+  // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
+  Expected<boost::json::value> SandboxRunAccelerated(const RunParams& p, const boost::json::object& params,
+                                                     const std::string& stdin_data);
 
   // Managed executions (exec.*): started in the background, polled, waited
   // for, cancelled; an idempotency key makes a retried start harmless.
@@ -92,6 +96,7 @@ class Daemon {
 
   DaemonConfig config_;
   std::map<std::string, std::unique_ptr<runtime::Pool>> pools_;
+  std::unique_ptr<npu::Inventory> inventory_;  // npu.list and accelerated runs
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> stopping_{false};
   struct Workers;

@@ -65,6 +65,7 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
       return absl::InvalidArgumentError("breaker windows and graces must be positive");
     }
   }
+  CUBICLE_RETURN_IF_ERROR(cgroups::ValidateDeviceRules(spec.devices));
   return rootfs::ValidatePlan(spec.mounts);
 }
 

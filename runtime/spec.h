@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "cgroups/devices.h"
 #include "cgroups/limits.h"
 #include "runtime/breakers.h"
 #include "namespaces/clone.h"
@@ -55,6 +56,11 @@ struct SandboxSpec {
   bool new_session = true;       // setsid(): no controlling terminal
   bool die_with_parent = true;
   absl::Duration timeout = absl::InfiniteDuration();
+
+  // Device nodes passed through (npu/ fills it with the mounts that show
+  // them). Non-empty: a device cgroup allows only these and the minimal
+  // /dev's nodes. Empty: no device cgroup, as before.
+  std::vector<cgroups::DeviceRule> devices;
 
   bool operator==(const SandboxSpec&) const = default;
 };

@@ -433,6 +433,31 @@ absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups
   return made;
 }
 
+// The device cgroup of a spec that passes devices through: only those and
+// the minimal /dev's nodes may be opened. Where the host has no usable
+// device controller the mount namespace alone decides what is visible (a
+// user namespace cannot mknod), and the result says so.
+absl::Status MakeDeviceCgroup(const SandboxSpec& spec, const cgroups::SandboxCgroup* cgroup,
+                              std::unique_ptr<cgroups::DeviceCgroup>* out, ExecResult* result) {
+  if (spec.devices.empty()) return absl::OkStatus();
+  std::vector<cgroups::DeviceRule> allow = cgroups::MinimalDevRules();
+  allow.insert(allow.end(), spec.devices.begin(), spec.devices.end());
+  const int v2_dir_fd = cgroup != nullptr ? cgroup->v2_dir_fd() : -1;  // v2: the program goes on the sandbox's group
+  absl::StatusOr<std::unique_ptr<cgroups::DeviceCgroup>> made = cgroups::DeviceCgroup::Create(allow, v2_dir_fd);
+  if (made.ok()) {
+    *out = *std::move(made);
+    return absl::OkStatus();
+  }
+  // Rootless, the devices hierarchy is usually not ours to write.
+  if (absl::IsUnimplemented(made.status()) || absl::IsFailedPrecondition(made.status()) ||
+      (::geteuid() != 0 && absl::IsPermissionDenied(made.status()))) {
+    result->warnings.push_back(absl::StrCat(made.status().message(),
+                                            "; only the sandbox's /dev limits which devices it can open"));
+    return absl::OkStatus();
+  }
+  return made.status();
+}
+
 // v1 blkio accounts IO only for devices that have a throttle rule (its
 // io_service_bytes stay 0 otherwise; v2 io.stat always counts). For the IO
 // breaker, give every block device without a rule one that never throttles.
@@ -477,6 +502,7 @@ struct Zygote::State {
   bool cold = false;  // Launch(): times count from Create()
   // Declared before `init`: destroyed (killed, removed) after init is reaped.
   std::unique_ptr<cgroups::SandboxCgroup> cgroup;
+  std::unique_ptr<cgroups::DeviceCgroup> devices;  // spec.devices: removed after init is reaped
   UniqueFd control;
   std::optional<InitProcess> init;
   ControlMessage last{};  // step stamps and flags gathered so far
@@ -606,6 +632,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
       }
     }
   }
+  CUBICLE_RETURN_IF_ERROR(MakeDeviceCgroup(spec, state->cgroup.get(), &state->devices, &created));
   clock.Mark("cgroup");
 
   int sv[2];
@@ -654,6 +681,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
                                  : cgroups::SandboxCgroup::Placement::kAll));
     clock.Mark("cgroup_attach");
   }
+  if (state->devices != nullptr) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
 
   // 4. Id maps, then release the child.
   CUBICLE_RETURN_IF_ERROR(namespaces::WriteIdMaps(cloned.pid, state->identity.mapping));
