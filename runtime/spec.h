@@ -27,6 +27,19 @@ struct RlimitSpec {
   bool operator==(const RlimitSpec&) const = default;
 };
 
+// What the payload keeps of its capabilities (bubblewrap's --cap-add and
+// --cap-drop, and root's defaults there). Bits are 1 << CAP_*.
+struct CapabilitySpec {
+  uint64_t bounding = 0;  // the bounding set after setup
+  uint64_t keep = 0;      // permitted and effective before execve
+  // Also inheritable and ambient, with root's execve privileges locked
+  // away (SECBIT_NOROOT): the payload has exactly `keep`, whatever its uid.
+  // Off: execve applies the usual rules (uid 0 gets the bounding set,
+  // others nothing).
+  bool exact = false;
+  bool operator==(const CapabilitySpec&) const = default;
+};
+
 struct SandboxSpec {
   namespaces::NamespaceSet namespaces;
 
@@ -55,6 +68,28 @@ struct SandboxSpec {
   bool new_session = true;       // setsid(): no controlling terminal
   bool die_with_parent = true;
   absl::Duration timeout = absl::InfiniteDuration();
+
+  // --- For the bubblewrap front end (cli/bwrap_args.h); the defaults are
+  //     cubicle's own behaviour. ---
+  // Map every host id to itself instead of one sandbox id: bwrap run as
+  // root without --unshare-user, where ids must look like the host's.
+  // Root only. The user namespace stays: its capabilities are not the host's.
+  bool map_all_host_ids = false;
+  // Unset: every capability is dropped.
+  std::optional<CapabilitySpec> capabilities;
+  // False keeps the new UTS namespace's copy of the host's hostname.
+  bool set_hostname = true;
+  // Raw classic-BPF programs (struct sock_filter arrays), loaded after the
+  // `seccomp` policy, in order.
+  std::vector<std::string> seccomp_programs;
+  // Non-empty: the payload's argv[0]; argv.front() is only the file executed.
+  std::string argv0;
+  // Where the payload starts when `cwd` cannot be entered, tried in order
+  // (bwrap: the caller's cwd, else $HOME, else /). PWD follows.
+  std::vector<std::string> cwd_fallbacks;
+  // The sandbox's user namespace may not create user namespaces
+  // (user.max_user_namespaces = 0 in it).
+  bool disable_userns = false;
 
   bool operator==(const SandboxSpec&) const = default;
 };

@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "namespaces/capabilities.h"
 #include "namespaces/clone.h"
 #include "namespaces/control.h"
 #include "namespaces/exec_request.h"
@@ -64,6 +65,16 @@ struct ChildPlan {
   sock_fprog seccomp{};
   bool load_seccomp = false;
   int control_fd = -1;
+  // The bubblewrap front end's additions (SandboxSpec's appended fields).
+  bool set_hostname = true;
+  bool keep_capabilities = false;
+  namespaces::KeptCapabilities capabilities;
+  std::vector<sock_fprog> extra_seccomp;
+  std::string argv0;
+  bool disable_userns = false;
+  // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
+  std::vector<std::string> cwd_fallbacks;
+  std::vector<std::string> pwd_entries;
   // Where the child receives its execution request: allocated here, before
   // clone, so the child allocates nothing.
   std::vector<char> request_buffer = std::vector<char>(namespaces::kMaxExecRequestBytes + 1);
@@ -90,6 +101,21 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   return true;
 }
 
+// chdir to the request's cwd, else to the first fallback that works, and
+// point PWD at it (the entry was made before clone).
+bool EnterCwd(const ChildPlan& plan, const namespaces::ExecRequestView& request, ChildError* e) {
+  if (::chdir(request.cwd) == 0) return true;
+  const int first_errno = errno;
+  for (size_t i = 0; i < plan.cwd_fallbacks.size(); ++i) {
+    if (::chdir(plan.cwd_fallbacks[i].c_str()) != 0) continue;
+    for (char** env = request.envp; *env != nullptr; ++env) {
+      if (std::strncmp(*env, "PWD=", 4) == 0) *env = const_cast<char*>(plan.pwd_entries[i].c_str());
+    }
+    return true;
+  }
+  return child::Fail(e, "chdir", request.cwd, first_errno);
+}
+
 // The payload: the process-hygiene steps of DESIGN §4.5, then execve.
 [[noreturn]] void PayloadMain(void* raw) {
   auto* args = static_cast<PayloadArgs*>(raw);
@@ -98,13 +124,19 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   ControlMessage msg = *args->report;
   ChildError* e = &msg.error;
   bool ok = (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
-            InstallStdio(request.stdio, e) &&
-            (::chdir(request.cwd) == 0 || child::Fail(e, "chdir", request.cwd, errno)) &&
+            InstallStdio(request.stdio, e) && EnterCwd(plan, request, e) &&
             namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
-            namespaces::DropAllCapabilities(e) && namespaces::SetNoNewPrivs(e);
+            (plan.keep_capabilities ? namespaces::KeepCapabilities(plan.capabilities, e)
+                                    : namespaces::DropAllCapabilities(e)) &&
+            namespaces::SetNoNewPrivs(e);
   if (ok && plan.load_seccomp) {
     int rc = seccomp::Load(plan.seccomp);
     if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "", -rc);
+  }
+  for (const sock_fprog& extra : plan.extra_seccomp) {
+    if (!ok) break;
+    int rc = seccomp::Load(extra);
+    if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "supplied program", -rc);
   }
   ok = ok && namespaces::CloseOtherFds(plan.control_fd, e);
   if (!ok) {
@@ -117,9 +149,11 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   msg.type = ControlType::kExecuting;
   msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
   namespaces::SendControl(plan.control_fd, msg);
-  namespaces::ExecSearchingPath(request.argv[0], request.argv, request.envp, request.search_path);
+  const char* file = request.argv[0];
+  if (!plan.argv0.empty()) request.argv[0] = const_cast<char*>(plan.argv0.c_str());
+  namespaces::ExecSearchingPath(file, request.argv, request.envp, request.search_path);
   msg.type = ControlType::kSetupError;
-  child::Fail(e, "execve", request.argv[0], errno);
+  child::Fail(e, "execve", file, errno);
   namespaces::SendControl(plan.control_fd, msg);
   ::_exit(127);
 }
@@ -141,12 +175,14 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
             (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
+  // While the host's /proc is still the one mounted.
+  ok = ok && (!plan.disable_userns || namespaces::DisableNestedUserNamespaces(e));
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
   ok = ok && namespaces::CloseAllFdsExcept(&plan.control_fd, 1, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
-  ok = ok && (!plan.uts_namespace || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
+  ok = ok && (!plan.uts_namespace || !plan.set_hostname || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
@@ -191,6 +227,20 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
   Identity id;
   uid_t euid = ::geteuid();
   gid_t egid = ::getegid();
+  if (spec.map_all_host_ids) {
+    // Every id is itself: the ids look like the host's, while the
+    // capabilities stay those of a user namespace, not the host's.
+    if (euid != 0) {
+      return absl::InvalidArgumentError("mapping every host id needs root (a rootless sandbox maps only its own ids)");
+    }
+    id.host_uid = spec.uid;
+    id.host_gid = spec.gid;
+    id.mapping.deny_setgroups = false;
+    id.clear_groups = false;
+    id.mapping.uids = {{0, 0, 4294967295u}};
+    id.mapping.gids = {{0, 0, 4294967295u}};
+    return id;
+  }
   if (euid == 0) {
     id.host_uid = spec.host_uid.value_or(kDefaultHostIdBase + spec.uid);
     id.host_gid = spec.host_gid.value_or(kDefaultHostIdBase + spec.gid);
@@ -475,6 +525,19 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   for (const RlimitSpec& r : spec.rlimits) plan.rlimits.push_back({r.resource, r.soft, r.hard});
   plan.load_seccomp = !bpf->instructions.empty();
   plan.seccomp = bpf->AsFprog();
+  plan.set_hostname = spec.set_hostname;
+  if (spec.capabilities.has_value()) {
+    plan.keep_capabilities = true;
+    plan.capabilities = {spec.capabilities->bounding, spec.capabilities->keep, spec.capabilities->exact};
+  }
+  for (const std::string& program : state->spec.seccomp_programs) {
+    plan.extra_seccomp.push_back(sock_fprog{static_cast<unsigned short>(program.size() / sizeof(sock_filter)),
+                                            reinterpret_cast<sock_filter*>(const_cast<char*>(program.data()))});
+  }
+  plan.argv0 = spec.argv0;
+  plan.disable_userns = spec.disable_userns;
+  plan.cwd_fallbacks = spec.cwd_fallbacks;
+  for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
 
   // The cgroup exists before the child does, so no payload instruction runs
   // unconfined.
