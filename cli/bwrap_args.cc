@@ -154,8 +154,10 @@ class Parser {
       size_t used = 0;
       if (out_->action != BwrapInvocation::Action::kRun) return absl::OkStatus();
       // --perms and --size bind to the very next option.
-      std::optional<uint32_t> perms = std::exchange(o_.next_perms, std::nullopt);
-      std::optional<uint64_t> size = std::exchange(o_.next_size, std::nullopt);
+      // The two modifiers may come in either order before their option.
+      const bool modifier = arg == "--perms" || arg == "--size";
+      std::optional<uint32_t> perms = arg == "--size" ? std::nullopt : std::exchange(o_.next_perms, std::nullopt);
+      std::optional<uint64_t> size = arg == "--perms" ? std::nullopt : std::exchange(o_.next_size, std::nullopt);
       auto perms_ok = [&](bool allowed) -> absl::Status {
         if (perms.has_value() && !allowed) {
           return Die("--perms must be followed by an option that creates a file");
@@ -165,7 +167,7 @@ class Parser {
       };
       static const std::map<std::string, bool> kCreates = {
           {"--tmpfs", true}, {"--dir", true}, {"--file", true}, {"--bind-data", true}, {"--ro-bind-data", true}};
-      CUBICLE_RETURN_IF_ERROR(perms_ok(kCreates.count(arg) > 0));
+      if (!modifier) CUBICLE_RETURN_IF_ERROR(perms_ok(kCreates.count(arg) > 0));
       if (!o_.overlay_sources.empty() && arg != "--overlay-src" && arg != "--overlay" &&
           arg != "--tmp-overlay" && arg != "--ro-overlay") {
         return Die(
@@ -195,12 +197,6 @@ class Parser {
           start = nul + 1;
         }
         CUBICLE_RETURN_IF_ERROR(Parse(inner, true, total));
-        // A command inside the file ends option parsing there; bwrap then
-        // takes the rest of argv as more arguments of it.
-        if (!o_.command.empty()) {
-          o_.command.insert(o_.command.end(), argv.begin() + static_cast<long>(i) + 2, argv.end());
-          return absl::OkStatus();
-        }
         used = 1;
       } else if (arg == "--argv0") {
         CUBICLE_RETURN_IF_ERROR(need(1, "one argument"));
@@ -315,7 +311,7 @@ class Parser {
         op.readonly = arg == "--ro-bind-fd";
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
-        out_->consumed_fds.push_back(fd);
+        // Kept open: the sandbox binds what it names (bwrap binds the fd).
         used = 2;
       } else if (arg == "--remount-ro" || arg == "--proc" || arg == "--dev" || arg == "--tmpfs" ||
                  arg == "--mqueue" || arg == "--dir") {
@@ -448,6 +444,10 @@ class Parser {
           }
         }
         used = 1;
+      } else if (in_file && (arg == "--" || arg.empty() || arg[0] != '-')) {
+        // bwrap stops reading an --args file at its first non-option and
+        // drops the rest of the file; the command comes from argv.
+        return absl::OkStatus();
       } else if (arg == "--") {
         o_.command.assign(argv.begin() + static_cast<long>(i) + 1, argv.end());
         return absl::OkStatus();
@@ -483,25 +483,6 @@ class Parser {
   std::vector<std::string> env_;
 };
 
-// bwrap's /proc without a new pid namespace: the host's procfs (the pid
-// namespace is shared anyway), with the same covers as a new one.
-void AppendSharedProc(const MountOp& proc, rootfs::MountPlan* plan) {
-  MountOp bind;
-  bind.kind = MountKind::kBind;
-  bind.source = "/proc";
-  bind.dest = proc.dest;
-  bind.bwrap_style = true;
-  plan->push_back(bind);
-  for (const char* cover : {"sys", "sysrq-trigger", "irq", "bus"}) {
-    MountOp ro = bind;
-    ro.source = absl::StrCat("/proc/", cover);
-    ro.dest = absl::StrCat(proc.dest == "/" ? "" : proc.dest, "/", cover);
-    ro.readonly = true;
-    ro.optional = true;
-    plan->push_back(ro);
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& args, const BwrapHost& host) {
@@ -511,6 +492,8 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     return out;
   }
   Options o;
+  // --cap-add/--cap-drop edit root's own effective set; others start empty.
+  o.caps = host.uid == 0 ? host.effective_caps : 0;
   Parser parser(host, &out, &o);
   size_t total = args.size();
   if (total > kMaxArgs) return Die(absl::StrCat("Exceeded maximum number of arguments ", kMaxArgs));
@@ -580,8 +563,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   // and a request beyond it leaves the caps as they were (bwrap's capset
   // fails with EPERM, which it ignores for root).
   const uint64_t all_caps = (uint64_t{1} << std::size(kCapNames)) - 1;
-  uint64_t requested = host.uid == 0 ? host.effective_caps : 0;
-  if (o.caps_used) requested = o.caps & all_caps;
+  const uint64_t requested = o.caps & all_caps;
   runtime::CapabilitySpec caps;
   if (unshare_user) {
     caps.keep = requested;
@@ -596,10 +578,9 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
 
   spec.readonly_root = false;  // bwrap's root tmpfs is writable
   for (MountOp& op : o.mounts) {
-    if (op.kind == MountKind::kProc && !o.unshare_pid) {
-      AppendSharedProc(op, &spec.mounts);
-      continue;
-    }
+    // Without a new pid namespace bwrap binds the host's procfs (the pid
+    // namespace is shared anyway) and covers it as it covers a new one.
+    if (op.kind == MountKind::kProc && !o.unshare_pid) op.source = "/proc";
     spec.mounts.push_back(std::move(op));
   }
 

@@ -96,7 +96,9 @@ BwrapHost CurrentHost() {
 absl::Status ResolveBindSources(runtime::SandboxSpec* spec) {
   rootfs::MountPlan resolved;
   for (rootfs::MountOp& op : spec->mounts) {
-    if (op.kind == rootfs::MountKind::kBind && op.bwrap_style) {
+    // A --bind-fd source (/proc/self/fd/N) is bound through the fd itself,
+    // which the sandbox inherits: no path lookup to race with.
+    if (op.kind == rootfs::MountKind::kBind && op.bwrap_style && op.source.rfind("/proc/self/fd/", 0) != 0) {
       char real[PATH_MAX];
       if (::realpath(op.source.c_str(), real) == nullptr) {
         if (op.optional && errno == ENOENT) continue;

@@ -312,7 +312,14 @@ bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Buil
     ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0555, op.dest.c_str(), error));
     if (dir.fd < 0) return false;
     FdPath target(dir.fd);
-    if (::mount("proc", target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    if (op.op->bwrap_style && op.op->source == "/proc") {
+      // bubblewrap without a new pid namespace: the host's procfs, bound
+      // read-write (the pid namespace is shared anyway); covers below.
+      if (!BindOnto(plan, AT_FDCWD, "/oldroot/proc", dir.fd, root_fd, op.dest_relative.c_str(), false, false,
+                    op.dest.c_str(), error)) {
+        return false;
+      }
+    } else if (::mount("proc", target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
       // A fresh procfs is refused where the host's /proc is partly covered
       // (the kernel's mnt_too_revealing check). Fall back to the host's,
       // read-only, and mask it below; the probe warns that host processes

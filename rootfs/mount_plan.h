@@ -45,7 +45,8 @@ struct MountOp {
   // idmapped mount made on the host), so a workspace owned by any host user
   // is writable inside and what the payload writes belongs to that owner.
   bool idmap_owner = false;
-  // kProc, kDev: exactly bubblewrap's (its /proc covers; its /dev, where
+  // kProc, kDev: exactly bubblewrap's (its /proc covers, and with source
+  // "/proc" the host's procfs bound read-write; its /dev, where
   // /dev/shm is a plain directory), not cubicle's stricter masks.
   bool bwrap_style = false;
   std::string upper;  // kOverlay
