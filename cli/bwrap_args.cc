@@ -311,7 +311,7 @@ class Parser {
         op.readonly = arg == "--ro-bind-fd";
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
-        // Kept open: the sandbox binds what it names (bwrap binds the fd).
+        // Kept open until the launch resolves the path it names.
         used = 2;
       } else if (arg == "--remount-ro" || arg == "--proc" || arg == "--dev" || arg == "--tmpfs" ||
                  arg == "--mqueue" || arg == "--dir") {

@@ -96,9 +96,10 @@ BwrapHost CurrentHost() {
 absl::Status ResolveBindSources(runtime::SandboxSpec* spec) {
   rootfs::MountPlan resolved;
   for (rootfs::MountOp& op : spec->mounts) {
-    // A --bind-fd source (/proc/self/fd/N) is bound through the fd itself,
-    // which the sandbox inherits: no path lookup to race with.
-    if (op.kind == rootfs::MountKind::kBind && op.bwrap_style && op.source.rfind("/proc/self/fd/", 0) != 0) {
+    // A --bind-fd source (/proc/self/fd/N) resolves to the fd's path, as in
+    // bwrap: a mount of the caller's namespace cannot be cloned from the
+    // sandbox's, and a rootless caller cannot clone it on the host.
+    if (op.kind == rootfs::MountKind::kBind && op.bwrap_style) {
       char real[PATH_MAX];
       if (::realpath(op.source.c_str(), real) == nullptr) {
         if (op.optional && errno == ENOENT) continue;
