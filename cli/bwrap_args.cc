@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -175,6 +177,13 @@ class Parser {
             "--tmp-overlay, or --ro-overlay");
       }
 
+      static const char* const kSingle[] = {"--chdir", "--sync-fd", "--block-fd", "--userns-block-fd",
+                                            "--info-fd", "--json-status-fd", "--seccomp", "--uid", "--gid",
+                                            "--hostname", "--exec-label", "--file-label", "--userns",
+                                            "--userns2", "--pidns"};
+      if (std::find(std::begin(kSingle), std::end(kSingle), arg) != std::end(kSingle) && !seen_.insert(arg).second) {
+        out_->warnings.push_back(absl::StrCat("Only the last ", arg, " option will take effect"));
+      }
       if (arg == "--help") {
         out_->action = BwrapInvocation::Action::kHelp;
         return absl::OkStatus();
@@ -200,8 +209,10 @@ class Parser {
         used = 1;
       } else if (arg == "--argv0") {
         CUBICLE_RETURN_IF_ERROR(need(1, "one argument"));
+        // An empty argv[0] is legal for execve, but cubicle's spec uses
+        // "" for "unset": refused rather than silently dropped.
         if (argv[i + 1].empty()) return Die("--argv0 requires a non-empty argument");
-        if (o_.argv0.has_value()) return Die("--argv0 may not be specified multiple times");
+        if (o_.argv0.has_value()) return Die("--argv0 used multiple times");
         o_.argv0 = argv[i + 1];
         used = 1;
       } else if (arg == "--level-prefix") {
@@ -302,7 +313,7 @@ class Parser {
         o_.mounts.push_back(std::move(op));
         used = 2;
       } else if (arg == "--bind-fd" || arg == "--ro-bind-fd") {
-        CUBICLE_RETURN_IF_ERROR(need(2, "two arguments"));
+        if (argv.size() - i < 3) return Die("--bind-fd takes two arguments");  // bwrap's wording for both
         CUBICLE_ASSIGN_OR_RETURN(int fd, ParseFd(argv[i + 1]));
         MountOp op;
         op.kind = MountKind::kBind;
@@ -365,18 +376,26 @@ class Parser {
         o_.mounts.push_back(std::move(op));
         used = 2;
       } else if (arg == "--perms") {
-        std::optional<uint32_t> mode = i + 1 < argv.size() ? ParseOctal(argv[i + 1]) : std::nullopt;
+        CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
+        if (perms.has_value()) return Die("--perms given twice for the same action");
+        std::optional<uint32_t> mode = ParseOctal(argv[i + 1]);
         if (!mode.has_value()) return Die("--perms takes an octal argument <= 07777");
-        if (perms.has_value()) return Die("--perms given twice for the same path");
         o_.next_perms = mode;
         used = 1;
       } else if (arg == "--size") {
-        uint64_t bytes = 0;
-        if (i + 1 >= argv.size() || !absl::SimpleAtoi(argv[i + 1], &bytes) || bytes == 0 ||
-            argv[i + 1].find_first_not_of("0123456789") != std::string::npos) {
+        CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
+        if (size.has_value()) return Die("--size given twice for the same action");
+        // bwrap: strtoull base 0 (so 0x and 0 prefixes count), a leading
+        // digit, nothing after the number, not zero.
+        const std::string& text = argv[i + 1];
+        errno = 0;
+        char* end = nullptr;
+        unsigned long long bytes = std::strtoull(text.c_str(), &end, 0);
+        if (errno != 0 || text.empty() || text[0] < '0' || text[0] > '9' || *end != '\0' || bytes == 0) {
           return Die("--size takes a non-zero number of bytes");
         }
-        if (size.has_value()) return Die("--size given twice for the same path");
+        constexpr uint64_t kMaxTmpfsBytes = SIZE_MAX >> 1;
+        if (bytes > kMaxTmpfsBytes) return Die(absl::StrCat("--size (for tmpfs) is limited to ", kMaxTmpfsBytes));
         o_.next_size = bytes;
         used = 1;
       } else if (arg == "--overlay-src") {
@@ -481,6 +500,7 @@ class Parser {
   BwrapInvocation* out_;
   Options& o_;
   std::vector<std::string> env_;
+  std::set<std::string> seen_;
 };
 
 }  // namespace
@@ -508,9 +528,12 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     return Die("--userns-block-fd requires --info-fd");
   }
   if (o.userns_fd.has_value() && o.unshare_user) return Die("--userns not compatible --unshare-user");
+  if (o.userns_fd.has_value() && o.unshare_user_try) return Die("--userns not compatible --unshare-user-try");
   if (o.userns_fd.has_value() && o.disable_userns) return Die("--userns not compatible with --disable-userns");
   if (o.disable_userns && !o.unshare_user) return Die("--disable-userns requires --unshare-user");
-  if (o.userns2_fd.has_value() && !o.userns_fd.has_value()) return Die("--userns2 requires --userns");
+  if (o.disable_userns && out.userns_block_fd.has_value()) {
+    return Die("--disable-userns is not compatible with  --userns-block-fd");  // sic, bwrap's double space
+  }
 
   // bwrap without setuid and not root always needs a user namespace.
   bool unshare_user = o.unshare_user || host.uid != 0;
@@ -536,6 +559,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     return absl::UnimplementedError(absl::StrCat(what, " is not supported by cubicle's bwrap mode"));
   };
   if (o.userns_fd.has_value()) return unsupported("--userns");
+  if (o.userns2_fd.has_value()) return unsupported("--userns2");
   if (o.pidns_fd.has_value()) return unsupported("--pidns");
   if (o.as_pid_1) return unsupported("--as-pid-1");
   if (!o.lock_files.empty()) return unsupported("--lock-file");

@@ -48,6 +48,9 @@ struct BwrapInvocation {
   // Closed once their data is read (bwrap closes them too).
   std::vector<int> consumed_fds;
   bool level_prefix = false;  // "<3>bwrap: ..." (syslog levels, for journald)
+  // bwrap's warnings ("Only the last --chdir option will take effect"),
+  // printed as "bwrap: ..." (level <4>); the run goes on.
+  std::vector<std::string> warnings;
   bool assert_userns_disabled = false;
   // Which namespaces bwrap would list in --info-fd ("mnt" always).
   std::vector<std::string> info_namespaces;

@@ -40,6 +40,9 @@ constexpr int kBwrapFailure = 1;  // bwrap's exit status for its own errors
 class Reporter {
  public:
   void set_level_prefix(bool on) { prefix_ = on; }
+  void Warn(absl::string_view message) const {
+    std::fprintf(stderr, "%sbwrap: %.*s\n", prefix_ ? "<4>" : "", static_cast<int>(message.size()), message.data());
+  }
   int Fail(absl::string_view message) const {
     std::fprintf(stderr, "%sbwrap: %.*s\n", prefix_ ? "<3>" : "", static_cast<int>(message.size()),
                  message.data());
@@ -214,6 +217,7 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   absl::StatusOr<BwrapInvocation> parsed = ParseBwrapArgs(args, CurrentHost());
   if (!parsed.ok()) return report.Fail(parsed.status().message());
   BwrapInvocation& inv = *parsed;
+  for (const std::string& w : inv.warnings) report.Warn(w);
   switch (inv.action) {
     case BwrapInvocation::Action::kHelp:
       std::fputs(BwrapUsage(argv0).c_str(), stdout);

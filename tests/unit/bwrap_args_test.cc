@@ -197,12 +197,17 @@ TEST(BwrapArgs, ConflictsBwrapRejects) {
   // --unshare-all's user namespace is only "try": bwrap still refuses.
   ExpectDie({"--unshare-all", "--disable-userns", "true"}, "--disable-userns requires --unshare-user");
   ExpectDie({"--userns", "3", "--unshare-user", "true"}, "--userns not compatible --unshare-user");
-  ExpectDie({"--userns2", "4", "true"}, "--userns2 requires --userns");
+  ExpectDie({"--userns", "3", "--unshare-user-try", "true"}, "--userns not compatible --unshare-user-try");
+  ExpectDie({"--unshare-user", "--disable-userns", "--info-fd", "4", "--userns-block-fd", "3", "true"},
+            "--disable-userns is not compatible with  --userns-block-fd");
+  ExpectDie({"--bind-fd", "3"}, "--bind-fd takes two arguments");
+  ExpectDie({"--ro-bind-fd", "3"}, "--bind-fd takes two arguments");
 }
 
 TEST(BwrapArgs, WhatCubicleDoesNotDoIsRefusedNeverIgnored) {
   for (std::vector<std::string> args : {std::vector<std::string>{"--userns", "3", "true"},
                                         {"--pidns", "3", "true"},
+                                        {"--userns2", "3", "true"},
                                         {"--unshare-pid", "--as-pid-1", "true"},
                                         {"--lock-file", "/x", "true"}}) {
     absl::StatusOr<BwrapInvocation> got = Parse(args);
@@ -284,12 +289,24 @@ TEST(BwrapArgs, PermsAndSizeApplyToTheNextOptionOnly) {
 TEST(BwrapArgs, PermsAndSizeErrors) {
   ExpectDie({"--perms", "9", "--dir", "/x", "true"}, "--perms takes an octal argument <= 07777");
   ExpectDie({"--perms", "10000", "--dir", "/x", "true"}, "--perms takes an octal argument <= 07777");
-  ExpectDie({"--perms"}, "--perms takes an octal argument <= 07777");
+  ExpectDie({"--perms"}, "--perms takes an argument");
+  ExpectDie({"--perms", "0700", "--perms", "0700", "--dir", "/x", "true"}, "--perms given twice for the same action");
+  ExpectDie({"--size", "1", "--size", "2", "--tmpfs", "/x", "true"}, "--size given twice for the same action");
+  ExpectDie({"--size", "-1", "--tmpfs", "/x", "true"}, "--size takes a non-zero number of bytes");
+  EXPECT_EQ(Parse({"--size", "0x1000", "--tmpfs", "/x", "true"})->spec.mounts[0].size_bytes, 4096u);
   ExpectDie({"--perms", "0755", "--proc", "/proc", "true"}, "--perms must be followed by an option that creates a file");
   ExpectDie({"--size", "10", "--dir", "/x", "true"}, "--size must be followed by --tmpfs");
   ExpectDie({"--size", "0", "--tmpfs", "/x", "true"}, "--size takes a non-zero number of bytes");
   ExpectDie({"--size", "1k", "--tmpfs", "/x", "true"}, "--size takes a non-zero number of bytes");
   ExpectDie({"--chmod", "999", "/x", "true"}, "--chmod takes an octal argument <= 07777");
+}
+
+TEST(BwrapArgs, RepeatedSingleValueOptionsWarnAndTheLastWins) {
+  absl::StatusOr<BwrapInvocation> got = Parse({"--chdir", "/a", "--chdir", "/b", "true"});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->spec.cwd, "/b");
+  EXPECT_EQ(got->warnings, std::vector<std::string>{"Only the last --chdir option will take effect"});
+  EXPECT_TRUE(Parse({"--chdir", "/a", "true"})->warnings.empty());
 }
 
 TEST(BwrapArgs, Chmod) {
@@ -419,7 +436,7 @@ TEST(BwrapArgs, Argv0AndLevelPrefix) {
   EXPECT_EQ(got->spec.argv, (std::vector<std::string>{"/bin/prog", "x"}));
   EXPECT_TRUE(got->level_prefix);
   ExpectDie({"--argv0", "", "true"}, "--argv0 requires a non-empty argument");
-  ExpectDie({"--argv0", "a", "--argv0", "b", "true"}, "--argv0 may not be specified multiple times");
+  ExpectDie({"--argv0", "a", "--argv0", "b", "true"}, "--argv0 used multiple times");
 }
 
 TEST(BwrapArgs, SessionParentHostnameAndUserns) {
