@@ -561,8 +561,6 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   if (o.userns_fd.has_value()) return unsupported("--userns");
   if (o.userns2_fd.has_value()) return unsupported("--userns2");
   if (o.pidns_fd.has_value()) return unsupported("--pidns");
-  if (o.as_pid_1) return unsupported("--as-pid-1");
-  if (!o.lock_files.empty()) return unsupported("--lock-file");
 
   runtime::SandboxSpec& spec = out.spec;
   spec.namespaces.user = true;  // always: see map_all_host_ids
@@ -611,6 +609,11 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   spec.set_hostname = o.hostname.has_value();
   if (o.hostname.has_value()) spec.hostname = *o.hostname;
   spec.new_session = o.new_session;
+  spec.as_pid_1 = o.as_pid_1;
+  for (const std::string& path : o.lock_files) {
+    CUBICLE_ASSIGN_OR_RETURN(std::string lock, SandboxPath(path, "--lock-file"));
+    out.lock_files.push_back(std::move(lock));
+  }
   spec.die_with_parent = o.die_with_parent;
   spec.seccomp = seccomp::Policy::kNone;
   spec.seccomp_programs = std::move(o.seccomp_programs);

@@ -6,6 +6,7 @@
 // payload's status or 1 with a "bwrap: ..." message.
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -197,6 +198,34 @@ void WaitForByte(int fd) {
   }
 }
 
+// bwrap's --lock-file: a read lock on a path inside the sandbox, held while
+// it runs. bwrap's own PID 1 holds it; here the launcher does, through the
+// sandbox's root (/proc/PID/root, resolved with RESOLVE_IN_ROOT so that no
+// symlink inside can lead to a host path). Returns the fds to keep open.
+absl::StatusOr<std::vector<UniqueFd>> TakeLocks(pid_t pid, const std::vector<std::string>& paths) {
+  std::vector<UniqueFd> held;
+  if (paths.empty()) return held;
+  std::string root_path = absl::StrCat("/proc/", pid, "/root");
+  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return absl::FailedPreconditionError(absl::StrCat("Can't open ", root_path, ": ", std::strerror(errno)));
+  for (const std::string& path : paths) {
+    struct open_how how;
+    std::memset(&how, 0, sizeof(how));
+    how.flags = O_RDONLY | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root.get(), path.c_str() + 1, &how, sizeof(how))));
+    if (!fd) return absl::FailedPreconditionError(absl::StrCat("Unable to open lock file ", path, ": ", std::strerror(errno)));
+    struct flock lock = {};
+    lock.l_type = F_RDLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd.get(), F_SETLK, &lock) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("Unable to lock file ", path, ": ", std::strerror(errno)));
+    }
+    held.push_back(std::move(fd));
+  }
+  return held;
+}
+
 int StatusOf(const runtime::ExecResult& result) {
   switch (result.reason) {
     case runtime::ExitReason::kExited: return result.exit_code;
@@ -253,7 +282,8 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   } restore{previous};
 
   absl::StatusOr<runtime::ExecResult> result;
-  const bool needs_pid = inv.info_fd || inv.json_status_fd || inv.block_fd || inv.userns_block_fd;
+  const bool needs_pid =
+      inv.info_fd || inv.json_status_fd || inv.block_fd || inv.userns_block_fd || !inv.lock_files.empty();
   if (!needs_pid) {
     runtime::LaunchOptions options;
     options.signal_fd = sigfd.get();
@@ -273,6 +303,8 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
     if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
       return report.Fail(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
     }
+    absl::StatusOr<std::vector<UniqueFd>> locks = TakeLocks(pid, inv.lock_files);
+    if (!locks.ok()) return report.Fail(locks.status().message());
     if (inv.userns_block_fd) WaitForByte(*inv.userns_block_fd);
     if (inv.block_fd) WaitForByte(*inv.block_fd);
     runtime::ExecRequest request;

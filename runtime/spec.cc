@@ -45,6 +45,9 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
           absl::StrCat("rlimit ", r.resource, ": soft limit ", r.soft, " exceeds hard limit ", r.hard));
     }
   }
+  if (spec.as_pid_1 && !spec.namespaces.pid) {
+    return absl::InvalidArgumentError("the payload can be PID 1 only in a new pid namespace");
+  }
   CUBICLE_RETURN_IF_ERROR(cgroups::ValidateLimits(spec.limits, nullptr));
   const BreakerSpec& b = spec.breakers;
   if (b.cpu_share && !(*b.cpu_share > 0)) {

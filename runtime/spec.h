@@ -90,6 +90,9 @@ struct SandboxSpec {
   // The sandbox's user namespace may not create user namespaces
   // (user.max_user_namespaces = 0 in it).
   bool disable_userns = false;
+  // The payload is the sandbox's PID 1 (no cubicle init reaps or reports
+  // for it); needs a pid namespace.
+  bool as_pid_1 = false;
 
   bool operator==(const SandboxSpec&) const = default;
 };

@@ -72,6 +72,7 @@ struct ChildPlan {
   std::vector<sock_fprog> extra_seccomp;
   std::string argv0;
   bool disable_userns = false;
+  bool as_pid_1 = false;
   // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
   std::vector<std::string> cwd_fallbacks;
   std::vector<std::string> pwd_entries;
@@ -213,6 +214,9 @@ bool EnterCwd(const ChildPlan& plan, const namespaces::ExecRequestView& request,
     ::_exit(1);
   }
   PayloadArgs args{&plan, &report, &request};
+  // bwrap --as-pid-1: the payload itself is PID 1; its exit status is
+  // the sandbox's first process's, which the launcher reaps.
+  if (plan.as_pid_1) PayloadMain(&args);
   namespaces::RunInit(plan.control_fd, &report, PayloadMain, &args);
 }
 
@@ -536,6 +540,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   plan.argv0 = spec.argv0;
   plan.disable_userns = spec.disable_userns;
+  plan.as_pid_1 = spec.as_pid_1;
   plan.cwd_fallbacks = spec.cwd_fallbacks;
   for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
 
@@ -826,6 +831,12 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   }
   const bool early = have_exit && request.return_at_exit && !init_gone;
   int init_status = early ? 0 : init.Reap();
+  if (z.spec.as_pid_1 && have_exec && !have_exit) {
+    // No init of cubicle's reported it: the payload was PID 1.
+    have_exit = true;
+    last.wait_status = init_status;
+    ::getrusage(RUSAGE_CHILDREN, &last.rusage);
+  }
   const absl::Time end = absl::Now();
   if (cgroup != nullptr) {
     absl::StatusOr<cgroups::Stats> stats = cgroup->ReadStats();

@@ -245,6 +245,30 @@ std::vector<Case> Cases() {
   add("sync_fd", Base({"--sync-fd", "3"})).fd3 = FdKind::kByte;
   add("exit_status", Base()).command = {"sh", "-c", "exit 7"};
   add("signal_status", Base({"--unshare-pid"})).command = {"sh", "-c", "kill -9 $$"};
+  add("payload_pid", Base({"--unshare-pid"})).command = {"sh", "-c", "echo pid=$$; exit 3"};
+  add("as_pid_1", Base({"--unshare-pid", "--as-pid-1"})).command = {"sh", "-c", "echo pid=$$; exit 3"};
+  add("as_pid_1_signal", Base({"--unshare-pid", "--as-pid-1"})).command = {"sh", "-c", "kill -KILL $$; echo alive"};
+  // The lock is held by someone other than the command: a write lock from
+  // inside fails while the sandbox runs.
+  constexpr char kTryLock[] =
+      "import fcntl, os\n"
+      "fd = os.open('/lockme', os.O_RDWR)\n"
+      "try:\n"
+      "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+      "    print('not locked')\n"
+      "except OSError as e:\n"
+      "    print('locked', e.errno)\n";
+  add("lock_file", Base({"--perms", "0666", "--file", "3", "/lockme", "--lock-file", "/lockme"})).command = {
+      "/usr/bin/python3", "-I", "-c", kTryLock};
+  c.back().fd3 = FdKind::kData;
+  add("lock_file_unlocked", Base({"--perms", "0666", "--file", "3", "/lockme"})).command = {
+      "/usr/bin/python3", "-I", "-c", kTryLock};
+  c.back().fd3 = FdKind::kData;
+  // bwrap's PID 1 takes the lock while the command already runs: a pid
+  // namespace makes its failure end the command, and a command that is
+  // still running then makes the status deterministic (1).
+  add("err_lock_file_missing", Base({"--unshare-pid", "--lock-file", "/nonexistent"})).command = {"sleep", "2"};
+  add("err_as_pid_1_with_lock", Base({"--unshare-pid", "--as-pid-1", "--lock-file", "/x"}));
   add("disable_userns", Base({"--unshare-all", "--unshare-user", "--disable-userns"}));
   add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
   c.back().fd3 = FdKind::kSeccomp;

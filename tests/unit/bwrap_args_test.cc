@@ -208,8 +208,7 @@ TEST(BwrapArgs, WhatCubicleDoesNotDoIsRefusedNeverIgnored) {
   for (std::vector<std::string> args : {std::vector<std::string>{"--userns", "3", "true"},
                                         {"--pidns", "3", "true"},
                                         {"--userns2", "3", "true"},
-                                        {"--unshare-pid", "--as-pid-1", "true"},
-                                        {"--lock-file", "/x", "true"}}) {
+                                        }) {
     absl::StatusOr<BwrapInvocation> got = Parse(args);
     ASSERT_FALSE(got.ok()) << args[0];
     EXPECT_EQ(got.status().code(), absl::StatusCode::kUnimplemented) << args[0];
@@ -307,6 +306,16 @@ TEST(BwrapArgs, RepeatedSingleValueOptionsWarnAndTheLastWins) {
   EXPECT_EQ(got->spec.cwd, "/b");
   EXPECT_EQ(got->warnings, std::vector<std::string>{"Only the last --chdir option will take effect"});
   EXPECT_TRUE(Parse({"--chdir", "/a", "true"})->warnings.empty());
+}
+
+TEST(BwrapArgs, AsPid1AndLockFiles) {
+  absl::StatusOr<BwrapInvocation> got = Parse({"--unshare-pid", "--as-pid-1", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->spec.as_pid_1);
+  got = Parse({"--lock-file", "run/lock", "--lock-file", "/a//b", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->lock_files, (std::vector<std::string>{"/run/lock", "/a/b"}));
+  EXPECT_FALSE(got->spec.as_pid_1);
 }
 
 TEST(BwrapArgs, Chmod) {
