@@ -45,6 +45,16 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
           absl::StrCat("rlimit ", r.resource, ": soft limit ", r.soft, " exceeds hard limit ", r.hard));
     }
   }
+  for (const std::string& program : spec.seccomp_programs) {
+    // struct sock_filter is 8 bytes; the kernel takes 1 to BPF_MAXINSNS (4096).
+    if (program.empty() || program.size() % 8 != 0 || program.size() / 8 > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat("seccomp program of ", program.size(),
+                                                     " bytes: must be 1 to 4096 sock_filter (8-byte) instructions"));
+    }
+  }
+  for (const std::string& dir : spec.cwd_fallbacks) {
+    CUBICLE_RETURN_IF_ERROR(rootfs::NormalizeSandboxPath(dir, "working directory fallback").status());
+  }
   if (spec.as_pid_1 && !spec.namespaces.pid) {
     return absl::InvalidArgumentError("the payload can be PID 1 only in a new pid namespace");
   }
