@@ -8,6 +8,7 @@
 #include <linux/capability.h>
 #include <linux/openat2.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -261,6 +262,13 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
       break;
   }
   for (int fd : inv.consumed_fds) ::close(fd);
+  // bwrap's --die-with-parent covers bwrap itself too: the launcher's
+  // death kills cubicle, whose death kills the sandbox (PDEATHSIG there).
+  if (inv.spec.die_with_parent) {
+    const pid_t parent = ::getppid();
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return report.Fail(absl::StrCat("prctl: ", std::strerror(errno)));
+    if (::getppid() != parent) return kBwrapFailure;  // the parent died before the line above
+  }
   runtime::SandboxSpec& spec = inv.spec;
   if (absl::Status st = ResolveBindSources(&spec); !st.ok()) return report.Fail(st.message());
   if (inv.assert_userns_disabled && !spec.disable_userns && UserNamespacesEnabled()) {

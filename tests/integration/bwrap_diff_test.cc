@@ -599,6 +599,34 @@ TEST_P(BwrapDiffTest, SameAsBubblewrap) {
 INSTANTIATE_TEST_SUITE_P(Table, BwrapDiffTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+// --die-with-parent: when the launcher dies, the command dies with it,
+// through cubicle (bwrap's own process dies with its parent too).
+TEST(BwrapLifetime, DieWithParentEndsTheCommandWhenTheLauncherDies) {
+  if (::geteuid() != 0) GTEST_SKIP() << "root only";
+  const std::string marker = absl::StrCat("4", ::getpid(), "17");  // a unique sleep argument
+  // The launcher: a shell that starts cubicle bwrap and waits; killed below.
+  test_support::RunningProcess launcher(
+      {"/bin/sh", "-c",
+       absl::StrCat("'", test_support::CubicleBinary(),
+                    "' bwrap --die-with-parent --unshare-pid --ro-bind /usr /usr --symlink usr/bin /bin "
+                    "--symlink usr/lib /lib --symlink usr/lib64 /lib64 sleep ",
+                    marker, " & echo started; wait")});
+  ASSERT_TRUE(launcher.started());
+  ASSERT_TRUE(launcher.WaitForStdout("started"));
+  // The sandbox's sleep exists (bounded wait: at most 10 s, polled).
+  bool seen = false;
+  for (int i = 0; i < 1000 && !seen; ++i) {
+    for (pid_t pid : test_support::ProcessesWithArgument(marker)) {
+      seen |= test_support::ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n";
+    }
+    if (!seen) ::usleep(10'000);
+  }
+  ASSERT_TRUE(seen) << "the sandboxed sleep never started";
+  launcher.Signal(SIGKILL);
+  launcher.Wait();
+  EXPECT_EQ(test_support::WaitUntilGone(marker), std::vector<pid_t>{}) << "the command outlived its launcher";
+}
+
 // The subcommand and the symlink are the same front end.
 TEST(BwrapEntryPoints, SubcommandEqualsSymlink) {
   if (::geteuid() != 0) GTEST_SKIP() << "root only";
