@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <set>
 #include <utility>
 
@@ -143,7 +142,9 @@ class Parser {
   }
   std::vector<std::string>& env() { return env_; }
 
-  // Returns true when parsing stopped at a terminal action (--help).
+  // Parses `argv` (the command line, or an --args file when `in_file`)
+  // into the options; stops at the command, or at --help/--version.
+  // `total` counts arguments across --args files (bwrap's limit).
   absl::Status Parse(const std::vector<std::string>& argv, bool in_file, size_t* total) {
     size_t i = 0;
     auto need = [&](size_t n, absl::string_view what) -> absl::Status {
@@ -152,11 +153,9 @@ class Parser {
     };
     while (i < argv.size()) {
       const std::string& arg = argv[i];
-      // Options that consume their own values; `used` is how many.
-      size_t used = 0;
-      if (out_->action != BwrapInvocation::Action::kRun) return absl::OkStatus();
-      // --perms and --size bind to the very next option.
-      // The two modifiers may come in either order before their option.
+      size_t used = 0;  // how many values the option consumed
+      // --perms and --size bind to the very next option that is not the
+      // other modifier (they may come in either order).
       const bool modifier = arg == "--perms" || arg == "--size";
       std::optional<uint32_t> perms = arg == "--size" ? std::nullopt : std::exchange(o_.next_perms, std::nullopt);
       std::optional<uint64_t> size = arg == "--perms" ? std::nullopt : std::exchange(o_.next_size, std::nullopt);
@@ -167,9 +166,9 @@ class Parser {
         if (size.has_value() && arg != "--tmpfs") return Die("--size must be followed by --tmpfs");
         return absl::OkStatus();
       };
-      static const std::map<std::string, bool> kCreates = {
-          {"--tmpfs", true}, {"--dir", true}, {"--file", true}, {"--bind-data", true}, {"--ro-bind-data", true}};
-      if (!modifier) CUBICLE_RETURN_IF_ERROR(perms_ok(kCreates.count(arg) > 0));
+      const bool creates_file = arg == "--tmpfs" || arg == "--dir" || arg == "--file" || arg == "--bind-data" ||
+                                arg == "--ro-bind-data";
+      if (!modifier) CUBICLE_RETURN_IF_ERROR(perms_ok(creates_file));
       if (!o_.overlay_sources.empty() && arg != "--overlay-src" && arg != "--overlay" &&
           arg != "--tmp-overlay" && arg != "--ro-overlay") {
         return Die(
@@ -206,6 +205,7 @@ class Parser {
           start = nul + 1;
         }
         CUBICLE_RETURN_IF_ERROR(Parse(inner, true, total));
+        if (out_->action != BwrapInvocation::Action::kRun) return absl::OkStatus();  // --help in the file
         used = 1;
       } else if (arg == "--argv0") {
         CUBICLE_RETURN_IF_ERROR(need(1, "one argument"));

@@ -385,6 +385,8 @@ TEST(BwrapArgs, ArgsFdIsReadAsNulSeparatedArguments) {
   EXPECT_TRUE(got->spec.namespaces.net);
   EXPECT_FALSE(got->spec.namespaces.ipc);
   EXPECT_EQ(got->spec.argv, std::vector<std::string>{"true"});
+  fake.fds[6] = std::string("--version\0", 10);
+  EXPECT_EQ(Parse({"--args", "6", "--bogus"}, fake)->action, Action::kVersion);
   fake.fds[5] = std::string("--args\0" "3\0", 9);
   ExpectDie({"--args", "5", "true"}, "--args not supported in arguments file", fake);
   ExpectDie({"--args", "9", "true"}, "Can't read --args data: Bad file descriptor", fake);
