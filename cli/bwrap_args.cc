@@ -192,7 +192,7 @@ class Parser {
       } else if (arg == "--args") {
         if (in_file) return Die("--args not supported in arguments file");
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, ParseFd(argv[i + 1]));
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
         CUBICLE_ASSIGN_OR_RETURN(std::string data, ReadFd(fd, "Can't read --args data"));
         out_->consumed_fds.push_back(fd);
         std::vector<std::string> inner;
@@ -245,7 +245,7 @@ class Parser {
         o_.assert_userns_disabled = true;
       } else if (arg == "--userns" || arg == "--userns2" || arg == "--pidns") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, ParseFd(argv[i + 1]));
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
         (arg == "--userns" ? o_.userns_fd : arg == "--userns2" ? o_.userns2_fd : o_.pidns_fd) = fd;
         used = 1;
       } else if (arg == "--uid" || arg == "--gid") {
@@ -291,7 +291,7 @@ class Parser {
       } else if (arg == "--sync-fd" || arg == "--block-fd" || arg == "--userns-block-fd" || arg == "--info-fd" ||
                  arg == "--json-status-fd") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, ParseFd(argv[i + 1]));
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
         std::optional<int>& slot = arg == "--sync-fd"          ? out_->sync_fd
                                    : arg == "--block-fd"        ? out_->block_fd
                                    : arg == "--userns-block-fd" ? out_->userns_block_fd
@@ -314,7 +314,7 @@ class Parser {
         used = 2;
       } else if (arg == "--bind-fd" || arg == "--ro-bind-fd") {
         if (argv.size() - i < 3) return Die("--bind-fd takes two arguments");  // bwrap's wording for both
-        CUBICLE_ASSIGN_OR_RETURN(int fd, ParseFd(argv[i + 1]));
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
         MountOp op;
         op.kind = MountKind::kBind;
         op.source = absl::StrCat("/proc/self/fd/", fd);
@@ -344,7 +344,7 @@ class Parser {
         used = 1;
       } else if (arg == "--file" || arg == "--bind-data" || arg == "--ro-bind-data") {
         CUBICLE_RETURN_IF_ERROR(need(2, "two arguments"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, ParseFd(argv[i + 1]));
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
         MountOp op;
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + 2], arg));
         CUBICLE_ASSIGN_OR_RETURN(op.data, ReadFd(fd, absl::StrCat("Can't write data to file ", argv[i + 2])));
@@ -429,7 +429,7 @@ class Parser {
         used = 1;
       } else if (arg == "--seccomp" || arg == "--add-seccomp-fd") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, ParseFd(argv[i + 1]));
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
         bool add = arg == "--add-seccomp-fd";
         if (add && o_.seccomp_given) return Die("--add-seccomp-fd cannot be combined with --seccomp");
         if (!add && o_.add_seccomp_given) return Die("--seccomp cannot be combined with --add-seccomp-fd");
@@ -489,6 +489,13 @@ class Parser {
   }
 
  private:
+  // An fd argument; every fd an option names is the option's, not the command's.
+  absl::StatusOr<int> Fd(const std::string& text) {
+    absl::StatusOr<int> fd = ParseFd(text);
+    if (fd.ok()) out_->option_fds.push_back(*fd);
+    return fd;
+  }
+
   absl::StatusOr<std::string> ReadFd(int fd, absl::string_view what) {
     if (!host_.read_fd) return Die(absl::StrCat(what, ": Bad file descriptor"));
     absl::StatusOr<std::string> data = host_.read_fd(fd);

@@ -47,6 +47,8 @@ struct BwrapInvocation {
   std::optional<int> userns_block_fd;
   // Closed once their data is read (bwrap closes them too).
   std::vector<int> consumed_fds;
+  // Every fd an option names: never passed on to the command.
+  std::vector<int> option_fds;
   bool level_prefix = false;  // "<3>bwrap: ..." (syslog levels, for journald)
   // bwrap's warnings ("Only the last --chdir option will take effect"),
   // printed as "bwrap: ..." (level <4>); the run goes on.

@@ -4,6 +4,7 @@
 // does outside its sandbox: reads fds, resolves bind sources, writes the
 // --info-fd/--json-status-fd JSON, waits on --block-fd, and exits with the
 // payload's status or 1 with a "bwrap: ..." message.
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
@@ -14,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
@@ -80,6 +83,24 @@ bool UserNamespacesEnabled() {
   std::ifstream in("/proc/sys/user/max_user_namespaces");
   long max = 1;
   return !(in >> max) || max != 0;
+}
+
+// bwrap passes every fd it inherited without close-on-exec to the
+// command (those its options name aside): the same set, found at start.
+std::vector<int> InheritableFds() {
+  std::vector<int> fds;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;
+  const int own = ::dirfd(dir);
+  while (struct dirent* e = ::readdir(dir)) {
+    int fd = 0;
+    if (e->d_name[0] == '.' || !absl::SimpleAtoi(e->d_name, &fd) || fd < 3 || fd == own) continue;
+    int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) fds.push_back(fd);
+  }
+  ::closedir(dir);
+  std::sort(fds.begin(), fds.end());
+  return fds;
 }
 
 BwrapHost CurrentHost() {
@@ -238,6 +259,7 @@ int StatusOf(const runtime::ExecResult& result) {
 }  // namespace
 
 int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
+  const std::vector<int> inheritable = InheritableFds();
   Reporter report;
   // Found before the parse, so that parse errors get the prefix too.
   for (const std::string& a : args) {
@@ -260,6 +282,11 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
       return kBwrapFailure;
     case BwrapInvocation::Action::kRun:
       break;
+  }
+  for (int fd : inheritable) {
+    if (std::find(inv.option_fds.begin(), inv.option_fds.end(), fd) == inv.option_fds.end()) {
+      inv.spec.inherited_fds.push_back(fd);
+    }
   }
   for (int fd : inv.consumed_fds) ::close(fd);
   // bwrap's --die-with-parent covers bwrap itself too: the launcher's

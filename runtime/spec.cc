@@ -1,5 +1,7 @@
 #include "runtime/spec.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "runtime/result.h"
@@ -54,6 +56,14 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
   }
   for (const std::string& dir : spec.cwd_fallbacks) {
     CUBICLE_RETURN_IF_ERROR(rootfs::NormalizeSandboxPath(dir, "working directory fallback").status());
+  }
+  for (size_t i = 0; i < spec.inherited_fds.size(); ++i) {
+    const int fd = spec.inherited_fds[i];
+    if (fd < 3 || std::find(spec.inherited_fds.begin(), spec.inherited_fds.begin() + i, fd) !=
+                      spec.inherited_fds.begin() + i) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inherited fd ", fd, ": must be 3 or above, and listed once (0-2 are the payload's stdio)"));
+    }
   }
   if (spec.as_pid_1 && !spec.namespaces.pid) {
     return absl::InvalidArgumentError("the payload can be PID 1 only in a new pid namespace");

@@ -93,6 +93,11 @@ struct SandboxSpec {
   // The payload is the sandbox's PID 1 (no cubicle init reaps or reports
   // for it); needs a pid namespace.
   bool as_pid_1 = false;
+  // Open fds of the launching process (>= 3, not close-on-exec) that the
+  // payload keeps at the same numbers, as bwrap passes its inherited fds
+  // on. They are inherited at clone: only meaningful to the process that
+  // creates the sandbox (the cold path, `cubicle bwrap`), never a pool.
+  std::vector<int> inherited_fds;
 
   bool operator==(const SandboxSpec&) const = default;
 };

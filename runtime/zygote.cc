@@ -73,6 +73,10 @@ struct ChildPlan {
   std::string argv0;
   bool disable_userns = false;
   bool as_pid_1 = false;
+  // The fds init keeps until the payload is forked (control + inherited),
+  // and those the payload keeps (stdio, control, inherited).
+  std::vector<int> init_keep;
+  std::vector<int> payload_keep;
   // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
   std::vector<std::string> cwd_fallbacks;
   std::vector<std::string> pwd_entries;
@@ -139,7 +143,9 @@ bool EnterCwd(const ChildPlan& plan, const namespaces::ExecRequestView& request,
     int rc = seccomp::Load(extra);
     if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "supplied program", -rc);
   }
-  ok = ok && namespaces::CloseOtherFds(plan.control_fd, e);
+  ok = ok && (plan.payload_keep.empty() ? namespaces::CloseOtherFds(plan.control_fd, e)
+                                       : namespaces::CloseAllFdsExcept(plan.payload_keep.data(),
+                                                                       plan.payload_keep.size(), e));
   if (!ok) {
     msg.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, msg);
@@ -181,7 +187,7 @@ bool EnterCwd(const ChildPlan& plan, const namespaces::ExecRequestView& request,
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
-  ok = ok && namespaces::CloseAllFdsExcept(&plan.control_fd, 1, e);
+  ok = ok && namespaces::CloseAllFdsExcept(plan.init_keep.data(), plan.init_keep.size(), e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || !plan.set_hostname || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
@@ -565,6 +571,12 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   state->control.reset(sv[0]);
   UniqueFd child_control(sv[1]);
   plan.control_fd = child_control.get();
+  plan.init_keep = {plan.control_fd};
+  plan.init_keep.insert(plan.init_keep.end(), spec.inherited_fds.begin(), spec.inherited_fds.end());
+  if (!spec.inherited_fds.empty()) {
+    plan.payload_keep = {0, 1, 2, plan.control_fd};
+    plan.payload_keep.insert(plan.payload_keep.end(), spec.inherited_fds.begin(), spec.inherited_fds.end());
+  }
   clock.Mark("prepare");
 
   // 2. clone into the new namespaces (and, on v2, straight into the cgroup:

@@ -245,6 +245,12 @@ std::vector<Case> Cases() {
   add("sync_fd", Base({"--sync-fd", "3"})).fd3 = FdKind::kByte;
   add("exit_status", Base()).command = {"sh", "-c", "exit 7"};
   add("signal_status", Base({"--unshare-pid"})).command = {"sh", "-c", "kill -9 $$"};
+  // An fd no option names is the command's, at the same number.
+  add("inherited_fd", Base()).command = {"sh", "-c", "cat <&3; cat <&4"};
+  c.back().fd3 = FdKind::kData;
+  c.back().fd4 = FdKind::kData;
+  add("option_fd_not_inherited", Base({"--sync-fd", "3"})).command = {"sh", "-c", "cat <&3 || echo closed"};
+  c.back().fd3 = FdKind::kByte;
   add("payload_pid", Base({"--unshare-pid"})).command = {"sh", "-c", "echo pid=$$; exit 3"};
   add("as_pid_1", Base({"--unshare-pid", "--as-pid-1"})).command = {"sh", "-c", "echo pid=$$; exit 3"};
   add("as_pid_1_signal", Base({"--unshare-pid", "--as-pid-1"})).command = {"sh", "-c", "kill -KILL $$; echo alive"};

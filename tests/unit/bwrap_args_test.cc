@@ -106,6 +106,7 @@ TEST(BwrapArgs, FdArgumentsAreNonNegativeDecimals) {
   EXPECT_EQ(got->json_status_fd, 8);
   EXPECT_EQ(got->sync_fd, 9);
   EXPECT_EQ(got->block_fd, 10);
+  EXPECT_EQ(got->option_fds, (std::vector<int>{7, 8, 9, 10}));
 }
 
 TEST(BwrapArgs, DefaultsAreBubblewrapsNotCubicles) {

@@ -60,6 +60,13 @@ TEST(ValidateSpec, RejectsBadBubblewrapFields) {
   EXPECT_NE(ValidateSpec(s).message().find("PID 1"), std::string::npos);
   s.namespaces.pid = true;
   EXPECT_TRUE(ValidateSpec(s).ok());
+  s = Valid();
+  s.inherited_fds = {3, 7};
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.inherited_fds = {2};
+  EXPECT_NE(ValidateSpec(s).message().find("inherited fd 2"), std::string::npos);
+  s.inherited_fds = {5, 5};
+  EXPECT_NE(ValidateSpec(s).message().find("listed once"), std::string::npos);
 }
 
 TEST(DefaultSpec, BaselineShape) {
