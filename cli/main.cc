@@ -1,9 +1,13 @@
 // cubicle: a native Linux sandbox runtime.
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/bwrap_command.h"
 #include "cli/commands.h"
 #include "cli/log.h"
 #include "namespaces/init.h"
@@ -11,6 +15,16 @@
 int main(int argc, char** argv) {
   cubicle::namespaces::SetArgvArea(argc, argv);
   cubicle::cli::InitLogging();
+  // bubblewrap's command line goes to its own parser untouched: as `bwrap`
+  // (a symlink to cubicle) or as `cubicle bwrap ...`.
+  const char* slash = argv[0] != nullptr ? std::strrchr(argv[0], '/') : nullptr;
+  const char* name = slash != nullptr ? slash + 1 : (argv[0] != nullptr ? argv[0] : "");
+  if (std::strcmp(name, "bwrap") == 0) {
+    return cubicle::cli::RunBwrap(std::vector<std::string>(argv + 1, argv + argc), argv[0]);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "bwrap") == 0) {
+    return cubicle::cli::RunBwrap(std::vector<std::string>(argv + 2, argv + argc), "cubicle bwrap");
+  }
   CLI::App app{"cubicle: run untrusted code in fresh, isolated Linux sandboxes"};
   app.set_version_flag("--version", "cubicle 0.1.0");
   app.require_subcommand(1);
@@ -19,6 +33,10 @@ int main(int argc, char** argv) {
   std::function<int()> cleanup = cubicle::cli::AddCleanupCommand(app);
   std::function<int()> serve = cubicle::cli::AddServeCommand(app);
   std::function<int()> npu = cubicle::cli::AddNpuCommand(app);
+  // Listed for --help only: main() hands `bwrap` argv to RunBwrap above.
+  app.add_subcommand("bwrap", "run a bubblewrap (bwrap 0.11) command line in a cubicle sandbox")
+      ->allow_extras()
+      ->prefix_command();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

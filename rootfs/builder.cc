@@ -14,6 +14,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace cubicle::rootfs {
 namespace {
@@ -301,13 +303,23 @@ bool ApplyBind(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Chil
                   op.op->readonly, op.op->devices, op.dest.c_str(), error);
 }
 
+// bubblewrap's covers of a new procfs: read-only where they are writable.
+constexpr const char* kBwrapProcCovers[] = {"sys", "sysrq-trigger", "irq", "bus"};
+
 bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildReport* report,
                ChildError* error) {
   {
     ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0555, op.dest.c_str(), error));
     if (dir.fd < 0) return false;
     FdPath target(dir.fd);
-    if (::mount("proc", target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    if (op.op->bwrap_style && op.op->source == "/proc") {
+      // bubblewrap without a new pid namespace: the host's procfs, bound
+      // read-write (the pid namespace is shared anyway); covers below.
+      if (!BindOnto(plan, AT_FDCWD, "/oldroot/proc", dir.fd, root_fd, op.dest_relative.c_str(), false, false,
+                    op.dest.c_str(), error)) {
+        return false;
+      }
+    } else if (::mount("proc", target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
       // A fresh procfs is refused where the host's /proc is partly covered
       // (the kernel's mnt_too_revealing check). Fall back to the host's,
       // read-only, and mask it below; the probe warns that host processes
@@ -327,6 +339,16 @@ bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Buil
   // Reopen: the fd above names the directory under the new mount.
   ScopedFd proc(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH | O_DIRECTORY));
   if (proc.fd < 0) return FailPath(error, "open proc", op.dest.c_str(), -proc.fd);
+  if (op.op->bwrap_style) {
+    for (const char* name : kBwrapProcCovers) {
+      ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      if (sub.fd < 0) continue;
+      FdPath path(sub.fd);
+      if (::access(path.c_str(), W_OK) != 0) continue;  // already read-only
+      if (!BindOnto(plan, proc.fd, name, sub.fd, proc.fd, name, true, false, name, error)) return false;
+    }
+    return true;
+  }
   for (const char* name : kProcReadOnly) {
     ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (sub.fd < 0) continue;
@@ -354,7 +376,9 @@ bool ApplyDev(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Child
   {
     ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
     if (dir.fd < 0) return false;
-    if (!MountFs("tmpfs", dir.fd, MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k", op.dest.c_str(), error)) {
+    // bubblewrap's /dev is a plain tmpfs (nosuid, nodev); cubicle's adds noexec.
+    unsigned long flags = op.op->bwrap_style ? MS_NOSUID | MS_NODEV : MS_NOSUID | MS_NOEXEC;
+    if (!MountFs("tmpfs", dir.fd, flags, "mode=0755,size=64k", op.dest.c_str(), error)) {
       return false;
     }
   }
@@ -376,8 +400,10 @@ bool ApplyDev(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Child
     if (target.fd < 0) return child::Fail(error, "open device mountpoint", node, errno);
     if (!BindOnto(plan, AT_FDCWD, host, target.fd, dev.fd, node, false, true, node, error)) return false;
   }
-  if (::mkdirat(dev.fd, "shm", 01777) != 0) return child::Fail(error, "mkdir", "/dev/shm", errno);
-  {
+  if (::mkdirat(dev.fd, "shm", op.op->bwrap_style ? 0755 : 01777) != 0) {
+    return child::Fail(error, "mkdir", "/dev/shm", errno);
+  }
+  if (!op.op->bwrap_style) {
     ScopedFd shm(::openat(dev.fd, "shm", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (shm.fd < 0) return child::Fail(error, "open", "/dev/shm", errno);
     if (!MountFs("tmpfs", shm.fd, MS_NOSUID | MS_NODEV, "mode=1777,size=64m", "/dev/shm", error)) {
@@ -395,7 +421,8 @@ bool ApplyDev(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Child
     }
   }
   for (const DevLink& link : kDevLinks) {
-    if (std::strcmp(link.name, "core") == 0) continue;  // no /proc/kcore link: it is masked
+    // No /proc/kcore link where cubicle masks it (bubblewrap has one).
+    if (std::strcmp(link.name, "core") == 0 && !op.op->bwrap_style) continue;
     if (::symlinkat(link.target, dev.fd, link.name) != 0) {
       return child::Fail(error, "symlink", link.name, errno);
     }
@@ -441,12 +468,12 @@ bool ApplyFile(int root_fd, const PreparedOp& op, ChildError* error) {
   return true;
 }
 
-bool RemountReadOnly(const PreparedPlan& plan, int fd, const char* dest, ChildError* error) {
+bool RemountReadOnly(const PreparedPlan& plan, int fd, const char* dest, bool recursive, ChildError* error) {
   if (plan.new_mount_api) {
     struct mount_attr attr;
     std::memset(&attr, 0, sizeof(attr));
     attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+    if (::mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr, sizeof(attr)) != 0) {
       return child::Fail(error, "mount_setattr(read-only)", dest, errno);
     }
     return true;
@@ -454,6 +481,56 @@ bool RemountReadOnly(const PreparedPlan& plan, int fd, const char* dest, ChildEr
   FdPath target(fd);
   int rc = ClassicRemount(target.c_str(), true, false);
   return rc == 0 ? true : child::Fail(error, "mount(remount read-only)", dest, -rc);
+}
+
+// The data goes to a file in the staging root (gone with it, once the
+// bind holds the file), which is then bound at the destination.
+bool ApplyBindData(const PreparedPlan& plan, int root_fd, const PreparedOp& op, ChildError* error) {
+  {
+    ScopedFd file(::open(op.staging_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, op.op->mode));
+    if (file.fd < 0) return child::Fail(error, "create data file", op.dest.c_str(), errno);
+    const char* data = op.op->data.data();
+    size_t left = op.op->data.size();
+    while (left > 0) {
+      ssize_t n = ::write(file.fd, data, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return child::Fail(error, "write data file", op.dest.c_str(), errno);
+      }
+      data += n;
+      left -= static_cast<size_t>(n);
+    }
+    if (::fchmod(file.fd, op.op->mode) != 0) return child::Fail(error, "chmod", op.dest.c_str(), errno);
+  }
+  int dest_fd = MakeFileMountpoint(root_fd, op, error);
+  if (dest_fd < 0) return false;
+  ScopedFd dest(dest_fd);
+  bool ok = BindOnto(plan, AT_FDCWD, op.staging_path.c_str(), dest.fd, root_fd, op.dest_relative.c_str(),
+                     op.op->readonly, false, op.dest.c_str(), error);
+  ::unlink(op.staging_path.c_str());
+  return ok;
+}
+
+// overlayfs, its layers named by host paths (under /oldroot); a
+// --tmp-overlay's upper and work directories live on a tmpfs of their own
+// in the staging root.
+bool ApplyOverlay(int root_fd, const PreparedOp& op, ChildError* error) {
+  if (!op.staging_path.empty()) {
+    if (::mkdir(op.staging_path.c_str(), 0700) != 0) return child::Fail(error, "mkdir", op.staging_path.c_str(), errno);
+    if (::mount("tmpfs", op.staging_path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) {
+      return child::Fail(error, "mount(overlay tmpfs)", op.dest.c_str(), errno);
+    }
+    char sub[PATH_MAX];
+    for (const char* name : {"/upper", "/work"}) {
+      size_t n = child::CopyString(sub, sizeof(sub), op.staging_path.c_str());
+      child::CopyString(sub + n, sizeof(sub) - n, name);
+      if (::mkdir(sub, 0755) != 0) return child::Fail(error, "mkdir", sub, errno);
+    }
+  }
+  ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
+  if (dir.fd < 0) return false;
+  unsigned long flags = MS_NOSUID | MS_NODEV | (op.op->readonly ? MS_RDONLY : 0);
+  return MountFs("overlay", dir.fd, flags, op.tmpfs_options.c_str(), op.dest.c_str(), error);
 }
 
 bool ApplyOp(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildReport* report,
@@ -482,13 +559,26 @@ bool ApplyOp(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildR
     case MountKind::kRemountRo: {
       ScopedFd target(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH));
       if (target.fd < 0) return FailPath(error, "open remount target", op.dest.c_str(), -target.fd);
-      return RemountReadOnly(plan, target.fd, op.dest.c_str(), error);
+      // bubblewrap's --remount-ro is not recursive.
+      return RemountReadOnly(plan, target.fd, op.dest.c_str(), !op.op->bwrap_style, error);
     }
     case MountKind::kMqueue: {
       ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
       if (dir.fd < 0) return false;
-      return MountFs("mqueue", dir.fd, MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr, op.dest.c_str(), error);
+      return MountFs("mqueue", dir.fd, op.op->bwrap_style ? 0 : MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr,
+                     op.dest.c_str(), error);
     }
+    case MountKind::kChmod: {
+      ScopedFd target(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH));
+      if (target.fd < 0) return FailPath(error, "open chmod target", op.dest.c_str(), -target.fd);
+      FdPath path(target.fd);
+      if (::chmod(path.c_str(), op.op->mode) != 0) return child::Fail(error, "chmod", op.dest.c_str(), errno);
+      return true;
+    }
+    case MountKind::kBindData:
+      return ApplyBindData(plan, root_fd, op, error);
+    case MountKind::kOverlay:
+      return ApplyOverlay(root_fd, op, error);
   }
   return child::Fail(error, "mount plan", "unknown operation", EINVAL);
 }
@@ -501,6 +591,7 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
   out.readonly_root = readonly_root;
   out.new_mount_api = new_mount_api;
   out.ops.reserve(plan.size());
+  uint64_t staging_bytes = 64 * 1024;
   for (const MountOp& op : plan) {
     PreparedOp p{.kind = op.kind, .op = &op};
     p.dest = op.dest;
@@ -513,6 +604,26 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
       p.base_name = p.dest_relative.substr(slash + 1);
     }
     if (op.kind == MountKind::kBind) p.host_source = absl::StrCat(kOldRoot, op.source);
+    if (op.kind == MountKind::kBindData) {
+      p.staging_path = absl::StrCat("/bind-data-", out.ops.size());
+      staging_bytes += op.data.size() + 4096;
+    }
+    if (op.kind == MountKind::kOverlay) {
+      // overlayfs stacks lowerdir left over right; bubblewrap's later
+      // --overlay-src layers go on top.
+      std::vector<std::string> lowers;
+      for (absl::string_view layer : absl::StrSplit(op.source, '\n')) {
+        lowers.insert(lowers.begin(), absl::StrCat(kOldRoot, layer));
+      }
+      p.tmpfs_options = absl::StrCat("lowerdir=", absl::StrJoin(lowers, ":"));
+      if (!op.upper.empty()) {
+        absl::StrAppend(&p.tmpfs_options, ",upperdir=", kOldRoot, op.upper, ",workdir=", kOldRoot, op.work);
+      } else if (!op.readonly) {
+        p.staging_path = absl::StrCat("/overlay-", out.ops.size());
+        absl::StrAppend(&p.tmpfs_options, ",upperdir=", p.staging_path, "/upper,workdir=", p.staging_path, "/work");
+      }
+      absl::StrAppend(&p.tmpfs_options, ",userxattr");
+    }
     if (op.kind == MountKind::kTmpfs) {
       char octal[16];  // tmpfs wants mode= in octal
       std::snprintf(octal, sizeof(octal), "%o", op.mode);
@@ -521,6 +632,7 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
     }
     out.ops.push_back(std::move(p));
   }
+  out.staging_options = absl::StrCat("mode=0700,size=", staging_bytes);
   return out;
 }
 
@@ -531,7 +643,7 @@ bool BuildRoot(const PreparedPlan& plan, BuildReport* report, ChildError* error)
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return child::Fail(error, "mount(make-rprivate)", "/", errno);
   }
-  if (::mount("tmpfs", kStagingBase, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") != 0) {
+  if (::mount("tmpfs", kStagingBase, "tmpfs", MS_NOSUID | MS_NODEV, plan.staging_options.c_str()) != 0) {
     return child::Fail(error, "mount(staging tmpfs)", kStagingBase, errno);
   }
   if (::chdir(kStagingBase) != 0) return child::Fail(error, "chdir", kStagingBase, errno);
@@ -549,6 +661,14 @@ bool BuildRoot(const PreparedPlan& plan, BuildReport* report, ChildError* error)
   if (root.fd < 0) return child::Fail(error, "open", kNewRoot, errno);
   for (const PreparedOp& op : plan.ops) {
     if (!ApplyOp(plan, root.fd, op, report, error)) return false;
+    if (op.dest_relative.empty() && op.kind == MountKind::kBind) {
+      // A bind over the root itself (bubblewrap's --bind / /): the later
+      // operations and the final pivot go to the new top mount.
+      int top = ::open(kNewRoot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (top < 0) return child::Fail(error, "open", kNewRoot, errno);
+      ::close(root.fd);
+      root.fd = top;
+    }
   }
   if (plan.readonly_root) {
     // Only the root tmpfs itself: binds and tmpfs mounts keep their own mode.

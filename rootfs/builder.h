@@ -20,7 +20,8 @@ struct PreparedOp {
   std::string dest_relative;  // dest without its leading '/'
   std::string parent_relative;
   std::string base_name;
-  std::string tmpfs_options;  // kTmpfs: "mode=...,size=..."
+  std::string tmpfs_options;  // kTmpfs: "mode=...,size=..."; kOverlay: the overlayfs options
+  std::string staging_path;   // kBindData: its file, kOverlay (tmp): its tmpfs, in the staging root
   const MountOp* op;          // points into the plan Prepare() was given
   int tree_fd = -1;           // kBind: a detached mount prepared on the host, attached as is
 };
@@ -31,6 +32,7 @@ struct PreparedPlan {
   bool new_mount_api = true;     // open_tree/move_mount/mount_setattr (Linux 5.12+)
   bool openat2 = true;           // RESOLVE_BENEATH (Linux 5.6+); else walk, refusing symlinks
   bool allow_proc_fallback = true;
+  std::string staging_options = "mode=0700,size=64k";  // grows with kBindData contents
 };
 
 // `plan` must outlive the result and must have passed ValidatePlan().

@@ -21,6 +21,9 @@ absl::string_view MountKindName(MountKind kind) {
     case MountKind::kFile: return "file";
     case MountKind::kRemountRo: return "remount-ro";
     case MountKind::kMqueue: return "mqueue";
+    case MountKind::kChmod: return "chmod";
+    case MountKind::kBindData: return "bind-data";
+    case MountKind::kOverlay: return "overlay";
   }
   return "unknown";
 }
@@ -57,7 +60,10 @@ absl::Status ValidatePlan(const MountPlan& plan) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " '", op.dest, "' is not normalised (expected '", *normal, "')"));
     }
-    if (op.dest == "/" && op.kind != MountKind::kRemountRo) {
+    // bubblewrap's --bind / / replaces the root; cubicle's own plans may not.
+    const bool root_allowed = op.kind == MountKind::kRemountRo || op.kind == MountKind::kChmod ||
+                              (op.kind == MountKind::kBind && op.bwrap_style);
+    if (op.dest == "/" && !root_allowed) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " '/': the sandbox root itself cannot be replaced"));
     }
@@ -83,6 +89,23 @@ absl::Status ValidatePlan(const MountPlan& plan) {
               absl::StrCat("symlink '", op.dest, "': empty link target"));
         }
         break;
+      case MountKind::kOverlay: {
+        std::vector<std::string> paths = absl::StrSplit(op.source, '\n');
+        if (!op.upper.empty() || !op.work.empty()) {
+          paths.push_back(op.upper);
+          paths.push_back(op.work);
+        }
+        for (const std::string& path : paths) {
+          // overlayfs options are split on ',' and layers on ':'.
+          if (path.empty() || path.front() != '/' || path.find_first_of(",:") != std::string::npos) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "overlay layer '", path, "': must be an absolute host path without ',' or ':'"));
+          }
+          struct stat st;
+          if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("overlay layer ", path));
+        }
+        break;
+      }
       default:
         break;
     }

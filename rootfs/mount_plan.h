@@ -23,6 +23,10 @@ enum class MountKind {
   kFile,       // a regular file at `dest` whose contents are `data`, with `mode`
   kRemountRo,  // make the mount at `dest` (and those under it) read-only
   kMqueue,     // a new POSIX message-queue filesystem
+  kChmod,      // set `mode` on the existing `dest` (bwrap --chmod)
+  kBindData,   // a file holding `data` with `mode`, bind-mounted at `dest`; `readonly` applies
+  kOverlay,    // overlayfs at `dest`: `source` is the lower dirs (host paths) joined by '\n',
+               // `upper`/`work` host dirs, or both empty with `readonly` unset: a tmpfs upper
 };
 
 absl::string_view MountKindName(MountKind kind);
@@ -41,6 +45,12 @@ struct MountOp {
   // idmapped mount made on the host), so a workspace owned by any host user
   // is writable inside and what the payload writes belongs to that owner.
   bool idmap_owner = false;
+  // kProc, kDev: exactly bubblewrap's (its /proc covers, and with source
+  // "/proc" the host's procfs bound read-write; its /dev, where
+  // /dev/shm is a plain directory), not cubicle's stricter masks.
+  bool bwrap_style = false;
+  std::string upper;  // kOverlay
+  std::string work;   // kOverlay
 
   bool operator==(const MountOp&) const = default;
 };

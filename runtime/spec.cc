@@ -1,5 +1,7 @@
 #include "runtime/spec.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "runtime/result.h"
@@ -44,6 +46,31 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
       return absl::InvalidArgumentError(
           absl::StrCat("rlimit ", r.resource, ": soft limit ", r.soft, " exceeds hard limit ", r.hard));
     }
+  }
+  for (const std::string& program : spec.seccomp_programs) {
+    // struct sock_filter is 8 bytes; the kernel takes 1 to BPF_MAXINSNS (4096).
+    if (program.empty() || program.size() % 8 != 0 || program.size() / 8 > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat("seccomp program of ", program.size(),
+                                                     " bytes: must be 1 to 4096 sock_filter (8-byte) instructions"));
+    }
+  }
+  for (const std::string& dir : spec.cwd_fallbacks) {
+    CUBICLE_RETURN_IF_ERROR(rootfs::NormalizeSandboxPath(dir, "working directory fallback").status());
+  }
+  if (spec.inherited_fds.size() > kMaxInheritedFds) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.inherited_fds.size(), " inherited fds; at most ",
+                                                   kMaxInheritedFds, " can be passed on"));
+  }
+  for (size_t i = 0; i < spec.inherited_fds.size(); ++i) {
+    const int fd = spec.inherited_fds[i];
+    if (fd < 3 || std::find(spec.inherited_fds.begin(), spec.inherited_fds.begin() + i, fd) !=
+                      spec.inherited_fds.begin() + i) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("inherited fd ", fd, ": must be 3 or above, and listed once (0-2 are the payload's stdio)"));
+    }
+  }
+  if (spec.as_pid_1 && !spec.namespaces.pid) {
+    return absl::InvalidArgumentError("the payload can be PID 1 only in a new pid namespace");
   }
   CUBICLE_RETURN_IF_ERROR(cgroups::ValidateLimits(spec.limits, nullptr));
   const BreakerSpec& b = spec.breakers;

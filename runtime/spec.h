@@ -28,6 +28,19 @@ struct RlimitSpec {
   bool operator==(const RlimitSpec&) const = default;
 };
 
+// What the payload keeps of its capabilities (bubblewrap's --cap-add and
+// --cap-drop, and root's defaults there). Bits are 1 << CAP_*.
+struct CapabilitySpec {
+  uint64_t bounding = 0;  // the bounding set after setup
+  uint64_t keep = 0;      // permitted and effective before execve
+  // Also inheritable and ambient, with root's execve privileges locked
+  // away (SECBIT_NOROOT): the payload has exactly `keep`, whatever its uid.
+  // Off: execve applies the usual rules (uid 0 gets the bounding set,
+  // others nothing).
+  bool exact = false;
+  bool operator==(const CapabilitySpec&) const = default;
+};
+
 struct SandboxSpec {
   namespaces::NamespaceSet namespaces;
 
@@ -61,11 +74,42 @@ struct SandboxSpec {
   // them). Non-empty: a device cgroup allows only these and the minimal
   // /dev's nodes. Empty: no device cgroup, as before.
   std::vector<cgroups::DeviceRule> devices;
+  // --- For the bubblewrap front end (cli/bwrap_args.h); the defaults are
+  //     cubicle's own behaviour. ---
+  // Map every host id to itself instead of one sandbox id: bwrap run as
+  // root without --unshare-user, where ids must look like the host's.
+  // Root only. The user namespace stays: its capabilities are not the host's.
+  bool map_all_host_ids = false;
+  // Unset: every capability is dropped.
+  std::optional<CapabilitySpec> capabilities;
+  // False keeps the new UTS namespace's copy of the host's hostname.
+  bool set_hostname = true;
+  // Raw classic-BPF programs (struct sock_filter arrays), loaded after the
+  // `seccomp` policy, in order.
+  std::vector<std::string> seccomp_programs;
+  // Non-empty: the payload's argv[0]; argv.front() is only the file executed.
+  std::string argv0;
+  // Where the payload starts when `cwd` cannot be entered, tried in order
+  // (bwrap: the caller's cwd, else $HOME, else /). PWD follows.
+  std::vector<std::string> cwd_fallbacks;
+  // The sandbox's user namespace may not create user namespaces
+  // (user.max_user_namespaces = 0 in it).
+  bool disable_userns = false;
+  // The payload is the sandbox's PID 1 (no cubicle init reaps or reports
+  // for it); needs a pid namespace.
+  bool as_pid_1 = false;
+  // Open fds of the launching process (>= 3, not close-on-exec) that the
+  // payload keeps at the same numbers, as bwrap passes its inherited fds
+  // on. They are inherited at clone: only meaningful to the process that
+  // creates the sandbox (the cold path, `cubicle bwrap`), never a pool.
+  std::vector<int> inherited_fds;
 
   bool operator==(const SandboxSpec&) const = default;
 };
 
 inline constexpr uid_t kDefaultHostIdBase = 1'000'000;
+// The most fds a spec may pass on (SandboxSpec::inherited_fds).
+inline constexpr size_t kMaxInheritedFds = 64;
 
 // The per-execution part of a spec (what a zygote's request carries):
 // argv non-empty, cwd absolute without "..", timeout positive, env entries

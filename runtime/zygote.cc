@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "namespaces/capabilities.h"
 #include "namespaces/clone.h"
 #include "namespaces/control.h"
 #include "namespaces/exec_request.h"
@@ -65,6 +66,21 @@ struct ChildPlan {
   sock_fprog seccomp{};
   bool load_seccomp = false;
   int control_fd = -1;
+  // The bubblewrap front end's additions (SandboxSpec's appended fields).
+  bool set_hostname = true;
+  bool keep_capabilities = false;
+  namespaces::KeptCapabilities capabilities;
+  std::vector<sock_fprog> extra_seccomp;
+  std::string argv0;
+  bool disable_userns = false;
+  bool as_pid_1 = false;
+  // The fds init keeps until it supervises (control + inherited), and the
+  // inherited ones the payload keeps at their numbers (bwrap).
+  std::vector<int> init_keep;
+  std::vector<int> inherited_fds;
+  // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
+  std::vector<std::string> cwd_fallbacks;
+  std::vector<std::string> pwd_entries;
   // Where the child receives its execution request: allocated here, before
   // clone, so the child allocates nothing.
   std::vector<char> request_buffer = std::vector<char>(namespaces::kMaxExecRequestBytes + 1);
@@ -92,13 +108,78 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   return true;
 }
 
+// chdir to the request's cwd, else to the first fallback that works, and
+// point PWD at it (the entry was made before clone).
+bool EnterCwd(const ChildPlan& plan, const namespaces::ExecRequestView& request, ChildError* e) {
+  if (::chdir(request.cwd) == 0) return true;
+  const int first_errno = errno;
+  for (size_t i = 0; i < plan.cwd_fallbacks.size(); ++i) {
+    if (::chdir(plan.cwd_fallbacks[i].c_str()) != 0) continue;
+    for (char** env = request.envp; *env != nullptr; ++env) {
+      if (std::strncmp(*env, "PWD=", 4) == 0) *env = const_cast<char*>(plan.pwd_entries[i].c_str());
+    }
+    return true;
+  }
+  return child::Fail(e, "chdir", request.cwd, first_errno);
+}
+
+// The process-hygiene steps of DESIGN §4.5 that do not depend on the
+// request: session, rlimits, capabilities, no_new_privs, the policy's
+// seccomp filter.
+bool PayloadHygiene(const ChildPlan& plan, ChildError* e) {
+  bool ok = (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
+            namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
+            (plan.keep_capabilities ? namespaces::KeepCapabilities(plan.capabilities, e)
+                                    : namespaces::DropAllCapabilities(e)) &&
+            namespaces::SetNoNewPrivs(e);
+  if (ok && plan.load_seccomp) {
+    int rc = seccomp::Load(plan.seccomp);
+    if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "", -rc);
+  }
+  return ok;
+}
+
+// Closes every fd but `keep_stdio` 0..2, `control`, `sock` (unless -1)
+// and the fds the spec passes on (bwrap's inherited fds). No allocation.
+bool CloseAllBut(const ChildPlan& plan, bool keep_stdio, int control, int sock, ChildError* e) {
+  int keep[5 + kMaxInheritedFds];
+  size_t n = 0;
+  if (keep_stdio) {
+    for (int fd = 0; fd < 3; ++fd) keep[n++] = fd;
+  }
+  keep[n++] = control;
+  if (sock >= 0) keep[n++] = sock;
+  for (int fd : plan.inherited_fds) keep[n++] = fd;
+  return namespaces::CloseAllFdsExcept(keep, n, e);
+}
+
+// The request's part, once the hygiene is done: stdio, cwd, "executing",
+// the supplied seccomp programs (last: they may forbid what this needs),
+// execve. Returns only on failure.
+void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request, int control, ControlMessage& msg) {
+  ChildError* e = &msg.error;
+  if (!InstallStdio(request.stdio, e) || !EnterCwd(plan, request, e)) return;
+  msg.type = ControlType::kExecuting;
+  msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
+  namespaces::SendControl(control, msg);
+  for (const sock_fprog& extra : plan.extra_seccomp) {
+    int rc = seccomp::Load(extra);
+    if (rc != 0) {
+      child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "supplied program", -rc);
+      return;
+    }
+  }
+  const char* file = request.argv[0];
+  if (!plan.argv0.empty()) request.argv[0] = const_cast<char*>(plan.argv0.c_str());
+  namespaces::ExecSearchingPath(file, request.argv, request.envp, request.search_path);
+  child::Fail(e, "execve", file, errno);
+}
+
 // The payload process, forked by init before "ready" (DESIGN §5: the
-// request then pays only for the hand-off). First the process-hygiene
-// steps of DESIGN §4.5 — session, rlimits, capabilities, no_new_privs,
-// seccomp, every fd closed but the control socket and its socket to init —
-// then "R" to init, then:
-//   - plain: block for the request init forwards, take its stdio and cwd,
-//     report "executing" and execve argv;
+// request then pays only for the hand-off). First PayloadHygiene, every fd
+// closed but the control socket and its socket to init, then:
+//   - plain: "R" to init, block for the request init forwards, then
+//     ExecTheRequest;
 //   - warm interpreter: stdio on /dev/null, the socket as kWarmSocketFd,
 //     execve of the interpreter with its bootstrap, which says "R" itself
 //     once its modules are imported and takes the request from there.
@@ -106,19 +187,13 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
 // payload never holds it).
 [[noreturn]] void PayloadMain(const ChildPlan& plan, int socket_fd, ControlMessage msg) {
   ChildError* e = &msg.error;
-  // Copies above the fds about to be installed (init closed all of its
-  // fds, so the control socket may sit anywhere, 0..3 included).
+  // Copies above the fds about to be installed (the control socket's
+  // number is the launcher's: with the launcher's stdio closed it may be
+  // 0..2).
   const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
   const int sock = ::fcntl(socket_fd, F_DUPFD_CLOEXEC, 10);
   bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) &&
-            (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) &&
-            (!plan.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
-            namespaces::ApplyRlimits(plan.rlimits.data(), plan.rlimits.size(), e) &&
-            namespaces::DropAllCapabilities(e) && namespaces::SetNoNewPrivs(e);
-  if (ok && plan.load_seccomp) {
-    int rc = seccomp::Load(plan.seccomp);
-    if (rc != 0) ok = child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "", -rc);
-  }
+            (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) && PayloadHygiene(plan, e);
   if (ok && plan.warm) {
     const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     const int stdio[3] = {null_fd, null_fd, null_fd};
@@ -134,9 +209,8 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
       child::Fail(e, "execve", plan.warm_argv[0], errno);
     }
   } else if (ok) {
-    const int keep[2] = {control, sock};
     const char ready = 'R';
-    ok = namespaces::CloseAllFdsExcept(keep, 2, e) &&
+    ok = CloseAllBut(plan, /*keep_stdio=*/false, control, sock, e) &&
          (::send(sock, &ready, 1, MSG_NOSIGNAL) == 1 || child::Fail(e, "send", "ready", errno));
     namespaces::ResetSignals();
     ::umask(022);
@@ -144,18 +218,28 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
     // The request lands in this process's own copy of the buffer init uses.
     ok = ok && namespaces::ReceiveExecRequest(sock, const_cast<char*>(plan.request_buffer.data()),
                                               const_cast<char**>(plan.request_pointers.data()), &request, e);
-    ok = ok && InstallStdio(request.stdio, e) &&
-         (::chdir(request.cwd) == 0 || child::Fail(e, "chdir", request.cwd, errno));
-    if (ok) {
-      msg.type = ControlType::kExecuting;
-      msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
-      namespaces::SendControl(control, msg);
-      namespaces::ExecSearchingPath(request.argv[0], request.argv, request.envp, request.search_path);
-      child::Fail(e, "execve", request.argv[0], errno);
-    }
+    if (ok) ExecTheRequest(plan, request, control, msg);
   }
   msg.type = ControlType::kSetupError;
   namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
+  ::_exit(127);
+}
+
+// bwrap --as-pid-1: the sandbox's first process becomes the payload itself
+// (no cubicle init); its exit status is the first process's, which the
+// launcher reaps.
+[[noreturn]] void BecomePayload(const ChildPlan& plan, namespaces::ExecRequestView& request, ControlMessage msg) {
+  ChildError* e = &msg.error;
+  bool ok = PayloadHygiene(plan, e) && InstallStdio(request.stdio, e) &&
+            CloseAllBut(plan, /*keep_stdio=*/true, plan.control_fd, -1, e);
+  if (ok) {
+    for (int i = 0; i < 3; ++i) request.stdio[i] = i;  // in place already
+    namespaces::ResetSignals();
+    ::umask(022);
+    ExecTheRequest(plan, request, plan.control_fd, msg);
+  }
+  msg.type = ControlType::kSetupError;
+  namespaces::SendControl(plan.control_fd, msg);
   ::_exit(127);
 }
 
@@ -215,12 +299,14 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
             (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
+  // While the host's /proc is still the one mounted.
+  ok = ok && (!plan.disable_userns || namespaces::DisableNestedUserNamespaces(e));
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
-  ok = ok && namespaces::CloseAllFdsExcept(&plan.control_fd, 1, e);
+  ok = ok && namespaces::CloseAllFdsExcept(plan.init_keep.data(), plan.init_keep.size(), e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
-  ok = ok && (!plan.uts_namespace || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
+  ok = ok && (!plan.uts_namespace || !plan.set_hostname || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
@@ -230,11 +316,12 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
     ::_exit(1);
   }
   if (build.proc_fallback) report.flags |= namespaces::kFlagProcFallback;
-  // Init from here on: the payload process is forked now and waits.
-  namespaces::BecomeInit();
+  // Init from here on: the payload process is forked now and waits
+  // (bwrap --as-pid-1: this process will be the payload, no init).
   int payload_socket = -1;
   long payload_pid = -1;
-  if (!StartPayload(plan, report, &payload_socket, &payload_pid, e)) {
+  if (!plan.as_pid_1) namespaces::BecomeInit();
+  if (!plan.as_pid_1 && !StartPayload(plan, report, &payload_socket, &payload_pid, e)) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
@@ -259,6 +346,8 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
   }
+  // bwrap --as-pid-1: no init; the first process becomes the payload.
+  if (plan.as_pid_1) BecomePayload(plan, request, report);
   // The payload is waiting already: pass it the request and its stdio,
   // then supervise it.
   report.step_ns[namespaces::kStepPayloadForked] = namespaces::MonotonicNanos();
@@ -287,6 +376,20 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
   Identity id;
   uid_t euid = ::geteuid();
   gid_t egid = ::getegid();
+  if (spec.map_all_host_ids) {
+    // Every id is itself: the ids look like the host's, while the
+    // capabilities stay those of a user namespace, not the host's.
+    if (euid != 0) {
+      return absl::InvalidArgumentError("mapping every host id needs root (a rootless sandbox maps only its own ids)");
+    }
+    id.host_uid = spec.uid;
+    id.host_gid = spec.gid;
+    id.mapping.deny_setgroups = false;
+    id.clear_groups = false;
+    id.mapping.uids = {{0, 0, 4294967295u}};
+    id.mapping.gids = {{0, 0, 4294967295u}};
+    return id;
+  }
   if (euid == 0) {
     id.host_uid = spec.host_uid.value_or(kDefaultHostIdBase + spec.uid);
     id.host_gid = spec.host_gid.value_or(kDefaultHostIdBase + spec.gid);
@@ -619,6 +722,20 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     plan.warm_envp.push_back(nullptr);
     plan.warm_search_path = SearchPath(spec.env);
   }
+  plan.set_hostname = spec.set_hostname;
+  if (spec.capabilities.has_value()) {
+    plan.keep_capabilities = true;
+    plan.capabilities = {spec.capabilities->bounding, spec.capabilities->keep, spec.capabilities->exact};
+  }
+  for (const std::string& program : state->spec.seccomp_programs) {
+    plan.extra_seccomp.push_back(sock_fprog{static_cast<unsigned short>(program.size() / sizeof(sock_filter)),
+                                            reinterpret_cast<sock_filter*>(const_cast<char*>(program.data()))});
+  }
+  plan.argv0 = spec.argv0;
+  plan.disable_userns = spec.disable_userns;
+  plan.as_pid_1 = spec.as_pid_1;
+  plan.cwd_fallbacks = spec.cwd_fallbacks;
+  for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
 
   // The cgroup exists before the child does, so no payload instruction runs
   // unconfined.
@@ -642,6 +759,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   state->control.reset(sv[0]);
   UniqueFd child_control(sv[1]);
   plan.control_fd = child_control.get();
+  plan.init_keep = {plan.control_fd};
+  plan.init_keep.insert(plan.init_keep.end(), spec.inherited_fds.begin(), spec.inherited_fds.end());
+  plan.inherited_fds = spec.inherited_fds;
   clock.Mark("prepare");
 
   // 2. clone into the new namespaces (and, on v2, straight into the cgroup:
@@ -930,6 +1050,12 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   }
   const bool early = (have_exit || cancelled) && request.return_at_exit && !init_gone;
   int init_status = early ? 0 : init.Reap();
+  if (z.spec.as_pid_1 && have_exec && !have_exit) {
+    // No init of cubicle's reported it: the payload was PID 1.
+    have_exit = true;
+    last.wait_status = init_status;
+    ::getrusage(RUSAGE_CHILDREN, &last.rusage);
+  }
   const absl::Time end = absl::Now();
   if (cgroup != nullptr) {
     absl::StatusOr<cgroups::Stats> stats = cgroup->ReadStats();

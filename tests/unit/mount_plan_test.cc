@@ -70,3 +70,45 @@ TEST(ValidatePlan, RejectsUnnormalisedRootAndRelativeSources) {
 
 }  // namespace
 }  // namespace cubicle::rootfs
+
+namespace cubicle::rootfs {
+namespace {
+
+// bubblewrap's --bind / / replaces the root; cubicle's own plans may not.
+TEST(ValidatePlan, ABindOverTheRootOnlyInBubblewrapStyle) {
+  MountOp root = Bind("/usr", "/");
+  EXPECT_FALSE(ValidatePlan({root}).ok());
+  root.bwrap_style = true;
+  EXPECT_TRUE(ValidatePlan({root}).ok());
+  MountOp tmpfs;
+  tmpfs.kind = MountKind::kTmpfs;
+  tmpfs.dest = "/";
+  tmpfs.bwrap_style = true;
+  EXPECT_FALSE(ValidatePlan({tmpfs}).ok());
+}
+
+TEST(ValidatePlan, OverlayLayersAreAbsoluteExistingAndSafeForOptions) {
+  MountOp overlay;
+  overlay.kind = MountKind::kOverlay;
+  overlay.dest = "/ov";
+  overlay.source = "/usr\n/etc";
+  EXPECT_TRUE(ValidatePlan({overlay}).ok());
+  for (const char* bad : {"usr", "/usr,upperdir=/x", "/us:r", "/nonexistent-layer"}) {
+    overlay.source = bad;
+    absl::Status st = ValidatePlan({overlay});
+    EXPECT_FALSE(st.ok()) << bad;
+  }
+  overlay.source = "/usr";
+  overlay.upper = "/tmp";
+  overlay.work = "relative";
+  EXPECT_FALSE(ValidatePlan({overlay}).ok());
+}
+
+TEST(MountKindName, NamesTheBubblewrapKinds) {
+  EXPECT_EQ(MountKindName(MountKind::kChmod), "chmod");
+  EXPECT_EQ(MountKindName(MountKind::kBindData), "bind-data");
+  EXPECT_EQ(MountKindName(MountKind::kOverlay), "overlay");
+}
+
+}  // namespace
+}  // namespace cubicle::rootfs

@@ -41,6 +41,34 @@ TEST(ValidateSpec, RejectsEachBadField) {
   EXPECT_FALSE(ValidateSpec(s).ok());
 }
 
+TEST(ValidateSpec, RejectsBadBubblewrapFields) {
+  SandboxSpec s = Valid();
+  s.seccomp_programs = {std::string(7, 'x')};
+  EXPECT_NE(ValidateSpec(s).message().find("seccomp program of 7 bytes"), std::string::npos);
+  s.seccomp_programs = {std::string()};
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  s.seccomp_programs = {std::string(8 * 4097, 'x')};
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  s.seccomp_programs = {std::string(16, 'x')};
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s = Valid();
+  s.cwd_fallbacks = {"relative"};
+  EXPECT_NE(ValidateSpec(s).message().find("working directory fallback"), std::string::npos);
+  s = Valid();
+  s.namespaces.pid = false;
+  s.as_pid_1 = true;
+  EXPECT_NE(ValidateSpec(s).message().find("PID 1"), std::string::npos);
+  s.namespaces.pid = true;
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s = Valid();
+  s.inherited_fds = {3, 7};
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.inherited_fds = {2};
+  EXPECT_NE(ValidateSpec(s).message().find("inherited fd 2"), std::string::npos);
+  s.inherited_fds = {5, 5};
+  EXPECT_NE(ValidateSpec(s).message().find("listed once"), std::string::npos);
+}
+
 TEST(DefaultSpec, BaselineShape) {
   SandboxSpec s = Valid();
   EXPECT_TRUE(s.readonly_root);

@@ -1,0 +1,72 @@
+// The bubblewrap front end: bwrap 0.11's command line, parsed into a
+// SandboxSpec (DESIGN §3) plus what bwrap does outside the sandbox (status
+// fds, blocking fds, the exit-status JSON). Pure: no syscalls; whatever the
+// parse needs from the host (ids, capabilities, environment, the contents
+// of --args/--file/--seccomp fds) comes in a BwrapHost.
+//
+// Errors carry bubblewrap's own message ("Unknown option --foo"); the
+// command prints them as "bwrap: MESSAGE" and exits 1, as bwrap does.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/spec.h"
+
+namespace cubicle::cli {
+
+// What the parse may learn from the host.
+struct BwrapHost {
+  uid_t uid = 0;  // the caller's real ids
+  gid_t gid = 0;
+  uint64_t effective_caps = 0;             // capget() of the caller
+  std::vector<std::string> environ;        // "NAME=value", the caller's
+  std::string cwd = "/";                   // the caller's working directory
+  bool user_namespaces_enabled = true;     // user.max_user_namespaces != 0
+  // Reads an fd to its end (--args, --file, --bind-data, --seccomp). The
+  // error message is bwrap's strerror part, e.g. "Bad file descriptor".
+  std::function<absl::StatusOr<std::string>(int fd)> read_fd;
+};
+
+struct BwrapInvocation {
+  enum class Action { kRun, kHelp, kVersion, kUsage };
+  Action action = Action::kRun;
+  runtime::SandboxSpec spec;
+
+  // Outside the sandbox (file descriptors of the caller).
+  std::optional<int> info_fd;
+  std::optional<int> json_status_fd;
+  std::optional<int> sync_fd;
+  std::optional<int> block_fd;
+  std::optional<int> userns_block_fd;
+  // Closed once their data is read (bwrap closes them too).
+  std::vector<int> consumed_fds;
+  // Every fd an option names: never passed on to the command.
+  std::vector<int> option_fds;
+  bool level_prefix = false;  // "<3>bwrap: ..." (syslog levels, for journald)
+  // bwrap's warnings ("Only the last --chdir option will take effect"),
+  // printed as "bwrap: ..." (level <4>); the run goes on.
+  std::vector<std::string> warnings;
+  bool assert_userns_disabled = false;
+  // Sandbox paths to hold a read lock (F_RDLCK) on while the sandbox runs.
+  std::vector<std::string> lock_files;
+  // Which namespaces bwrap would list in --info-fd ("mnt" always).
+  std::vector<std::string> info_namespaces;
+};
+
+// argv without the program name. The error of a bad argv is
+// InvalidArgument with bwrap's message (no "bwrap: " prefix).
+absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& args, const BwrapHost& host);
+
+// bwrap's usage text (to stdout for --help, stderr for a usage error).
+std::string BwrapUsage(const std::string& argv0);
+
+inline constexpr char kBwrapVersion[] = "bubblewrap 0.11.0";
+
+}  // namespace cubicle::cli

@@ -1,0 +1,361 @@
+// `cubicle bwrap ARGS...` and cubicle invoked as `bwrap`: bubblewrap's
+// command line, run by cubicle's one launcher (runtime::Zygote). The argv
+// is parsed by cli/bwrap_args (never by CLI11); this file does what bwrap
+// does outside its sandbox: reads fds, resolves bind sources, writes the
+// --info-fd/--json-status-fd JSON, waits on --block-fd, and exits with the
+// payload's status or 1 with a "bwrap: ..." message.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "cli/bwrap_args.h"
+#include "cli/bwrap_command.h"
+#include "runtime/launcher.h"
+#include "runtime/zygote.h"
+
+extern char** environ;
+
+namespace cubicle::cli {
+namespace {
+
+constexpr int kBwrapFailure = 1;  // bwrap's exit status for its own errors
+
+class Reporter {
+ public:
+  void set_level_prefix(bool on) { prefix_ = on; }
+  void Warn(absl::string_view message) const {
+    std::fprintf(stderr, "%sbwrap: %.*s\n", prefix_ ? "<4>" : "", static_cast<int>(message.size()), message.data());
+  }
+  int Fail(absl::string_view message) const {
+    std::fprintf(stderr, "%sbwrap: %.*s\n", prefix_ ? "<3>" : "", static_cast<int>(message.size()),
+                 message.data());
+    return kBwrapFailure;
+  }
+
+ private:
+  bool prefix_ = false;
+};
+
+absl::StatusOr<std::string> ReadAll(int fd) {
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::InvalidArgumentError(std::strerror(errno));
+    }
+    if (n == 0) return data;
+    data.append(buf, static_cast<size_t>(n));
+  }
+}
+
+uint64_t EffectiveCaps() {
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return 0;
+  return uint64_t{data[0].effective} | (uint64_t{data[1].effective} << 32);
+}
+
+bool UserNamespacesEnabled() {
+  std::ifstream in("/proc/sys/user/max_user_namespaces");
+  long max = 1;
+  return !(in >> max) || max != 0;
+}
+
+// bwrap passes every fd it inherited without close-on-exec to the
+// command (those its options name aside): the same set, found at start.
+std::vector<int> InheritableFds() {
+  std::vector<int> fds;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return fds;
+  const int own = ::dirfd(dir);
+  while (struct dirent* e = ::readdir(dir)) {
+    int fd = 0;
+    if (e->d_name[0] == '.' || !absl::SimpleAtoi(e->d_name, &fd) || fd < 3 || fd == own) continue;
+    int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) fds.push_back(fd);
+  }
+  ::closedir(dir);
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+BwrapHost CurrentHost() {
+  BwrapHost host;
+  host.uid = ::getuid();
+  host.gid = ::getgid();
+  host.effective_caps = EffectiveCaps();
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) host.environ.emplace_back(*e);
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof(cwd)) != nullptr) host.cwd = cwd;
+  host.user_namespaces_enabled = UserNamespacesEnabled();
+  host.read_fd = ReadAll;
+  return host;
+}
+
+// bwrap resolves bind sources on the host before it makes anything
+// (realpath), so a missing one is an error naming it, and a symlinked one
+// binds its target.
+absl::Status ResolveBindSources(runtime::SandboxSpec* spec) {
+  rootfs::MountPlan resolved;
+  for (rootfs::MountOp& op : spec->mounts) {
+    // A --bind-fd source (/proc/self/fd/N) resolves to the fd's path, as in
+    // bwrap: a mount of the caller's namespace cannot be cloned from the
+    // sandbox's, and a rootless caller cannot clone it on the host.
+    if (op.kind == rootfs::MountKind::kBind && op.bwrap_style) {
+      char real[PATH_MAX];
+      if (::realpath(op.source.c_str(), real) == nullptr) {
+        if (op.optional && errno == ENOENT) continue;
+        return absl::NotFoundError(absl::StrCat("Can't find source path ", op.source, ": ", std::strerror(errno)));
+      }
+      op.source = real;
+    }
+    resolved.push_back(std::move(op));
+  }
+  spec->mounts = std::move(resolved);
+  return absl::OkStatus();
+}
+
+// A launcher setup error in bwrap's words: "execvp foo: No such file or
+// directory", "Can't chdir to /x: ...". The launcher's own message is
+// "step(detail): ENAME: strerror".
+std::string BwrapMessage(const absl::Status& status) {
+  std::string message(status.message());
+  size_t last = message.rfind(": ");
+  if (last == std::string::npos) return message;
+  size_t name = message.rfind(": ", last - 1);
+  if (name == std::string::npos || message.compare(name + 2, 1, "E") != 0) return message;
+  std::string step_text = message.substr(0, name);
+  std::string reason = message.substr(last + 2);
+  size_t open = step_text.find('(');
+  std::string step = step_text.substr(0, open);
+  std::string detail = open != std::string::npos && step_text.back() == ')'
+                           ? step_text.substr(open + 1, step_text.size() - open - 2)
+                           : "";
+  struct Phrase {
+    const char* step;
+    const char* text;
+  };
+  static constexpr Phrase kPhrases[] = {
+      {"execve", "execvp "},
+      {"chdir", "Can't chdir to "},
+      {"symlink", "Can't make symlink at "},
+      {"create mountpoint", "Can't create file at "},
+      {"create file", "Can't create file "},
+      {"create data file", "Can't create file at "},
+      {"mkdir", "Can't mkdir "},
+      {"open directory", "Can't mkdir "},
+      {"stat bind source", "Can't find source path "},
+      {"open_tree", "Can't bind mount on "},
+      {"move_mount", "Can't bind mount on "},
+      {"mount_setattr", "Can't bind mount on "},
+      {"mount", "Can't mount on "},
+      {"chmod", "Can't chmod "},
+      {"open chmod target", "Can't chmod "},
+      {"open remount target", "Can't remount readonly on "},
+  };
+  for (const Phrase& p : kPhrases) {
+    if (step == p.step) return absl::StrCat(p.text, detail, ": ", reason);
+  }
+  if (step.rfind("mount", 0) == 0) {
+    std::string fs = open != std::string::npos ? step_text.substr(open + 1, step_text.find(')') - open - 1) : "";
+    return absl::StrCat("Can't mount ", fs, " on ", detail, ": ", reason);
+  }
+  return absl::StrCat(step_text, ": ", reason);
+}
+
+std::string NamespaceJson(pid_t pid, const std::vector<std::string>& names, bool pretty) {
+  std::vector<std::string> fields = {absl::StrCat("\"child-pid\": ", pid)};
+  for (const std::string& ns : names) {
+    struct stat st;
+    std::string path = absl::StrCat("/proc/", pid, "/ns/", ns);
+    if (::stat(path.c_str(), &st) != 0) continue;
+    fields.push_back(absl::StrCat("\"", ns, "-namespace\": ", st.st_ino));
+  }
+  if (pretty) return absl::StrCat("{\n    ", absl::StrJoin(fields, ",\n    "), "\n}\n");
+  return absl::StrCat("{ ", absl::StrJoin(fields, ", "), " }\n");
+}
+
+bool WriteAll(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void WaitForByte(int fd) {
+  char b;
+  while (::read(fd, &b, 1) < 0 && errno == EINTR) {
+  }
+}
+
+// bwrap's --lock-file: a read lock on a path inside the sandbox, held while
+// it runs. bwrap's own PID 1 holds it; here the launcher does, through the
+// sandbox's root (/proc/PID/root, resolved with RESOLVE_IN_ROOT so that no
+// symlink inside can lead to a host path). Returns the fds to keep open.
+absl::StatusOr<std::vector<UniqueFd>> TakeLocks(pid_t pid, const std::vector<std::string>& paths) {
+  std::vector<UniqueFd> held;
+  if (paths.empty()) return held;
+  std::string root_path = absl::StrCat("/proc/", pid, "/root");
+  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return absl::FailedPreconditionError(absl::StrCat("Can't open ", root_path, ": ", std::strerror(errno)));
+  for (const std::string& path : paths) {
+    struct open_how how;
+    std::memset(&how, 0, sizeof(how));
+    how.flags = O_RDONLY | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root.get(), path.c_str() + 1, &how, sizeof(how))));
+    if (!fd) return absl::FailedPreconditionError(absl::StrCat("Unable to open lock file ", path, ": ", std::strerror(errno)));
+    struct flock lock = {};
+    lock.l_type = F_RDLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd.get(), F_SETLK, &lock) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("Unable to lock file ", path, ": ", std::strerror(errno)));
+    }
+    held.push_back(std::move(fd));
+  }
+  return held;
+}
+
+int StatusOf(const runtime::ExecResult& result) {
+  switch (result.reason) {
+    case runtime::ExitReason::kExited: return result.exit_code;
+    case runtime::ExitReason::kSignaled: return 128 + result.signal;
+    default: return result.ShellStatus();
+  }
+}
+
+}  // namespace
+
+int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
+  const std::vector<int> inheritable = InheritableFds();
+  Reporter report;
+  // Found before the parse, so that parse errors get the prefix too.
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a == "--level-prefix") report.set_level_prefix(true);
+  }
+  absl::StatusOr<BwrapInvocation> parsed = ParseBwrapArgs(args, CurrentHost());
+  if (!parsed.ok()) return report.Fail(parsed.status().message());
+  BwrapInvocation& inv = *parsed;
+  for (const std::string& w : inv.warnings) report.Warn(w);
+  switch (inv.action) {
+    case BwrapInvocation::Action::kHelp:
+      std::fputs(BwrapUsage(argv0).c_str(), stdout);
+      return 0;
+    case BwrapInvocation::Action::kVersion:
+      std::printf("%s\n", kBwrapVersion);
+      return 0;
+    case BwrapInvocation::Action::kUsage:
+      std::fputs(BwrapUsage(argv0).c_str(), stderr);
+      return kBwrapFailure;
+    case BwrapInvocation::Action::kRun:
+      break;
+  }
+  for (int fd : inheritable) {
+    if (std::find(inv.option_fds.begin(), inv.option_fds.end(), fd) == inv.option_fds.end()) {
+      inv.spec.inherited_fds.push_back(fd);
+    }
+  }
+  for (int fd : inv.consumed_fds) ::close(fd);
+  // bwrap's --die-with-parent covers bwrap itself too: the launcher's
+  // death kills cubicle, whose death kills the sandbox (PDEATHSIG there).
+  if (inv.spec.die_with_parent) {
+    const pid_t parent = ::getppid();
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return report.Fail(absl::StrCat("prctl: ", std::strerror(errno)));
+    if (::getppid() != parent) return kBwrapFailure;  // the parent died before the line above
+  }
+  runtime::SandboxSpec& spec = inv.spec;
+  if (absl::Status st = ResolveBindSources(&spec); !st.ok()) return report.Fail(st.message());
+  if (inv.assert_userns_disabled && !spec.disable_userns && UserNamespacesEnabled()) {
+    return report.Fail("creation of new user namespaces was not disabled as requested");
+  }
+  if (absl::Status st = runtime::ValidateSpec(spec); !st.ok()) return report.Fail(st.message());
+
+  // Termination signals go to the sandbox (bwrap's monitor dies with them
+  // and its die-with-parent child follows; forwarding ends the same way).
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&forwarded, sig);
+  sigset_t previous;
+  ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
+  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
+  struct Restore {
+    sigset_t mask;
+    ~Restore() { ::sigprocmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{previous};
+
+  absl::StatusOr<runtime::ExecResult> result;
+  const bool needs_pid =
+      inv.info_fd || inv.json_status_fd || inv.block_fd || inv.userns_block_fd || !inv.lock_files.empty();
+  if (!needs_pid) {
+    runtime::LaunchOptions options;
+    options.signal_fd = sigfd.get();
+    result = runtime::Launch(spec, options);
+  } else {
+    // The sandbox is built first, so that its pid and namespaces can be
+    // reported before the command runs.
+    absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(spec);
+    if (!zygote.ok()) return report.Fail(BwrapMessage(zygote.status()));
+    const pid_t pid = (*zygote)->init_pid();
+    if (inv.info_fd) {
+      if (!WriteAll(*inv.info_fd, NamespaceJson(pid, inv.info_namespaces, true))) {
+        return report.Fail(absl::StrCat("Write to info_fd: ", std::strerror(errno)));
+      }
+      ::close(*inv.info_fd);
+    }
+    if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
+      return report.Fail(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
+    }
+    absl::StatusOr<std::vector<UniqueFd>> locks = TakeLocks(pid, inv.lock_files);
+    if (!locks.ok()) return report.Fail(locks.status().message());
+    if (inv.userns_block_fd) WaitForByte(*inv.userns_block_fd);
+    if (inv.block_fd) WaitForByte(*inv.block_fd);
+    runtime::ExecRequest request;
+    request.argv = spec.argv;
+    request.env = spec.env;
+    request.cwd = spec.cwd;
+    request.signal_fd = sigfd.get();
+    result = (*zygote)->Run(request);
+  }
+  if (!result.ok()) return report.Fail(BwrapMessage(result.status()));
+  if (result->reason == runtime::ExitReason::kSetupFailed) return report.Fail(BwrapMessage(result->setup_error));
+  const int status = StatusOf(*result);
+  if (inv.json_status_fd) {
+    WriteAll(*inv.json_status_fd, absl::StrCat("{ \"exit-code\": ", status, " }\n"));
+  }
+  return status;
+}
+
+}  // namespace cubicle::cli

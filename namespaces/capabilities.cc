@@ -1,0 +1,69 @@
+#include "namespaces/capabilities.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace cubicle::namespaces {
+
+bool KeepCapabilities(const KeptCapabilities& caps, ChildError* error) {
+  for (int cap = 0; cap <= 63; ++cap) {
+    if (caps.bounding & (uint64_t{1} << cap)) continue;
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      if (errno == EINVAL) break;  // past the kernel's last capability
+      char detail[32];
+      child::FormatWithNumber(detail, sizeof(detail), "cap ", cap);
+      return child::Fail(error, "prctl(PR_CAPBSET_DROP)", detail, errno);
+    }
+  }
+  if (caps.exact) {
+    // Root's execve would otherwise grant the whole bounding set; with
+    // NOROOT only the ambient set survives, for every uid alike.
+    unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED;
+    if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) {
+      return child::Fail(error, "prctl(PR_SET_SECUREBITS)", "", errno);
+    }
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+    return child::Fail(error, "prctl(PR_CAP_AMBIENT_CLEAR_ALL)", "", errno);
+  }
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  const uint64_t inheritable = caps.exact ? caps.keep : 0;
+  for (int i = 0; i < 2; ++i) {
+    data[i].permitted = static_cast<uint32_t>(caps.keep >> (32 * i));
+    data[i].effective = data[i].permitted;
+    data[i].inheritable = static_cast<uint32_t>(inheritable >> (32 * i));
+  }
+  if (::syscall(SYS_capset, &header, data) != 0) return child::Fail(error, "capset", "kept set", errno);
+  if (caps.exact) {
+    for (int cap = 0; cap <= 63; ++cap) {
+      if (!(caps.keep & (uint64_t{1} << cap))) continue;
+      if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) {
+        if (errno == EINVAL) break;
+        char detail[32];
+        child::FormatWithNumber(detail, sizeof(detail), "cap ", cap);
+        return child::Fail(error, "prctl(PR_CAP_AMBIENT_RAISE)", detail, errno);
+      }
+    }
+  }
+  return true;
+}
+
+bool DisableNestedUserNamespaces(ChildError* error) {
+  // /proc/sys/user/* are the values of the opener's own user namespace.
+  int fd = ::open("/proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return child::Fail(error, "open", "/proc/sys/user/max_user_namespaces", errno);
+  ssize_t n = ::write(fd, "0\n", 2);
+  int saved = errno;
+  ::close(fd);
+  if (n != 2) return child::Fail(error, "write", "/proc/sys/user/max_user_namespaces", n < 0 ? saved : EIO);
+  return true;
+}
+
+}  // namespace cubicle::namespaces

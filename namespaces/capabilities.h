@@ -1,0 +1,31 @@
+// Keeping a chosen set of capabilities across execve (the bubblewrap front
+// end's --cap-add/--cap-drop, and root's defaults there). cubicle's own
+// sandboxes drop them all (process.h, DropAllCapabilities). Child side:
+// async-signal-safe and allocation-free.
+#pragma once
+
+#include <cstdint>
+
+#include "base/child_error.h"
+
+namespace cubicle::namespaces {
+
+struct KeptCapabilities {
+  uint64_t bounding = 0;  // 1 << CAP_* bits
+  uint64_t keep = 0;      // permitted and effective
+  // Also inheritable and ambient, and root's execve privileges locked away
+  // (SECBIT_NOROOT): the program executed has exactly `keep`, whatever its
+  // uid. Off: execve's usual rules apply (uid 0 gets the bounding set).
+  bool exact = false;
+};
+
+// Shrinks the bounding set, then sets the permitted/effective (and, when
+// exact, inheritable and ambient) sets. Needs the capabilities to keep in
+// the caller's permitted set (a new user namespace has them all).
+bool KeepCapabilities(const KeptCapabilities& caps, ChildError* error);
+
+// Sets user.max_user_namespaces of the caller's user namespace to 0, so no
+// process in it can create another (the limit applies to descendants too).
+bool DisableNestedUserNamespaces(ChildError* error);
+
+}  // namespace cubicle::namespaces

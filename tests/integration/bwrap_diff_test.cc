@@ -1,0 +1,648 @@
+// Differential test of `cubicle bwrap` against the system's bubblewrap
+// (/usr/bin/bwrap; Debian 12 ships 0.8). Each case runs one argv through
+// both, with a probe command inside that prints what a sandbox is made of:
+// ids and id maps, capabilities, no_new_privs, seccomp mode, namespaces
+// (new or the host's), hostname, the visible mount table, cwd, environment,
+// /dev, whether a nested user namespace can be made, and stat of chosen
+// paths. Compared: exit status, the probe's stdout, and for a failing argv
+// the first line of stderr (bwrap's message). cubicle runs through a
+// symlink named `bwrap`, as a launcher would run it.
+//
+// Where 0.8 lacks a 0.11 option (--argv0, --level-prefix, the overlays),
+// the case checks cubicle against bwrap 0.11's documented behaviour
+// instead, and says so.
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <poll.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle {
+namespace {
+
+using test_support::TempDir;
+
+constexpr char kSystemBwrap[] = "/usr/bin/bwrap";
+
+// The probe: POSIX sh, run as `sh -c PROBE probe NS=LINK... -- PATH...`.
+// The mount table is the visible one: of mounts stacked on one mount point
+// only the last (the one a path lookup reaches) is printed. bwrap 0.8
+// leaves mounts it cannot reach (covered ones of a recursive bind) in their
+// host state where cubicle's recursive mount_setattr reaches them all;
+// nothing in the sandbox can reach a covered mount, so only the visible
+// table is the sandbox's behaviour.
+constexpr char kProbe[] = R"PROBE(
+echo "probe: start"
+if [ -r /proc/self/status ]; then
+  grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status
+  echo "uid_map: $(tr -s ' ' < /proc/self/uid_map)"
+  echo "gid_map: $(tr -s ' ' < /proc/self/gid_map)"
+  for pair in "$@"; do
+    [ "$pair" = "--" ] && break
+    ns=${pair%%=*}; host=${pair#*=}
+    if [ "$(readlink /proc/self/ns/$ns)" = "$host" ]; then echo "ns $ns: host"; else echo "ns $ns: new"; fi
+  done
+  echo "hostname: $(cat /proc/sys/kernel/hostname)"
+  seen=" "
+  tac /proc/self/mountinfo | while read -r a b c d mp opts rest; do
+    case "$seen" in *" $mp "*) continue ;; esac
+    seen="$seen$mp "
+    fs=${rest#*- }; fs=${fs%% *}
+    echo "mount $mp $opts $fs"
+  done | LC_ALL=C sort
+else
+  echo "no /proc; uid $(id -u) gid $(id -g)"
+fi
+echo "cwd: $(pwd)"
+env | LC_ALL=C sort
+[ -d /dev ] && echo "dev: $(ls -A /dev | tr '\n' ' ')"
+unshare -U true 2>/dev/null; echo "nested userns: $?"
+mkdir /tmp/probe-dir 2>/dev/null; echo "mkdir: $?"
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done; [ $# -gt 0 ] && shift
+for p in "$@"; do stat -c "stat %n %F %a %s" "$p" 2>&1; [ -f "$p" ] && [ -r "$p" ] && echo "content $p: $(cat "$p")"; done
+echo "probe: end"
+)PROBE";
+
+// What an fd given to both bwraps holds.
+enum class FdKind {
+  kNone,
+  kSeccomp,      // a BPF program: mkdir/mkdirat fail with EACCES
+  kSeccomp2,     // another: chroot fails with EPERM
+  kData,         // "hello from fd\n"
+  kArgs,         // NUL-separated bwrap arguments (the case's args_file)
+  kWorkspaceDir, // an O_PATH fd of the workspace directory
+  kOutput,       // an empty memfd whose contents are compared after the run
+  kByte,         // a pipe with one byte ready (for --block-fd)
+};
+
+enum class Expect {
+  kSame,        // exit status, stdout, first stderr line, fd outputs equal
+  kSameStatus,  // exit status equal (the output legitimately differs; see case)
+  kDocumented,  // 0.8 lacks the option: cubicle checked against 0.11's docs
+};
+
+struct Case {
+  std::string name;
+  std::vector<std::string> args;     // bwrap options; @WS@, @PREFIX@, @LOWER1@, @LOWER2@, @UPPER@, @WORK@
+  std::vector<std::string> command;  // empty: the probe
+  std::vector<std::string> paths;    // stat'ed by the probe
+  FdKind fd3 = FdKind::kNone;
+  FdKind fd4 = FdKind::kNone;
+  Expect expect = Expect::kSame;
+  int documented_status = 0;                   // kDocumented
+  std::vector<std::string> documented_output;  // kDocumented: substrings of stdout (or stderr)
+  std::vector<std::string> args_file;          // kArgs
+};
+
+// gtest prints a failing case by name, not as bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name << ": " << absl::StrJoin(c.args, " "); }
+
+std::vector<std::string> Sys() {
+  return {"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+          "--symlink", "usr/lib64", "/lib64", "--ro-bind", "/etc", "/etc"};
+}
+
+std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<std::string> Base(const std::vector<std::string>& extra = {}) {
+  return With(With(Sys(), {"--proc", "/proc", "--tmpfs", "/tmp"}), extra);
+}
+
+// The runner's argv from the issue, with a real seccomp program on fd 3.
+std::vector<std::string> RunnerArgs() {
+  return {"--die-with-parent", "--new-session", "--unshare-all", "--unshare-user", "--disable-userns",
+          "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink",
+          "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--dev", "/dev", "--tmpfs", "/tmp",
+          "--proc", "/proc", "--ro-bind", "/dev/null", "/usr/bin/python3", "--ro-bind", "@PREFIX@",
+          "/opt/science-env", "--bind", "@WS@", "/workspace", "--chdir", "/workspace", "--clearenv",
+          "--setenv", "HOME", "/tmp", "--setenv", "PATH", "/opt/science-env/bin:/usr/bin:/bin", "--seccomp",
+          "3"};
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> c;
+  auto add = [&](std::string name, std::vector<std::string> args) -> Case& {
+    c.push_back(Case{.name = std::move(name), .args = std::move(args)});
+    return c.back();
+  };
+  // --- namespaces and ids
+  add("minimal", Base());
+  add("ro_bind_root", {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"});
+  add("unshare_all", Base({"--unshare-all", "--dev", "/dev"}));
+  add("unshare_all_share_net", Base({"--unshare-all", "--share-net"}));
+  add("unshare_user", Base({"--unshare-user"}));
+  add("unshare_user_ids", Base({"--unshare-user", "--uid", "1000", "--gid", "1000"}));
+  add("unshare_user_uid0", Base({"--unshare-user", "--uid", "0", "--gid", "0"}));
+  add("unshare_user_try", Base({"--unshare-user-try"}));
+  add("unshare_pid", Base({"--unshare-pid"}));
+  add("unshare_net", Base({"--unshare-net"}));
+  add("unshare_ipc", Base({"--unshare-ipc"}));
+  add("unshare_uts", Base({"--unshare-uts"}));
+  add("hostname", Base({"--unshare-uts", "--hostname", "sandboxhost"}));
+  add("unshare_cgroup", Base({"--unshare-cgroup"}));
+  add("unshare_cgroup_try", Base({"--unshare-cgroup-try"}));
+  add("user_pid_net", Base({"--unshare-user", "--unshare-pid", "--unshare-net", "--uid", "4242"}));
+  // --- capabilities
+  add("cap_drop_all", Base({"--cap-drop", "ALL"}));
+  add("userns_cap_drop_all", Base({"--unshare-user", "--cap-drop", "ALL"}));
+  add("cap_drop_all_add_chown", Base({"--cap-drop", "ALL", "--cap-add", "CAP_CHOWN"}));
+  add("userns_uid_cap_add", Base({"--unshare-user", "--uid", "5", "--cap-add", "CAP_NET_RAW"}));
+  add("userns_cap_drop_one", Base({"--unshare-user", "--cap-drop", "CAP_SYS_ADMIN"}));
+  add("cap_add_all", Base({"--cap-add", "ALL"}));
+  add("userns_cap_add_all", Base({"--unshare-user", "--cap-add", "ALL"}));
+  add("cap_names_lowercase", Base({"--unshare-user", "--cap-drop", "ALL", "--cap-add", "cap_kill"}));
+  // --- environment and cwd
+  add("clearenv", Base({"--clearenv"}));
+  add("setenv", Base({"--clearenv", "--setenv", "A", "b c", "--setenv", "HOME", "/tmp"}));
+  add("unsetenv", Base({"--unsetenv", "HOME"}));
+  add("setenv_overrides", Base({"--setenv", "PATH", "/usr/bin", "--setenv", "PATH", "/bin"}));
+  add("chdir", Base({"--chdir", "/usr"}));
+  add("chdir_relative", Base({"--chdir", "etc"}));
+  add("chdir_missing", Base({"--chdir", "/nonexistent"}));
+  // --- mounts, in argv order
+  add("dev", Base({"--dev", "/dev"}));
+  add("dev_elsewhere", Base({"--dev", "/mydev"}));
+  add("tmpfs_size", With(Sys(), {"--proc", "/proc", "--size", "1048576", "--tmpfs", "/tmp"}));
+  add("tmpfs_perms", With(Sys(), {"--proc", "/proc", "--perms", "0700", "--tmpfs", "/tmp"})).paths = {"/tmp"};
+  add("dir", Base({"--dir", "/a/b/c"})).paths = {"/a", "/a/b/c"};
+  add("dir_perms", Base({"--perms", "0750", "--dir", "/newdir"})).paths = {"/newdir"};
+  add("symlink", Base({"--symlink", "/usr/bin", "/ubin"})).paths = {"/ubin", "/ubin/"};
+  // bwrap 0.8 refuses a --symlink whose link already exists; 0.11's NEWS
+  // (0.9.0: "--symlink succeeds if the symlink already exists with the
+  // same target") accepts it: documented behaviour.
+  Case& same_link = add("doc_symlink_exists", Base({"--symlink", "usr/bin", "/bin"}));
+  same_link.command = {"sh", "-c", "echo linked"};
+  same_link.expect = Expect::kDocumented;
+  same_link.documented_output = {"linked"};
+  add("file", Base({"--file", "3", "/hello"})).paths = {"/hello"};
+  c.back().fd3 = FdKind::kData;
+  add("file_perms", Base({"--perms", "0640", "--file", "3", "/sub/hello"})).paths = {"/sub/hello"};
+  c.back().fd3 = FdKind::kData;
+  add("bind_data", Base({"--bind-data", "3", "/data"})).paths = {"/data"};
+  c.back().fd3 = FdKind::kData;
+  add("ro_bind_data", Base({"--ro-bind-data", "3", "/etc2/rodata"})).paths = {"/etc2/rodata"};
+  c.back().fd3 = FdKind::kData;
+  add("bind", Base({"--bind", "@WS@", "/workspace"})).paths = {"/workspace/input.txt"};
+  add("ro_bind", Base({"--ro-bind", "@WS@", "/workspace"})).paths = {"/workspace/input.txt"};
+  add("bind_over_ro", Base({"--ro-bind", "@WS@", "/w", "--bind", "@WS@", "/w/inner"}));
+  add("bind_try_missing", Base({"--bind-try", "/nonexistent", "/x"})).paths = {"/x"};
+  add("ro_bind_try_present", Base({"--ro-bind-try", "@WS@", "/x"})).paths = {"/x/input.txt"};
+  add("dev_bind", Base({"--dev-bind", "/dev", "/dev"}));
+  add("dev_bind_try_missing", Base({"--dev-bind-try", "/nonexistent", "/x"}));
+  add("bind_fd", Base({"--bind-fd", "3", "/ws"})).paths = {"/ws/input.txt"};
+  c.back().fd3 = FdKind::kWorkspaceDir;
+  add("ro_bind_fd", Base({"--ro-bind-fd", "3", "/ws"})).paths = {"/ws/input.txt"};
+  c.back().fd3 = FdKind::kWorkspaceDir;
+  add("remount_ro", Base({"--tmpfs", "/t", "--remount-ro", "/t"}));
+  add("mqueue", Base({"--unshare-ipc", "--mqueue", "/mq"}));
+  add("chmod", Base({"--tmpfs", "/t", "--chmod", "0700", "/t"})).paths = {"/t"};
+  add("masked_file", Base({"--ro-bind", "/dev/null", "/usr/bin/python3"})).paths = {"/usr/bin/python3"};
+  add("proc_shared_pid", With(Sys(), {"--proc", "/proc"}));
+  add("proc_new_pid", With(Sys(), {"--unshare-pid", "--proc", "/proc"}));
+  // --- seccomp
+  add("seccomp", Base({"--seccomp", "3"})).fd3 = FdKind::kSeccomp;
+  add("add_seccomp_fd", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccomp;
+  c.back().fd4 = FdKind::kSeccomp2;
+  // --- process
+  add("args_fd", {"--args", "3"});
+  c.back().fd3 = FdKind::kArgs;
+  c.back().args_file = With(Base(), {"--unshare-uts", "--hostname", "fromargs"});
+  // bwrap stops reading an --args file at its first non-option and drops
+  // the rest of the file; the command comes from argv.
+  add("args_fd_stops_at_command", {"--args", "3"}).fd3 = FdKind::kArgs;
+  c.back().args_file = With(Base(), {"--unshare-uts", "--hostname", "x", "ignored-command", "--unshare-pid"});
+  add("new_session", Base({"--new-session"}));
+  add("die_with_parent", Base({"--die-with-parent", "--unshare-pid"}));
+  add("info_fd", Base({"--unshare-all", "--info-fd", "3"})).fd3 = FdKind::kOutput;
+  add("json_status_fd", Base({"--unshare-pid", "--unshare-net", "--json-status-fd", "3"})).fd3 = FdKind::kOutput;
+  add("block_fd", Base({"--block-fd", "3"})).fd3 = FdKind::kByte;
+  add("sync_fd", Base({"--sync-fd", "3"})).fd3 = FdKind::kByte;
+  add("exit_status", Base()).command = {"sh", "-c", "exit 7"};
+  add("signal_status", Base({"--unshare-pid"})).command = {"sh", "-c", "kill -9 $$"};
+  // An fd no option names is the command's, at the same number.
+  add("inherited_fd", Base()).command = {"sh", "-c", "cat <&3; cat <&4"};
+  c.back().fd3 = FdKind::kData;
+  c.back().fd4 = FdKind::kData;
+  add("option_fd_not_inherited", Base({"--sync-fd", "3"})).command = {"sh", "-c", "cat <&3 || echo closed"};
+  c.back().fd3 = FdKind::kByte;
+  add("payload_pid", Base({"--unshare-pid"})).command = {"sh", "-c", "echo pid=$$; exit 3"};
+  add("as_pid_1", Base({"--unshare-pid", "--as-pid-1"})).command = {"sh", "-c", "echo pid=$$; exit 3"};
+  add("as_pid_1_signal", Base({"--unshare-pid", "--as-pid-1"})).command = {"sh", "-c", "kill -KILL $$; echo alive"};
+  // The lock is held by someone other than the command: a write lock from
+  // inside fails while the sandbox runs.
+  constexpr char kTryLock[] =
+      "import fcntl, os\n"
+      "fd = os.open('/lockme', os.O_RDWR)\n"
+      "try:\n"
+      "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+      "    print('not locked')\n"
+      "except OSError as e:\n"
+      "    print('locked', e.errno)\n";
+  add("lock_file", Base({"--perms", "0666", "--file", "3", "/lockme", "--lock-file", "/lockme"})).command = {
+      "/usr/bin/python3", "-I", "-c", kTryLock};
+  c.back().fd3 = FdKind::kData;
+  add("lock_file_unlocked", Base({"--perms", "0666", "--file", "3", "/lockme"})).command = {
+      "/usr/bin/python3", "-I", "-c", kTryLock};
+  c.back().fd3 = FdKind::kData;
+  // bwrap's PID 1 takes the lock while the command already runs: a pid
+  // namespace makes its failure end the command, and a command that is
+  // still running then makes the status deterministic (1).
+  add("err_lock_file_missing", Base({"--unshare-pid", "--lock-file", "/nonexistent"})).command = {"sleep", "2"};
+  add("err_as_pid_1_with_lock", Base({"--unshare-pid", "--as-pid-1", "--lock-file", "/x"}));
+  add("disable_userns", Base({"--unshare-all", "--unshare-user", "--disable-userns"}));
+  add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
+  c.back().fd3 = FdKind::kSeccomp;
+  // --- bad argv and failed setup: exit 1 and bwrap's message
+  add("err_unknown_option", {"--bogus"});
+  add("err_no_command", Base());
+  c.back().command = {"--"};
+  add("err_uid_without_userns", Base({"--uid", "5"}));
+  add("err_hostname_without_uts", Base({"--hostname", "x"}));
+  add("err_as_pid_1_without_pid", Base({"--as-pid-1"}));
+  add("err_perms_not_octal", Base({"--perms", "9", "--dir", "/x"}));
+  add("err_perms_dangling", Base({"--perms", "0755", "--proc", "/p"}));
+  add("err_size_not_tmpfs", Base({"--size", "10", "--dir", "/x"}));
+  add("err_size_zero", Base({"--size", "0", "--tmpfs", "/x"}));
+  add("err_seccomp_and_add", Base({"--seccomp", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccomp;
+  c.back().fd4 = FdKind::kSeccomp;
+  add("err_disable_userns_alone", Base({"--disable-userns"}));
+  add("err_disable_userns_unshare_all", Base({"--unshare-all", "--disable-userns"}));
+  add("err_userns_block_fd", Base({"--userns-block-fd", "3"})).fd3 = FdKind::kByte;
+  add("err_unknown_cap", Base({"--cap-drop", "chown"}));
+  add("err_bind_missing", Base({"--bind", "/nonexistent", "/x"}));
+  add("err_bad_fd", Base({"--info-fd", "x"}));
+  add("err_negative_fd", Base({"--sync-fd", "-1"}));
+  add("err_bad_uid", Base({"--unshare-user", "--uid", "abc"}));
+  add("err_exec_label", Base({"--exec-label", "system_u:system_r:container_t:s0"}));
+  add("err_file_label", Base({"--file-label", "system_u:object_r:container_file_t:s0"}));
+  add("err_command_missing", Base()).command = {"/nonexistent/command"};
+  add("err_symlink_over_dir", Base({"--symlink", "a", "/usr"}));
+  add("err_file_on_ro", {"--ro-bind", "/", "/", "--file", "3", "/hello-ro"});
+  c.back().fd3 = FdKind::kData;
+  add("err_seccomp_bad_fd", Base({"--seccomp", "99"}));
+  add("err_assert_userns_disabled", Base({"--assert-userns-disabled"}));
+  add("err_bind_takes_two", {"--bind", "/usr"});
+  // --help and --version succeed; their text names the version (0.8 here,
+  // 0.11 for cubicle), so only the status is compared.
+  add("help", {"--help"}).expect = Expect::kSameStatus;
+  add("version", {"--version"}).expect = Expect::kSameStatus;
+
+  // --- bwrap 0.11 options that Debian's 0.8 does not have: checked against
+  //     bwrap 0.11's manual instead.
+  // "--argv0 VALUE: Set argv[0] to the value VALUE before running the program"
+  Case& argv0 = add("doc_argv0", Base({"--argv0", "renamed"}));
+  argv0.command = {"sh", "-c", "echo \"argv0=$0\""};
+  argv0.expect = Expect::kDocumented;
+  argv0.documented_output = {"argv0=renamed"};
+  // "--level-prefix: Prepend e.g. <3> to diagnostic messages" (stderr).
+  Case& level = add("doc_level_prefix", {"--level-prefix", "--bogus"});
+  level.expect = Expect::kDocumented;
+  level.documented_status = 1;
+  level.documented_output = {"<3>bwrap: Unknown option --bogus"};
+  // "--tmp-overlay DEST: ... writes go to an invisible tmpfs": the lower
+  // layer is unchanged on the host, the write is visible inside.
+  Case& tmp_overlay = add("doc_tmp_overlay", Base({"--overlay-src", "@LOWER1@", "--tmp-overlay", "/ov"}));
+  tmp_overlay.command = {"sh", "-c", "echo new > /ov/written && cat /ov/lower1.txt /ov/written"};
+  tmp_overlay.expect = Expect::kDocumented;
+  tmp_overlay.documented_output = {"lower1\nnew\n"};
+  // "--ro-overlay DEST: read-only overlay": layers merged, later on top.
+  Case& ro_overlay =
+      add("doc_ro_overlay", Base({"--overlay-src", "@LOWER1@", "--overlay-src", "@LOWER2@", "--ro-overlay", "/ov"}));
+  ro_overlay.command = {"sh", "-c", "cat /ov/lower1.txt /ov/lower2.txt /ov/shared.txt; touch /ov/x 2>/dev/null || echo read-only"};
+  ro_overlay.expect = Expect::kDocumented;
+  ro_overlay.documented_output = {"lower1\nlower2\nfrom-lower2\nread-only\n"};
+  // "--overlay RWSRC WORKDIR DEST": writes land in RWSRC on the host.
+  Case& rw_overlay = add("doc_overlay", Base({"--overlay-src", "@LOWER1@", "--overlay", "@UPPER@", "@WORK@", "/ov"}));
+  rw_overlay.command = {"sh", "-c", "echo persisted > /ov/out.txt && cat /ov/lower1.txt"};
+  rw_overlay.expect = Expect::kDocumented;
+  rw_overlay.documented_output = {"lower1\n"};
+  // "--overlay-src must be followed by ... --overlay, --tmp-overlay, or --ro-overlay"
+  Case& dangling = add("doc_overlay_src_dangling", Base({"--overlay-src", "@LOWER1@", "--dir", "/x"}));
+  dangling.expect = Expect::kDocumented;
+  dangling.documented_status = 1;
+  dangling.documented_output = {"bwrap: --overlay-src must be followed by"};
+  return c;
+}
+
+// ---- running one side -------------------------------------------------------
+
+struct Outcome {
+  int status = -1;  // exit status, 128+signal, or -1 (timed out)
+  std::string out, err;
+  std::map<int, std::string> fd_outputs;
+};
+
+int MemfdWith(const std::string& data) {
+  int fd = ::memfd_create("bwrap-diff", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (!data.empty() && ::write(fd, data.data(), data.size()) != static_cast<ssize_t>(data.size())) return -1;
+  ::lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+std::string ReadMemfd(int fd) {
+  std::string data;
+  ::lseek(fd, 0, SEEK_SET);
+  char buf[8192];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) data.append(buf, static_cast<size_t>(n));
+  return data;
+}
+
+// A BPF program from libseccomp: allow all, fail `syscalls` with `err`.
+std::string SeccompProgram(const std::vector<int>& syscalls, int err) {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  for (int nr : syscalls) seccomp_rule_add(ctx, SCMP_ACT_ERRNO(err), nr, 0);
+  int fd = ::memfd_create("bpf", MFD_CLOEXEC);
+  seccomp_export_bpf(ctx, fd);
+  seccomp_release(ctx);
+  std::string program = ReadMemfd(fd);
+  ::close(fd);
+  return program;
+}
+
+class Fixture {
+ public:
+  Fixture() {
+    test_support::WriteFile(ws_.Join("input.txt"), "workspace file\n");
+    test_support::WriteFile(prefix_.Join("marker"), "science env\n");
+    ::mkdir(layers_.Join("lower1").c_str(), 0755);
+    ::mkdir(layers_.Join("lower2").c_str(), 0755);
+    ::mkdir(layers_.Join("upper").c_str(), 0755);
+    ::mkdir(layers_.Join("work").c_str(), 0755);
+    test_support::WriteFile(layers_.Join("lower1/lower1.txt"), "lower1\n");
+    test_support::WriteFile(layers_.Join("lower1/shared.txt"), "from-lower1\n");
+    test_support::WriteFile(layers_.Join("lower2/lower2.txt"), "lower2\n");
+    test_support::WriteFile(layers_.Join("lower2/shared.txt"), "from-lower2\n");
+    // cubicle under the name a launcher uses.
+    ::symlink(test_support::CubicleBinary().c_str(), bin_.Join("bwrap").c_str());
+    for (const char* ns : {"cgroup", "ipc", "mnt", "net", "pid", "uts"}) {
+      char link[256] = {};
+      std::string path = absl::StrCat("/proc/self/ns/", ns);
+      ssize_t n = ::readlink(path.c_str(), link, sizeof(link) - 1);
+      if (n > 0) host_ns_.push_back(absl::StrCat(ns, "=", std::string(link, static_cast<size_t>(n))));
+    }
+  }
+
+  std::string cubicle_bwrap() const { return bin_.Join("bwrap"); }
+  const TempDir& layers() const { return layers_; }
+
+  std::vector<std::string> Expand(const std::vector<std::string>& args) const {
+    std::vector<std::string> out;
+    for (const std::string& a : args) {
+      out.push_back(absl::StrReplaceAll(a, {{"@WS@", ws_.path()},
+                                            {"@PREFIX@", prefix_.path()},
+                                            {"@LOWER1@", layers_.Join("lower1")},
+                                            {"@LOWER2@", layers_.Join("lower2")},
+                                            {"@UPPER@", layers_.Join("upper")},
+                                            {"@WORK@", layers_.Join("work")}}));
+    }
+    return out;
+  }
+
+  std::vector<std::string> Argv(const std::string& program, const Case& c) const {
+    std::vector<std::string> argv = {program};
+    for (const std::string& a : Expand(c.args)) argv.push_back(a);
+    if (c.command.empty()) {
+      argv.insert(argv.end(), {"sh", "-c", kProbe, "probe"});
+      argv.insert(argv.end(), host_ns_.begin(), host_ns_.end());
+      argv.push_back("--");
+      argv.insert(argv.end(), c.paths.begin(), c.paths.end());
+    } else {
+      argv.insert(argv.end(), c.command.begin(), c.command.end());
+    }
+    return argv;
+  }
+
+  // Runs argv with fds 3/4 made per the case; at most 60 s.
+  Outcome Run(const std::vector<std::string>& argv, const Case& c) const {
+    Outcome outcome;
+    int out_fd = MemfdWith(""), err_fd = MemfdWith("");
+    std::map<int, int> given;  // target fd -> our fd
+    std::vector<int> to_close = {out_fd, err_fd};
+    for (auto [target, kind] : {std::pair{3, c.fd3}, std::pair{4, c.fd4}}) {
+      int fd = -1;
+      switch (kind) {
+        case FdKind::kNone: continue;
+        case FdKind::kSeccomp: fd = MemfdWith(SeccompProgram({SCMP_SYS(mkdir), SCMP_SYS(mkdirat)}, EACCES)); break;
+        case FdKind::kSeccomp2: fd = MemfdWith(SeccompProgram({SCMP_SYS(chroot)}, EPERM)); break;
+        case FdKind::kData: fd = MemfdWith("hello from fd\n"); break;
+        case FdKind::kArgs: {
+          std::string data;
+          for (const std::string& a : Expand(c.args_file)) absl::StrAppend(&data, a, std::string(1, '\0'));
+          fd = MemfdWith(data);
+          break;
+        }
+        case FdKind::kWorkspaceDir: fd = ::open(ws_.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC); break;
+        case FdKind::kOutput: fd = MemfdWith(""); break;
+        case FdKind::kByte: {
+          int p[2];
+          if (::pipe2(p, O_CLOEXEC) != 0) break;
+          (void)!::write(p[1], "x", 1);
+          to_close.push_back(p[1]);  // kept open (a --sync-fd must not see EOF early)
+          fd = p[0];
+          break;
+        }
+      }
+      given[target] = fd;
+      to_close.push_back(fd);
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+    for (auto [target, fd] : given) posix_spawn_file_actions_adddup2(&actions, fd, target);
+    posix_spawn_file_actions_addchdir_np(&actions, "/");
+    std::vector<char*> cargv;
+    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    // A fixed environment: both bwraps start from the same one.
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=/root", "LANG=C", "DIFF_TEST=1"};
+    std::vector<char*> cenv;
+    for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+    pid_t pid = -1;
+    int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc == 0) {
+      int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      struct pollfd p = {pidfd, POLLIN, 0};
+      int ready = ::poll(&p, 1, 60'000);
+      if (ready <= 0) ::kill(pid, SIGKILL);  // ours, by pid
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      ::close(pidfd);
+      outcome.status = ready <= 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    outcome.out = ReadMemfd(out_fd);
+    outcome.err = ReadMemfd(err_fd);
+    for (auto [target, fd] : given) {
+      FdKind kind = target == 3 ? c.fd3 : c.fd4;
+      if (kind == FdKind::kOutput) outcome.fd_outputs[target] = ReadMemfd(fd);
+    }
+    for (int fd : to_close) ::close(fd);
+    return outcome;
+  }
+
+ private:
+  TempDir ws_, prefix_, layers_, bin_;
+  std::vector<std::string> host_ns_;
+};
+
+// Lines that legitimately differ, normalised with the reason:
+//  - "ns user": cubicle always makes a user namespace; where bwrap (as
+//    root, without --unshare-user) has none, cubicle maps every host id to
+//    itself instead, so the ids and uid_map/gid_map lines (compared) are the
+//    host's while the capabilities stay a user namespace's, never the host's.
+//  - "_=": set by the shell to the program it ran, i.e. the bwrap path.
+//  - numbers in --info-fd/--json-status-fd JSON: pids and namespace inodes.
+std::string NormalizeProbe(const std::string& out) {
+  std::vector<std::string> kept;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, "ns user:") || absl::StartsWith(line, "_=")) continue;
+    kept.emplace_back(line);
+  }
+  return absl::StrJoin(kept, "\n");
+}
+
+std::string NormalizeJson(const std::string& json) {
+  std::string out;
+  for (char ch : json) {
+    if (ch >= '0' && ch <= '9') {
+      if (out.empty() || out.back() != 'N') out.push_back('N');
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+// The error class: bwrap's first stderr line. A usage error prints bwrap's
+// usage, whose first line names the program path; normalised to "usage".
+std::string ErrorClass(const std::string& err) {
+  std::string first(err.substr(0, err.find('\n')));
+  if (absl::StartsWith(first, "usage: ")) return "usage";
+  return first;
+}
+
+class BwrapDiffTest : public test_support::HostHygieneTest,
+                      public ::testing::WithParamInterface<Case> {
+ protected:
+  static void SetUpTestSuite() { fixture_ = new Fixture(); }
+  static void TearDownTestSuite() {
+    delete fixture_;
+    fixture_ = nullptr;
+  }
+  static Fixture* fixture_;
+};
+Fixture* BwrapDiffTest::fixture_ = nullptr;
+
+TEST(BwrapDiffTable, HasAtLeastSixtyCasesAndTheRunnerArgv) {
+  std::vector<Case> cases = Cases();
+  EXPECT_GE(cases.size(), 60u);
+  bool runner = false;
+  for (const Case& c : cases) runner |= c.name == "runner_argv";
+  EXPECT_TRUE(runner);
+}
+
+TEST_P(BwrapDiffTest, SameAsBubblewrap) {
+  if (!IsRoot()) GTEST_SKIP() << "the table's expectations are bwrap's as root";
+  const Case& c = GetParam();
+  Outcome ours = fixture_->Run(fixture_->Argv(fixture_->cubicle_bwrap(), c), c);
+  ASSERT_NE(ours.status, -1) << "cubicle bwrap timed out";
+  if (c.expect == Expect::kDocumented) {
+    EXPECT_EQ(ours.status, c.documented_status) << ours.err;
+    for (const std::string& want : c.documented_output) {
+      EXPECT_TRUE(absl::StrContains(ours.out, want) || absl::StrContains(ours.err, want))
+          << "missing '" << want << "' in stdout:\n" << ours.out << "\nstderr:\n" << ours.err;
+    }
+    return;
+  }
+  if (::access(kSystemBwrap, X_OK) != 0) GTEST_SKIP() << kSystemBwrap << " is not installed";
+  Outcome theirs = fixture_->Run(fixture_->Argv(kSystemBwrap, c), c);
+  ASSERT_NE(theirs.status, -1) << "bwrap timed out";
+  EXPECT_EQ(ours.status, theirs.status) << "cubicle stderr: " << ours.err << "\nbwrap stderr: " << theirs.err;
+  if (c.expect == Expect::kSameStatus) return;
+  EXPECT_EQ(NormalizeProbe(ours.out), NormalizeProbe(theirs.out));
+  EXPECT_EQ(ErrorClass(ours.err), ErrorClass(theirs.err));
+  for (auto& [fd, text] : theirs.fd_outputs) {
+    EXPECT_EQ(NormalizeJson(ours.fd_outputs[fd]), NormalizeJson(text)) << "fd " << fd;
+  }
+  if (c.command.empty() && theirs.status == 0) {
+    // The probe ran to its end on both sides: the comparison saw it all.
+    EXPECT_TRUE(absl::StrContains(ours.out, "probe: end")) << ours.out;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BwrapDiffTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// --die-with-parent: when the launcher dies, the command dies with it,
+// through cubicle (bwrap's own process dies with its parent too).
+TEST(BwrapLifetime, DieWithParentEndsTheCommandWhenTheLauncherDies) {
+  if (::geteuid() != 0) GTEST_SKIP() << "root only";
+  const std::string marker = absl::StrCat("4", ::getpid(), "17");  // a unique sleep argument
+  // The launcher: a shell that starts cubicle bwrap and waits; killed below.
+  test_support::RunningProcess launcher(
+      {"/bin/sh", "-c",
+       absl::StrCat("'", test_support::CubicleBinary(),
+                    "' bwrap --die-with-parent --unshare-pid --ro-bind /usr /usr --symlink usr/bin /bin "
+                    "--symlink usr/lib /lib --symlink usr/lib64 /lib64 sleep ",
+                    marker, " & echo started; wait")});
+  ASSERT_TRUE(launcher.started());
+  ASSERT_TRUE(launcher.WaitForStdout("started"));
+  // The sandbox's sleep exists (bounded wait: at most 10 s, polled).
+  bool seen = false;
+  for (int i = 0; i < 1000 && !seen; ++i) {
+    for (pid_t pid : test_support::ProcessesWithArgument(marker)) {
+      seen |= test_support::ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n";
+    }
+    if (!seen) ::usleep(10'000);
+  }
+  ASSERT_TRUE(seen) << "the sandboxed sleep never started";
+  launcher.Signal(SIGKILL);
+  launcher.Wait();
+  EXPECT_EQ(test_support::WaitUntilGone(marker), std::vector<pid_t>{}) << "the command outlived its launcher";
+}
+
+// The subcommand and the symlink are the same front end.
+TEST(BwrapEntryPoints, SubcommandEqualsSymlink) {
+  if (::geteuid() != 0) GTEST_SKIP() << "root only";
+  test_support::ProcessRun sub = test_support::RunCubicle(
+      {"bwrap", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+       "--symlink", "usr/lib64", "/lib64", "--unshare-uts", "--hostname", "viasub", "sh", "-c",
+       "cat /proc/sys/kernel/hostname 2>/dev/null || uname -n; exit 3"});
+  EXPECT_EQ(sub.exit_code, 3) << sub.err;
+  EXPECT_EQ(sub.out, "viasub\n");
+}
+
+}  // namespace
+}  // namespace cubicle
