@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
+#include "cli/egress_flags.h"
 #include "cli/flag_values.h"
 #include "rpc/results_json.h"
 #include "cli/log.h"
@@ -64,6 +65,7 @@ struct RunFlags {
   CLI::Option* io_write_iops = nullptr;
   std::string json_status;
   CLI::Option* rlimit = nullptr;
+  EgressFlags egress;
   std::vector<std::string> command;
 };
 
@@ -247,6 +249,7 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   absl::StatusOr<seccomp::Policy> policy = seccomp::ParsePolicy(f.seccomp);
   if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--seccomp: ", policy.status().message()));
   spec.seccomp = *policy;
+  CUBICLE_RETURN_IF_ERROR(ApplyEgressFlags(f.egress, f.app->count("--seccomp") > 0, &spec));
   // The defaults need the cgroup layout (discovery and the stale-group
   // sweep): skip that when both defaulted limits are given explicitly.
   if (f.memory.empty() || f.pids.empty()) spec.limits = runtime::DefaultLimits();
@@ -390,6 +393,7 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   // One value per occurrence: a vector option would take `--` as the end of
   // its values and leave the command's own dash arguments to the parser.
   f.rlimit = Single(app, "--rlimit", "NAME=SOFT[:HARD]", "e.g. nofile=256 (repeatable)");
+  AddEgressFlags(app, &f.egress);
   app->add_option("command", f.command, "The command and its arguments")->required();
   return [flags] { return Run(*flags); };
 }

@@ -16,8 +16,19 @@ void SetArgvArea(int argc, char** argv);
 
 using PayloadMain = void (*)(void* arg);  // must not return (execve or _exit)
 
+// A socket init serves besides its signals (the egress bridge): init keeps
+// `fd` and `partner_fd` open (the payload never has them) and calls
+// `on_readable(fd, partner_fd)` whenever `fd` is readable. The callback
+// must not block or allocate.
+struct InitService {
+  int fd = -1;
+  int partner_fd = -1;
+  void (*on_readable)(int fd, int partner_fd) = nullptr;
+};
+
 // `report` carries the step stamps so far; init adds its own and sends it as
 // the kPayloadExited message. Never returns.
-[[noreturn]] void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg);
+[[noreturn]] void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* arg,
+                          const InitService* service = nullptr);
 
 }  // namespace cubicle::namespaces

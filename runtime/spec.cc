@@ -25,6 +25,24 @@ absl::Status ValidateExecution(const std::vector<std::string>& argv, const std::
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status ValidateEgress(const SandboxSpec& spec) {
+  CUBICLE_RETURN_IF_ERROR(egress::ValidatePolicy(spec.egress));
+  if (spec.egress.mode != egress::NetMode::kAllowlist) return absl::OkStatus();
+  if (!spec.namespaces.net) {
+    return absl::InvalidArgumentError(
+        "network policy allowlist needs the sandbox's own network namespace (the bridge listens in it)");
+  }
+  if (spec.seccomp == seccomp::Policy::kNoNetwork) {
+    return absl::InvalidArgumentError(
+        "network policy allowlist needs seccomp policy 'default': 'no-network' refuses socket(AF_INET)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateSpec(const SandboxSpec& spec) {
   CUBICLE_RETURN_IF_ERROR(ValidateExecution(spec.argv, spec.env, spec.cwd, spec.timeout));
   if (!spec.namespaces.user || !spec.namespaces.mount) {
@@ -65,6 +83,7 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
       return absl::InvalidArgumentError("breaker windows and graces must be positive");
     }
   }
+  CUBICLE_RETURN_IF_ERROR(ValidateEgress(spec));
   return rootfs::ValidatePlan(spec.mounts);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "cgroups/limits.h"
+#include "egress/policy.h"
 #include "runtime/breakers.h"
 #include "namespaces/clone.h"
 #include "rootfs/mount_plan.h"
@@ -55,6 +56,11 @@ struct SandboxSpec {
   bool new_session = true;       // setsid(): no controlling terminal
   bool die_with_parent = true;
   absl::Duration timeout = absl::InfiniteDuration();
+
+  // Network egress (egress/): none (lo only) or an allowlist served by the
+  // host gateway through a bridge in init. An allowlist needs a network
+  // namespace and a seccomp policy that permits AF_INET (kDefault).
+  egress::Policy egress;
 
   bool operator==(const SandboxSpec&) const = default;
 };

@@ -35,6 +35,8 @@
 #include "namespaces/process.h"
 #include "rootfs/builder.h"
 #include "cgroups/cgroup.h"
+#include "egress/bridge.h"
+#include "egress/gateway.h"
 #include "runtime/breakers.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
@@ -64,6 +66,10 @@ struct ChildPlan {
   sock_fprog seccomp{};
   bool load_seccomp = false;
   int control_fd = -1;
+  // The sandbox's end of its egress channel, and the bridge's port (-1 / 0:
+  // no egress).
+  int egress_fd = -1;
+  uint16_t bridge_port = 0;
   // Where the child receives its execution request: allocated here, before
   // clone, so the child allocates nothing.
   std::vector<char> request_buffer = std::vector<char>(namespaces::kMaxExecRequestBytes + 1);
@@ -131,6 +137,9 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   ControlMessage report;
   std::memset(&report, 0, sizeof(report));
   report.step_ns[namespaces::kStepChildStart] = namespaces::MonotonicNanos();
+  // Egress: init passes each connection to the bridge's port on to the
+  // host gateway over the egress channel.
+  namespaces::InitService bridge{-1, plan.egress_fd, egress::bridge::PassPending};
   ChildError* e = &report.error;
   rootfs::BuildReport build;
   // The parent-death signal is set after the id switch: the kernel clears
@@ -144,10 +153,12 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
-  ok = ok && namespaces::CloseAllFdsExcept(&plan.control_fd, 1, e);
+  const int keep[2] = {plan.control_fd, plan.egress_fd};
+  ok = ok && namespaces::CloseAllFdsExcept(keep, plan.egress_fd >= 0 ? 2 : 1, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
+       (plan.egress_fd < 0 || egress::bridge::Listen(plan.bridge_port, &bridge.fd, e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
   if (!ok) {
@@ -177,7 +188,7 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
     ::_exit(1);
   }
   PayloadArgs args{&plan, &report, &request};
-  namespaces::RunInit(plan.control_fd, &report, PayloadMain, &args);
+  namespaces::RunInit(plan.control_fd, &report, PayloadMain, &args, bridge.fd >= 0 ? &bridge : nullptr);
 }
 
 struct Identity {
@@ -382,6 +393,8 @@ struct Zygote::State {
   std::unique_ptr<cgroups::SandboxCgroup> cgroup;
   UniqueFd control;
   std::optional<InitProcess> init;
+  // The sandbox's hold on its policy's gateway; closes its connections.
+  egress::Attachment egress;
   ControlMessage last{};  // step stamps and flags gathered so far
   bool ready = false;
   bool used = false;
@@ -490,6 +503,22 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   clock.Mark("cgroup");
 
+  // Egress: the gateway of this policy (made on first use) and the
+  // sandbox's private channel to it.
+  std::shared_ptr<egress::Gateway> gateway;
+  UniqueFd egress_host, egress_child;
+  if (spec.egress.mode == egress::NetMode::kAllowlist) {
+    CUBICLE_ASSIGN_OR_RETURN(gateway, egress::SharedGateways().Acquire(spec.egress));
+    int ev[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ev) != 0) {
+      return ErrnoStatus(errno, "socketpair(egress)");
+    }
+    egress_host.reset(ev[0]);
+    egress_child.reset(ev[1]);
+    plan.egress_fd = egress_child.get();
+    plan.bridge_port = spec.egress.bridge_port;
+  }
+
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return ErrnoStatus(errno, "socketpair(control)");
@@ -525,6 +554,10 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   state->init.emplace(cloned.pid, cloned.pidfd);
   child_control.reset();
+  egress_child.reset();
+  if (gateway != nullptr) {
+    CUBICLE_ASSIGN_OR_RETURN(state->egress, gateway->Attach(absl::StrCat(cloned.pid), std::move(egress_host)));
+  }
   trees.clear();  // the child holds its own copies
   clock.Mark("clone");
 
@@ -614,8 +647,16 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   }
   const int stdio[3] = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
   bool peer_gone = false;
-  absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, request.env, request.cwd,
-                                                  SearchPath(request.env), stdio, workspace.get(), &peer_gone);
+  // Egress: the payload finds the bridge through the proxy variables
+  // (they replace the request's own).
+  std::vector<std::string> env = request.env;
+  for (const std::string& kv : egress::ProxyEnvironment(z.spec.egress)) {
+    const std::string name = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+    env.push_back(kv);
+  }
+  absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, env, request.cwd,
+                                                  SearchPath(env), stdio, workspace.get(), &peer_gone);
   // A sandbox that failed its setup before reading the request has already
   // sent why: go on and collect it.
   if (!sent.ok() && !peer_gone) return fail(sent);

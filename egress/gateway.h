@@ -1,0 +1,94 @@
+// The host side of egress: an HTTP/1.1 forward proxy (absolute-URI requests
+// and CONNECT tunnels, TLS passed through untouched) that lets a sandbox
+// reach only the names of its policy, on its ports, at addresses the
+// classifier accepts — connecting to the very address it checked.
+//
+// One gateway per policy revision, shared by the sandboxes with that policy
+// (GatewayRegistry): made on first use, gone when the last sandbox lets go.
+// Each sandbox is attached by its private socketpair; the gateway receives
+// the sandbox's accepted client sockets on it (bridge.h), so which sandbox a
+// connection came from is which socketpair it arrived on — nothing inside
+// the sandbox can claim another identity.
+//
+// It runs on its own Boost.Asio thread in the launching process. Relaying
+// is splice(2) through a pipe per direction: the bytes never enter user
+// space.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+#include "base/unique_fd.h"
+#include "egress/policy.h"
+
+namespace cubicle::egress {
+
+class Gateway;
+
+// One sandbox's hold on its gateway: while it lives, connections arriving
+// on the sandbox's channel are served; its destruction closes the channel
+// and every open connection of that sandbox.
+class Attachment {
+ public:
+  Attachment() = default;
+  Attachment(std::shared_ptr<Gateway> gateway, std::string sandbox);
+  Attachment(Attachment&&) noexcept = default;
+  Attachment& operator=(Attachment&& other) noexcept;
+  Attachment(const Attachment&) = delete;
+  Attachment& operator=(const Attachment&) = delete;
+  ~Attachment();
+  const std::string& sandbox() const { return sandbox_; }
+
+ private:
+  void Release();
+  std::shared_ptr<Gateway> gateway_;
+  std::string sandbox_;
+};
+
+class Gateway : public std::enable_shared_from_this<Gateway> {
+ public:
+  // Validates `policy` (allowlist mode) and starts the gateway's thread.
+  // Fails with the step that failed (opening the log, the thread).
+  static absl::StatusOr<std::shared_ptr<Gateway>> Start(const Policy& policy);
+  ~Gateway();
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Serves connections arriving on `channel` (the host end of a
+  // SOCK_SEQPACKET socketpair) as coming from `sandbox`.
+  absl::StatusOr<Attachment> Attach(const std::string& sandbox, UniqueFd channel);
+
+  const std::string& revision() const;
+  const Policy& policy() const;
+
+  struct Impl;  // opaque: the Asio state, defined in gateway.cc
+
+ private:
+  friend class Attachment;
+  explicit Gateway(std::unique_ptr<Impl> impl);
+  void Detach(const std::string& sandbox);  // waits until it is done
+  std::unique_ptr<Impl> impl_;
+};
+
+// Gateways by policy revision.
+class GatewayRegistry {
+ public:
+  // The running gateway of `policy`'s revision, or a new one.
+  absl::StatusOr<std::shared_ptr<Gateway>> Acquire(const Policy& policy);
+  // Gateways alive now (for tests and metrics).
+  size_t live();
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<Gateway>> by_policy_;  // canonical text → gateway
+};
+
+// The registry the launcher uses: one per process, so the cold path and the
+// pools of a daemon share gateways.
+GatewayRegistry& SharedGateways();
+
+}  // namespace cubicle::egress
