@@ -5,14 +5,24 @@
 // record every request they see, so a refused request is shown to have
 // reached nothing. Names point at them with --egress-resolve; 127.0.0.1 is
 // let through with --egress-allow-cidr 127.0.0.1/32.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "egress/bridge.h"
 #include "egress/gateway.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -459,6 +470,165 @@ TEST_F(EgressTest, OneGatewayPerPolicyRevisionGoneWithItsLastSandbox) {
     EXPECT_EQ(run->out, "http://127.0.0.1:18118\n");
   }
   EXPECT_EQ(gateways.live(), before);
+}
+
+
+// Through the daemon: a profile's network key, and params.network, which
+// may narrow it (and then runs on a sandbox of its own) but never widen it.
+TEST_F(EgressTest, DaemonProfileAndNarrowingRequests) {
+  const std::string config = dir_.Join("config.json");
+  ASSERT_TRUE(WriteFile(
+      config, absl::StrCat(R"({"profiles": {"web": {"pool": {"min_idle": 1, "max_idle": 1},
+        "network": {"allow_domains": [")", kName, R"(", ")", kOtherName, R"("], "allow_ports": [)", http_port_, ",",
+                           https_port_, R"(], "allow_cidrs": ["127.0.0.1/32"], "resolve": [")", kName,
+                           R"(=127.0.0.1", ")", kOtherName, R"(=127.0.0.1"], "log": ")", log_path(), R"("}}}})")));
+  auto call = [&](int id, const std::string& url, const std::string& network) {
+    boost::json::object params{{"profile", "web"},
+                               {"argv", boost::json::array{"/usr/bin/python3", "-I", "-c", kFetchScript, url}},
+                               {"env", boost::json::object{{"CA_PEM", ca_pem_}}}};
+    if (!network.empty()) params["network"] = boost::json::parse(network);
+    return boost::json::serialize(boost::json::object{
+        {"jsonrpc", "2.0"}, {"id", id}, {"method", "sandbox.run"}, {"params", params}});
+  };
+  std::string input = absl::StrJoin(
+      {call(1, Url("https", kName, "/pooled"), ""),
+       call(2, Url("http", kOtherName, "/narrowed-away"), absl::StrCat(R"({"allow_domains": [")", kName, R"("]})")),
+       call(3, Url("http", kName, "/narrowed-in"), absl::StrCat(R"({"allow_domains": [")", kName, R"("]})")),
+       call(4, Url("http", kName, "/widened"), R"({"allow_domains": ["pypi.org"]})"),
+       call(5, Url("http", kName, "/none"), R"("none")")},
+      "\n");
+  ProcessRun run = RunCubicle({"serve", "--config", config}, input + "\n");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::map<int64_t, boost::json::object> replies;
+  for (const std::string& line : Lines(run.out)) {
+    boost::json::value v = boost::json::parse(line);
+    replies[v.at("id").as_int64()] = v.as_object();
+  }
+  ASSERT_EQ(replies.size(), 5u) << run.out;
+  auto out = [&](int id) {
+    const boost::json::value* r = replies[id].if_contains("result");
+    return r != nullptr ? std::string(r->at("stdout").as_string()) : boost::json::serialize(replies[id]);
+  };
+  EXPECT_TRUE(absl::StrContains(out(1), "hello from https /pooled")) << out(1);
+  EXPECT_TRUE(absl::StrContains(out(2), "STATUS 403")) << out(2);
+  EXPECT_TRUE(absl::StrContains(out(2), "domain_allowlist")) << out(2);
+  EXPECT_TRUE(absl::StrContains(out(3), "hello from http /narrowed-in")) << out(3);
+  ASSERT_TRUE(replies[4].contains("error")) << out(4);
+  EXPECT_EQ(replies[4].at("error").at("code").as_int64(), -32002);
+  EXPECT_TRUE(absl::StrContains(std::string(replies[4].at("error").at("message").as_string()), "pypi.org"));
+  EXPECT_TRUE(absl::StrContains(out(5), "ERROR")) << "no network at all: " << out(5);
+  std::vector<std::string> seen = Seen();
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{absl::StrCat("http GET ", kName, ":", http_port_, " /narrowed-in"),
+                                            absl::StrCat("https GET ", kName, ":", https_port_, " /pooled")}));
+  // Two revisions served: the profile's and the narrowed one.
+  std::set<std::string> revisions;
+  for (const auto& line : Decisions()) revisions.insert(Str(line, "revision"));
+  EXPECT_EQ(revisions.size(), 2u);
+}
+
+// The gateway alone (no sandbox; the bridge's hand-off done here with the
+// function init runs): hundreds of open tunnels, and it still answers a new
+// connection at once; detaching the sandbox closes every one of them.
+class EgressGatewayTest : public HostHygieneTest {};
+
+UniqueFd ListenLoopback(uint16_t* port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(::listen(fd.get(), 1024), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+UniqueFd ConnectLoopback(uint16_t port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  timeval limit = {10, 0};  // every read below is bounded
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  return fd;
+}
+
+std::string ReadHead(int fd) {
+  std::string got;
+  char c;
+  while (got.find("\r\n\r\n") == std::string::npos && got.size() < 1000 && ::recv(fd, &c, 1, 0) == 1) got.push_back(c);
+  return got;
+}
+
+TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox) {
+  constexpr int kTunnels = 300;
+  TempDir dir;
+  // The upstream: a listener nobody accepts on (the kernel completes the
+  // handshakes into its backlog), and an echo server.
+  uint16_t hold_port = 0, echo_port = 0, bridge_port = 0;
+  UniqueFd hold = ListenLoopback(&hold_port);
+  UniqueFd echo = ListenLoopback(&echo_port);
+  UniqueFd bridge = ListenLoopback(&bridge_port);
+  int nonblocking = ::fcntl(bridge.get(), F_GETFL) | O_NONBLOCK;
+  ::fcntl(bridge.get(), F_SETFL, nonblocking);
+
+  egress::Policy policy;
+  policy.mode = egress::NetMode::kAllowlist;
+  policy.domains = {*egress::ParseDomainPattern(kName)};
+  policy.ports = {hold_port, echo_port};
+  policy.allow_cidrs = {*egress::ParseCidr("127.0.0.1/32")};
+  policy.resolve = {*egress::ParseResolve(absl::StrCat(kName, "=127.0.0.1"))};
+  policy.budgets.max_connections = kTunnels + 10;
+  policy.log_path = dir.Join("log.jsonl");
+  absl::StatusOr<std::shared_ptr<egress::Gateway>> gateway = egress::SharedGateways().Acquire(policy);
+  ASSERT_TRUE(gateway.ok()) << gateway.status();
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd channel(sv[1]);
+  absl::StatusOr<egress::Attachment> attachment = (*gateway)->Attach("stress", UniqueFd(sv[0]));
+  ASSERT_TRUE(attachment.ok()) << attachment.status();
+
+  auto open_tunnel = [&](uint16_t port) {
+    UniqueFd c = ConnectLoopback(bridge_port);
+    egress::bridge::PassPending(bridge.get(), channel.get());
+    std::string req = absl::StrCat("CONNECT ", kName, ":", port, " HTTP/1.1\r\n\r\n");
+    EXPECT_EQ(::send(c.get(), req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    return c;
+  };
+  std::vector<UniqueFd> tunnels;
+  for (int i = 0; i < kTunnels; ++i) tunnels.push_back(open_tunnel(hold_port));
+  for (UniqueFd& t : tunnels) ASSERT_EQ(ReadHead(t.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+
+  // One more, to a server that answers: served while the others stay open.
+  UniqueFd e = open_tunnel(echo_port);
+  ASSERT_EQ(ReadHead(e.get()), "HTTP/1.1 200 Connection established\r\n\r\n");
+  pollfd p = {echo.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10'000), 1);
+  UniqueFd served(::accept4(echo.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  ASSERT_EQ(::send(e.get(), "ping", 4, MSG_NOSIGNAL), 4);
+  char buf[8] = {};
+  ASSERT_EQ(::recv(served.get(), buf, 4, MSG_WAITALL), 4);
+  ASSERT_EQ(::send(served.get(), buf, 4, MSG_NOSIGNAL), 4);
+  char back[8] = {};
+  ASSERT_EQ(::recv(e.get(), back, 4, MSG_WAITALL), 4);
+  EXPECT_EQ(std::string(back, 4), "ping");
+
+  // The sandbox goes: every tunnel is closed (EOF, not a timeout).
+  *attachment = egress::Attachment();
+  for (UniqueFd& t : tunnels) {
+    char c;
+    ASSERT_EQ(::recv(t.get(), &c, 1, 0), 0);
+  }
+  gateway->reset();
+  std::vector<std::string> lines = Lines(ReadFile(policy.log_path));
+  EXPECT_EQ(lines.size(), static_cast<size_t>(kTunnels + 1));
+  size_t gone = 0;
+  for (const std::string& line : lines) gone += absl::StrContains(line, R"("end":"sandbox_gone")");
+  EXPECT_EQ(gone, static_cast<size_t>(kTunnels + 1));
 }
 
 }  // namespace

@@ -9,6 +9,10 @@
 #include "egress/http.h"
 #include "egress/matcher.h"
 #include "egress/policy.h"
+#include "egress/policy_json.h"
+#include "rpc/config.h"
+
+#include <boost/json/parse.hpp>
 
 namespace cubicle::egress {
 namespace {
@@ -410,6 +414,91 @@ TEST(EgressHttp, MalformedAndOversizedHeads) {
   for (size_t i = 0; i <= kMaxHeaderCount; ++i) many += "X: y\r\n";
   many += "\r\n";
   EXPECT_EQ(ParseRequestHead(many).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+
+absl::StatusOr<Policy> FromJson(const std::string& text, const Policy& base = {}) {
+  return PolicyFromJson(boost::json::parse(text), "network", base);
+}
+
+TEST(EgressPolicyJson, ParsesEveryKey) {
+  absl::StatusOr<Policy> p = FromJson(R"({"mode": "allowlist", "allow_domains": ["pypi.org", "*.pythonhosted.org"],
+      "allow_ports": [443, "8443"], "allow_cidrs": ["10.20.0.0/16"], "resolve": ["mirror.internal=10.20.0.5"],
+      "max_connections": 16, "max_bytes": "512M", "idle_timeout_ms": 30000, "bridge_port": 3128,
+      "log": "/var/log/egress.jsonl"})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->mode, NetMode::kAllowlist);
+  ASSERT_EQ(p->domains.size(), 2u);
+  EXPECT_EQ(FormatDomainPattern(p->domains[1]), "*.pythonhosted.org");
+  EXPECT_EQ(p->ports, (std::vector<uint16_t>{443, 8443}));
+  EXPECT_EQ(FormatCidr(p->allow_cidrs.at(0)), "10.20.0.0/16");
+  EXPECT_EQ(p->resolve.at(0).host, "mirror.internal");
+  EXPECT_EQ(p->budgets.max_connections, 16u);
+  EXPECT_EQ(p->budgets.max_bytes, 512u << 20);
+  EXPECT_EQ(p->budgets.idle_timeout, absl::Seconds(30));
+  EXPECT_EQ(p->bridge_port, 3128);
+  EXPECT_EQ(p->log_path, "/var/log/egress.jsonl");
+  EXPECT_EQ(FromJson(R"("none")")->mode, NetMode::kNone);
+  // Domains alone mean allowlist; absent keys keep the base's values.
+  Policy base = *FromJson(R"({"allow_domains": ["a.example", "b.example"], "max_bytes": 1000})");
+  absl::StatusOr<Policy> narrowed = FromJson(R"({"allow_domains": ["a.example"]})", base);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(narrowed->budgets.max_bytes, 1000u);
+  EXPECT_EQ(narrowed->domains.size(), 1u);
+  EXPECT_TRUE(CheckNarrows(base, *narrowed).ok());
+}
+
+TEST(EgressPolicyJson, ErrorsNameThePathAndTheValue) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"allow_domains": ["*"]})", "network.allow_domains[0]: domain pattern '*'"},
+      {R"({"allow_domains": ["ok.example", "*."]})", "network.allow_domains[1]: domain pattern '*.'"},
+      {R"({"allow_domains": [""]})", "network.allow_domains[0]: domain pattern ''"},
+      {R"({"allow_domains": ["a.example"], "allow_ports": [0]})", "network.allow_ports[0]: port '0'"},
+      {R"({"allow_domains": ["a.example"], "allow_ports": [70000]})", "network.allow_ports[0]: port '70000'"},
+      {R"({"allow_domains": ["a.example"], "allow_cidrs": ["10.0.0.0/33"]})", "network.allow_cidrs[0]: CIDR '10.0.0.0/33'"},
+      {R"({"allow_domains": ["a.example"], "resolve": ["a.example"]})", "network.resolve[0]: resolve override 'a.example'"},
+      {R"({"allow_domains": ["a.example"], "max_connections": 0})", "network.max_connections: 0 is outside"},
+      {R"({"allow_domains": ["a.example"], "max_bytes": "12Q"})", "network.max_bytes: is not a size"},
+      {R"({"allow_domains": ["a.example"], "log": "relative.log"})", "network.log: must be an absolute path"},
+      {R"({"allow_domains": ["a.example"], "proxy": true})", "network.proxy: unknown key"},
+      {R"({"mode": "open"})", "network.mode: network policy 'open'"},
+      {R"({"mode": "allowlist"})", "network: network policy allowlist: no domain"},
+      {R"({"mode": "none", "allow_domains": ["a.example"]})", "network: mode none takes no other key"},
+      {R"(42)", "network: expected \"none\" or an object"},
+  };
+  for (const auto& [json, expected] : cases) {
+    absl::StatusOr<Policy> p = FromJson(json);
+    ASSERT_FALSE(p.ok()) << json;
+    EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+    EXPECT_NE(std::string(p.status().message()).find(expected), std::string::npos)
+        << json << " -> " << p.status().message();
+  }
+}
+
+TEST(EgressPolicyJson, ProfileNetworkKey) {
+  absl::StatusOr<rpc::DaemonConfig> config = rpc::ParseConfig(
+      R"({"profiles": {"web": {"network": {"allow_domains": ["pypi.org"], "allow_ports": [443]}},
+                        "strict": {"seccomp": "no-network", "network": {"allow_domains": ["pypi.org"]}},
+                        "off": {"network": "none"}}})");
+  ASSERT_FALSE(config.ok()) << "an allowlist with seccomp no-network cannot work";
+  EXPECT_NE(std::string(config.status().message()).find("profiles.strict"), std::string::npos) << config.status();
+  config = rpc::ParseConfig(
+      R"({"profiles": {"web": {"network": {"allow_domains": ["pypi.org"], "allow_ports": [443]}},
+                        "off": {"network": "none"}}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const runtime::SandboxSpec& web = config->profiles.at("web").spec;
+  EXPECT_EQ(web.egress.mode, NetMode::kAllowlist);
+  EXPECT_EQ(web.egress.ports, std::vector<uint16_t>{443});
+  EXPECT_EQ(web.seccomp, seccomp::Policy::kDefault) << "the bridge needs AF_INET";
+  const runtime::SandboxSpec& off = config->profiles.at("off").spec;
+  EXPECT_EQ(off.egress.mode, NetMode::kNone);
+  EXPECT_EQ(off.seccomp, seccomp::Policy::kNoNetwork);
+  absl::StatusOr<rpc::DaemonConfig> bad =
+      rpc::ParseConfig(R"({"profiles": {"web": {"network": {"allow_domains": ["*.com"]}}}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("profiles.web.network.allow_domains[0]: domain pattern '*.com'"),
+            std::string::npos)
+      << bad.status();
 }
 
 }  // namespace
