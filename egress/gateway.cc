@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,6 +76,28 @@ class DecisionLog {
 
 struct SandboxState;
 class Connection;
+
+// The gateway parses what sandboxes send. As root, its thread (and the
+// resolver thread Asio starts from it) gives up root before reading a
+// byte: credentials are per thread in Linux, so raw setgroups/setresgid/
+// setresuid change this thread only (glibc's wrappers would change every
+// thread of the daemon), and leaving uid 0 clears its capabilities. Its
+// fds — the log, the channels — were opened before. This is not a process
+// boundary (a memory-corruption bug still shares the daemon's address
+// space); it takes away what a hijacked thread could do with syscalls.
+absl::Status DropThreadPrivileges() {
+  if (::geteuid() == 0) {
+    if (::syscall(SYS_setgroups, 0, nullptr) != 0) return ErrnoStatus(errno, "setgroups(egress gateway)");
+    if (::syscall(SYS_setresgid, kGatewayId, kGatewayId, kGatewayId) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("setresgid(egress gateway, ", kGatewayId, ")"));
+    }
+    if (::syscall(SYS_setresuid, kGatewayId, kGatewayId, kGatewayId) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("setresuid(egress gateway, ", kGatewayId, ")"));
+    }
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus(errno, "prctl(PR_SET_NO_NEW_PRIVS, gateway)");
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -256,7 +280,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     for (const ResolveOverride& r : p.resolve) {
       if (r.host == host_) {
-        CheckAndConnect({r.address});
+        CheckAndConnect(r.addresses);
         return;
       }
     }
@@ -542,10 +566,18 @@ absl::StatusOr<std::shared_ptr<Gateway>> Gateway::Start(const Policy& policy) {
   impl->log.emplace(std::move(log));
   impl->work.emplace(asio::make_work_guard(impl->io));
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw] {
+  std::promise<absl::Status> dropped;
+  impl->thread = std::thread([raw, &dropped] {
     ::pthread_setname_np(::pthread_self(), "cubicle-egress");
-    raw->io.run();
+    absl::Status st = DropThreadPrivileges();
+    const bool ok = st.ok();
+    dropped.set_value(std::move(st));
+    if (ok) raw->io.run();
   });
+  if (absl::Status st = dropped.get_future().get(); !st.ok()) {
+    impl->thread.join();
+    return st;
+  }
   return std::shared_ptr<Gateway>(new Gateway(std::move(impl)));
 }
 

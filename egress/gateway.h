@@ -10,9 +10,10 @@
 // connection came from is which socketpair it arrived on — nothing inside
 // the sandbox can claim another identity.
 //
-// It runs on its own Boost.Asio thread in the launching process. Relaying
-// is splice(2) through a pipe per direction: the bytes never enter user
-// space.
+// It runs on its own Boost.Asio thread in the launching process, which
+// drops root for that thread only (kGatewayId, no capabilities,
+// no_new_privs). Relaying is splice(2) through a pipe per direction: the
+// bytes never enter user space.
 #pragma once
 
 #include <map>
@@ -28,6 +29,11 @@
 namespace cubicle::egress {
 
 class Gateway;
+
+// The host uid and gid the gateway's thread runs as when the launcher is
+// root: below the sandboxes' range (runtime::kDefaultHostIdBase), mapped
+// into no sandbox, owning nothing.
+inline constexpr unsigned kGatewayId = 999'999;
 
 // One sandbox's hold on its gateway: while it lives, connections arriving
 // on the sandbox's channel are served; its destruction closes the channel

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "egress/matcher.h"
 
 namespace cubicle::egress {
@@ -117,12 +118,20 @@ absl::StatusOr<ResolveOverride> ParseResolve(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("resolve override '", text, "': ", host.status().message()));
   }
   r.host = *std::move(host);
-  absl::StatusOr<std::array<uint8_t, 16>> addr = ParseAddress(text.substr(eq + 1));
-  if (!addr.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("resolve override '", text, "': ", addr.status().message()));
+  for (absl::string_view one : absl::StrSplit(text.substr(eq + 1), ',')) {
+    absl::StatusOr<std::array<uint8_t, 16>> addr = ParseAddress(one);
+    if (!addr.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("resolve override '", text, "': ", addr.status().message()));
+    }
+    r.addresses.push_back(*addr);
   }
-  r.address = *addr;
   return r;
+}
+
+std::string FormatResolve(const ResolveOverride& r) {
+  std::vector<std::string> addresses;
+  for (const auto& a : r.addresses) addresses.push_back(FormatAddress(a));
+  return absl::StrCat(r.host, "=", absl::StrJoin(addresses, ","));
 }
 
 std::string FormatDomainPattern(const DomainPattern& p) { return p.subdomains ? "*." + p.name : p.name; }
@@ -192,7 +201,7 @@ absl::Status CheckNarrows(const Policy& base, const Policy& narrow) {
   }
   for (const ResolveOverride& r : narrow.resolve) {
     if (std::find(base.resolve.begin(), base.resolve.end(), r) == base.resolve.end()) {
-      return widens(absl::StrCat("resolve override '", r.host, "=", FormatAddress(r.address), "'"));
+      return widens(absl::StrCat("resolve override '", FormatResolve(r), "'"));
     }
   }
   auto over = [](uint64_t n, uint64_t b) { return b != 0 && (n == 0 || n > b); };  // 0: no cap
@@ -217,7 +226,7 @@ std::string CanonicalText(const Policy& p) {
   std::vector<std::string> domains, cidrs, resolve;
   for (const DomainPattern& d : p.domains) domains.push_back(FormatDomainPattern(d));
   for (const Cidr& c : p.allow_cidrs) cidrs.push_back(FormatCidr(c));
-  for (const ResolveOverride& r : p.resolve) resolve.push_back(absl::StrCat(r.host, "=", FormatAddress(r.address)));
+  for (const ResolveOverride& r : p.resolve) resolve.push_back(FormatResolve(r));
   std::vector<uint16_t> ports = p.ports;
   for (auto* v : {&domains, &cidrs, &resolve}) {
     std::sort(v->begin(), v->end());

@@ -41,10 +41,11 @@ struct Cidr {
   bool operator==(const Cidr&) const = default;
 };
 
-// A name answered without DNS (curl's --resolve): HOST=ADDR.
+// A name answered without DNS (curl's --resolve): HOST=ADDR[,ADDR...].
+// Like a DNS answer, every address must pass the classifier.
 struct ResolveOverride {
-  std::string host;                // normalised
-  std::array<uint8_t, 16> address{};  // IPv6 form, IPv4 mapped
+  std::string host;                                // normalised
+  std::vector<std::array<uint8_t, 16>> addresses;  // IPv6 form, IPv4 mapped
   bool operator==(const ResolveOverride&) const = default;
 };
 
@@ -79,7 +80,8 @@ struct Policy {
 absl::StatusOr<DomainPattern> ParseDomainPattern(absl::string_view text);
 absl::StatusOr<uint16_t> ParsePort(absl::string_view text);
 absl::StatusOr<Cidr> ParseCidr(absl::string_view text);
-absl::StatusOr<ResolveOverride> ParseResolve(absl::string_view text);  // HOST=ADDR
+absl::StatusOr<ResolveOverride> ParseResolve(absl::string_view text);  // HOST=ADDR[,ADDR...]
+std::string FormatResolve(const ResolveOverride& resolve);
 // "203.0.113.7" or "2001:db8::1" (no brackets) to the IPv6 form.
 absl::StatusOr<std::array<uint8_t, 16>> ParseAddress(absl::string_view text);
 

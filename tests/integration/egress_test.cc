@@ -323,6 +323,68 @@ TEST_F(EgressTest, IpLiteralIsRefused) {
   for (const auto& line : log) EXPECT_EQ(Str(line, "rule"), "ip_literal");
 }
 
+// A name without an override is resolved on the host (here: "localhost"
+// from /etc/hosts, by the gateway's unprivileged thread), and every
+// address it resolves to must pass, not just the first.
+TEST_F(EgressTest, NamesResolveOnTheHostAndEveryAddressIsChecked) {
+  const std::string hosts = ReadFile("/etc/hosts");
+  if (!absl::StrContains(hosts, "127.0.0.1") || !absl::StrContains(hosts, "localhost")) {
+    GTEST_SKIP() << "/etc/hosts has no 127.0.0.1 localhost";
+  }
+  // Raw proxy requests: urllib would send "localhost" around the proxy (NO_PROXY).
+  const std::string script = absl::StrCat(
+      "import socket\n"
+      "s = socket.create_connection(('127.0.0.1', 18118))\n"
+      "s.sendall(b'GET http://localhost:", http_port_, "/dns HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')\n"
+      "data = b''\n"
+      "while True:\n"
+      "    chunk = s.recv(4096)\n"
+      "    if not chunk: break\n"
+      "    data += chunk\n"
+      "print(data.split(b'\\r\\n')[0].decode())\n"
+      "print(data.split(b'\\r\\n\\r\\n', 1)[1].decode().strip())\n");
+  auto run_with = [&](std::vector<std::string> cidrs) {
+    std::vector<std::string> args = {"run", "--net", "allowlist", "--allow-domain", "localhost", "--allow-port",
+                                     http_port_, "--egress-log", log_path()};
+    for (const std::string& c : cidrs) {
+      args.push_back("--egress-allow-cidr");
+      args.push_back(c);
+    }
+    for (const std::string& a : {std::string("--"), std::string("/usr/bin/python3"), std::string("-I"),
+                                 std::string("-c"), script}) {
+      args.push_back(a);
+    }
+    ProcessRun run = RunCubicle(args);
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return run.out;
+  };
+  // Every address localhost has here, let through: served.
+  EXPECT_EQ(run_with({"127.0.0.1/32", "::1/128"}), "HTTP/1.1 200 OK\nhello from http /dns\n");
+  EXPECT_EQ(Seen(), std::vector<std::string>{absl::StrCat("http GET localhost:", http_port_, " /dns")});
+  if (absl::StrContains(hosts, "::1")) {
+    // ::1 not covered: refused, although 127.0.0.1 is.
+    std::string out = run_with({"127.0.0.1/32"});
+    EXPECT_TRUE(absl::StartsWith(out, "HTTP/1.1 403 Forbidden\n")) << out;
+    EXPECT_TRUE(absl::StrContains(out, "resolves to ::1 (loopback)")) << out;
+    EXPECT_EQ(Seen().size(), 1u);
+  }
+}
+
+// An answer with one refused address among allowed ones is refused: the
+// gateway never picks the harmless one and connects to nothing.
+TEST_F(EgressTest, OneRefusedAddressInTheAnswerRefusesTheName) {
+  std::vector<std::string> flags = AllowFlags();
+  for (std::string& f : flags) {
+    if (f == absl::StrCat(kName, "=127.0.0.1")) f = absl::StrCat(kName, "=127.0.0.1,10.0.0.1");
+  }
+  ProcessRun run = Fetch(flags, Url("http", kName, "/"));
+  EXPECT_TRUE(absl::StrContains(run.out, "STATUS 403")) << run.out << run.err;
+  EXPECT_TRUE(absl::StrContains(run.out, "resolves to 10.0.0.1 (private (RFC 1918))")) << run.out;
+  EXPECT_EQ(Seen(), std::vector<std::string>{});
+  ASSERT_EQ(Decisions().size(), 1u);
+  EXPECT_EQ(Str(Decisions()[0], "rule"), "address_class: private (RFC 1918)");
+}
+
 TEST_F(EgressTest, PortNotAllowedIsRefused) {
   std::vector<std::string> flags = AllowFlags();
   // Only the HTTPS server's port is allowed now.
@@ -591,6 +653,23 @@ TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox)
   UniqueFd channel(sv[1]);
   absl::StatusOr<egress::Attachment> attachment = (*gateway)->Attach("stress", UniqueFd(sv[0]));
   ASSERT_TRUE(attachment.ok()) << attachment.status();
+
+  // As root, the gateway's thread is not: unprivileged ids, no capabilities.
+  if (IsRoot()) {
+    bool found = false;
+    for (const std::string& tid : ListDirectory("/proc/self/task")) {
+      if (ReadFile(absl::StrCat("/proc/self/task/", tid, "/comm")) != "cubicle-egress\n") continue;
+      const std::string status = ReadFile(absl::StrCat("/proc/self/task/", tid, "/status"));
+      if (StatusField(status, "Uid") != "999999\t999999\t999999\t999999") continue;  // another gateway's
+      found = true;
+      EXPECT_EQ(StatusField(status, "Gid"), "999999\t999999\t999999\t999999");
+      EXPECT_EQ(StatusField(status, "CapEff"), "0000000000000000");
+      EXPECT_EQ(StatusField(status, "CapPrm"), "0000000000000000");
+      EXPECT_EQ(StatusField(status, "NoNewPrivs"), "1");
+    }
+    EXPECT_TRUE(found) << "no unprivileged cubicle-egress thread";
+    EXPECT_EQ(::geteuid(), 0u) << "the rest of the process keeps its ids";
+  }
 
   auto open_tunnel = [&](uint16_t port) {
     UniqueFd c = ConnectLoopback(bridge_port);

@@ -230,7 +230,12 @@ TEST(EgressPolicy, BadPortsAndCidrsNameTheValue) {
   absl::StatusOr<ResolveOverride> r = ParseResolve("Files.Example.ORG=::1");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->host, "files.example.org");
-  EXPECT_EQ(FormatAddress(r->address), "::1");
+  EXPECT_EQ(FormatResolve(*r), "files.example.org=::1");
+  r = ParseResolve("a.example=127.0.0.1,::1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->addresses.size(), 2u);
+  EXPECT_EQ(FormatResolve(*r), "a.example=127.0.0.1,::1");
+  EXPECT_FALSE(ParseResolve("a.example=127.0.0.1,").ok());
 }
 
 Policy Allowlist(std::vector<std::string> domains) {
