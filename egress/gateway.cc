@@ -23,6 +23,7 @@
 #include "egress/address_class.h"
 #include "egress/http.h"
 #include "egress/matcher.h"
+#include "seccomp/policy.h"
 
 namespace cubicle::egress {
 namespace {
@@ -82,7 +83,8 @@ class Connection;
 // byte: credentials are per thread in Linux, so raw setgroups/setresgid/
 // setresuid change this thread only (glibc's wrappers would change every
 // thread of the daemon), and leaving uid 0 clears its capabilities. Its
-// fds — the log, the channels — were opened before. This is not a process
+// fds — the log, the channels — were opened before. Then the sandboxes'
+// baseline seccomp filter. This is not a process
 // boundary (a memory-corruption bug still shares the daemon's address
 // space); it takes away what a hijacked thread could do with syscalls.
 absl::Status DropThreadPrivileges() {
@@ -96,6 +98,10 @@ absl::Status DropThreadPrivileges() {
     }
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus(errno, "prctl(PR_SET_NO_NEW_PRIVS, gateway)");
+  // The sandboxes' baseline filter, on this thread only (no TSYNC): no
+  // mount, ptrace, bpf, namespaces, keyctl, io_uring, ... from here on.
+  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(seccomp::Policy::kDefault));
+  if (int rc = seccomp::Load(bpf->AsFprog()); rc != 0) return ErrnoStatus(-rc, "seccomp(egress gateway)");
   return absl::OkStatus();
 }
 

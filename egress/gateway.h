@@ -12,7 +12,7 @@
 //
 // It runs on its own Boost.Asio thread in the launching process, which
 // drops root for that thread only (kGatewayId, no capabilities,
-// no_new_privs). Relaying is splice(2) through a pipe per direction: the
+// no_new_privs, the sandboxes' baseline seccomp filter). Relaying is splice(2) through a pipe per direction: the
 // bytes never enter user space.
 #pragma once
 

@@ -666,6 +666,7 @@ TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox)
       EXPECT_EQ(StatusField(status, "CapEff"), "0000000000000000");
       EXPECT_EQ(StatusField(status, "CapPrm"), "0000000000000000");
       EXPECT_EQ(StatusField(status, "NoNewPrivs"), "1");
+      EXPECT_EQ(StatusField(status, "Seccomp"), "2");  // filter mode
     }
     EXPECT_TRUE(found) << "no unprivileged cubicle-egress thread";
     EXPECT_EQ(::geteuid(), 0u) << "the rest of the process keeps its ids";
