@@ -504,7 +504,6 @@ TEST_F(EgressTest, BadPolicyFlagsAreUsageErrorsNamingTheValue) {
 // In process, through the launcher: sandboxes of one policy share one
 // gateway; another policy gets its own; the last sandbox takes it away.
 TEST_F(EgressTest, OneGatewayPerPolicyRevisionGoneWithItsLastSandbox) {
-  if (!IsRoot()) GTEST_SKIP() << "zygotes as root";
   egress::GatewayRegistry& gateways = egress::SharedGateways();
   const size_t before = gateways.live();
   runtime::SandboxSpec spec = TestSpec({"/bin/true"});
