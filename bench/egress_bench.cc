@@ -5,8 +5,9 @@
 // The sandbox side is what init does, without the sandbox: a listener on
 // 127.0.0.1 stands for the bridge, and each accepted connection is handed
 // to the gateway by egress::bridge::PassPending — the very function init
-// runs — over a SOCK_SEQPACKET socketpair attached to a real Gateway. The
-// client then speaks CONNECT, as a proxy client in the sandbox would.
+// runs — over a SOCK_SEQPACKET socketpair attached to a real gateway
+// process (GatewayProcess, as a launcher makes it). The client then speaks
+// CONNECT, as a proxy client in the sandbox would.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,6 +17,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -29,6 +32,7 @@
 #include "benchmark/benchmark.h"
 #include "egress/bridge.h"
 #include "egress/gateway.h"
+#include "egress/gateway_process.h"
 
 namespace cubicle::bench {
 namespace {
@@ -113,7 +117,16 @@ class Path {
     p.resolve = {*egress::ParseResolve(absl::StrCat(kHost, "=127.0.0.1"))};
     p.budgets.max_connections = 1024;
     p.log_path = "/dev/null";
-    gateway_ = *egress::Gateway::Start(p);
+    // The deployed shape: the gateway is a process of its own (the cubicle
+    // binary), unprivileged, under seccomp.
+    const char* binary = std::getenv("CUBICLE_BINARY");
+    egress::SetGatewayExecutable(binary != nullptr ? binary : CUBICLE_BINARY_PATH);
+    absl::StatusOr<std::shared_ptr<egress::GatewayProcess>> gateway = egress::GatewayProcess::Spawn(p);
+    if (!gateway.ok()) {
+      std::fprintf(stderr, "egress gateway: %s\n", std::string(gateway.status().message()).c_str());
+      std::abort();
+    }
+    gateway_ = *std::move(gateway);
     int sv[2];
     ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv);
     channel_.reset(sv[1]);
@@ -144,7 +157,7 @@ class Path {
   }
 
  private:
-  std::shared_ptr<egress::Gateway> gateway_;
+  std::shared_ptr<egress::GatewayProcess> gateway_;
   UniqueFd channel_;
   egress::Attachment attachment_;
   UniqueFd bridge_;

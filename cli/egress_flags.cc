@@ -1,6 +1,9 @@
 #include "cli/egress_flags.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
@@ -99,6 +102,11 @@ absl::Status ApplyEgressFlags(const EgressFlags& f, bool seccomp_given, runtime:
     p.bridge_port = *port;
   }
   p.log_path = f.log;
+  if (!p.log_path.empty() && p.log_path.front() != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd)) == nullptr) return ErrnoStatus(errno, "--egress-log: getcwd");
+    p.log_path = absl::StrCat(cwd, "/", p.log_path);
+  }
   if (!seccomp_given && spec->seccomp == seccomp::Policy::kNoNetwork) spec->seccomp = seccomp::Policy::kDefault;
   return egress::ValidatePolicy(p);
 }

@@ -55,14 +55,12 @@ std::array<uint8_t, 16> ToBytes(const asio::ip::address& a) {
 class DecisionLog {
  public:
   static absl::StatusOr<DecisionLog> Open(const std::string& path) {
+    CUBICLE_ASSIGN_OR_RETURN(UniqueFd fd, OpenDecisionLog(path));
+    return Adopt(std::move(fd));
+  }
+  static DecisionLog Adopt(UniqueFd fd) {
     DecisionLog log;
-    if (path.empty()) {
-      log.fd_.reset(::fcntl(2, F_DUPFD_CLOEXEC, 3));
-      if (!log.fd_) return ErrnoStatus(errno, "dup(stderr, egress log)");
-    } else {
-      log.fd_.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640));
-      if (!log.fd_) return ErrnoStatus(errno, absl::StrCat("open(", path, ", egress log)"));
-    }
+    log.fd_ = std::move(fd);
     return log;
   }
   void Write(const boost::json::object& line) {
@@ -106,6 +104,18 @@ absl::Status DropThreadPrivileges() {
 }
 
 }  // namespace
+
+absl::StatusOr<UniqueFd> OpenDecisionLog(const std::string& path) {
+  UniqueFd fd;
+  if (path.empty()) {
+    fd.reset(::fcntl(2, F_DUPFD_CLOEXEC, 3));
+    if (!fd) return ErrnoStatus(errno, "dup(stderr, egress log)");
+  } else {
+    fd.reset(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
+    if (!fd) return ErrnoStatus(errno, absl::StrCat("open(", path, ", egress log)"));
+  }
+  return fd;
+}
 
 struct Gateway::Impl {
   Policy policy;
@@ -560,7 +570,7 @@ void Gateway::Impl::Serve(std::shared_ptr<SandboxState> sandbox) {
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-absl::StatusOr<std::shared_ptr<Gateway>> Gateway::Start(const Policy& policy) {
+absl::StatusOr<std::shared_ptr<Gateway>> Gateway::Start(const Policy& policy, UniqueFd log_fd) {
   if (policy.mode != NetMode::kAllowlist) {
     return absl::InvalidArgumentError("a gateway serves an allowlist policy only");
   }
@@ -568,8 +578,12 @@ absl::StatusOr<std::shared_ptr<Gateway>> Gateway::Start(const Policy& policy) {
   auto impl = std::make_unique<Impl>();
   impl->policy = policy;
   impl->revision = Revision(policy);
-  CUBICLE_ASSIGN_OR_RETURN(DecisionLog log, DecisionLog::Open(policy.log_path));
-  impl->log.emplace(std::move(log));
+  if (log_fd) {
+    impl->log.emplace(DecisionLog::Adopt(std::move(log_fd)));
+  } else {
+    CUBICLE_ASSIGN_OR_RETURN(DecisionLog log, DecisionLog::Open(policy.log_path));
+    impl->log.emplace(std::move(log));
+  }
   impl->work.emplace(asio::make_work_guard(impl->io));
   Impl* raw = impl.get();
   std::promise<absl::Status> dropped;
@@ -624,7 +638,9 @@ absl::StatusOr<Attachment> Gateway::Attach(const std::string& sandbox, UniqueFd 
     done.set_value(absl::OkStatus());
   });
   CUBICLE_RETURN_IF_ERROR(done.get_future().get());
-  return Attachment(shared_from_this(), sandbox);
+  std::shared_ptr<Gateway> self = shared_from_this();
+  Gateway* raw = self.get();
+  return Attachment(std::move(self), [raw, sandbox] { raw->Detach(sandbox); });
 }
 
 void Gateway::Detach(const std::string& sandbox) {
@@ -638,14 +654,14 @@ void Gateway::Detach(const std::string& sandbox) {
   done.get_future().wait();
 }
 
-Attachment::Attachment(std::shared_ptr<Gateway> gateway, std::string sandbox)
-    : gateway_(std::move(gateway)), sandbox_(std::move(sandbox)) {}
+Attachment::Attachment(std::shared_ptr<void> gateway, std::function<void()> detach)
+    : gateway_(std::move(gateway)), detach_(std::move(detach)) {}
 
 Attachment& Attachment::operator=(Attachment&& other) noexcept {
   if (this != &other) {
     Release();
     gateway_ = std::move(other.gateway_);
-    sandbox_ = std::move(other.sandbox_);
+    detach_ = std::move(other.detach_);
   }
   return *this;
 }
@@ -653,31 +669,9 @@ Attachment& Attachment::operator=(Attachment&& other) noexcept {
 Attachment::~Attachment() { Release(); }
 
 void Attachment::Release() {
-  if (gateway_ != nullptr) gateway_->Detach(sandbox_);
+  if (detach_) detach_();
+  detach_ = nullptr;
   gateway_.reset();  // the last sandbox of a revision stops its gateway
-}
-
-absl::StatusOr<std::shared_ptr<Gateway>> GatewayRegistry::Acquire(const Policy& policy) {
-  const std::string key = CanonicalText(policy);
-  std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(by_policy_, [](const auto& entry) { return entry.second.expired(); });
-  if (auto it = by_policy_.find(key); it != by_policy_.end()) {
-    if (std::shared_ptr<Gateway> running = it->second.lock()) return running;
-  }
-  CUBICLE_ASSIGN_OR_RETURN(std::shared_ptr<Gateway> gateway, Gateway::Start(policy));
-  by_policy_[key] = gateway;
-  return gateway;
-}
-
-size_t GatewayRegistry::live() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(by_policy_, [](const auto& entry) { return entry.second.expired(); });
-  return by_policy_.size();
-}
-
-GatewayRegistry& SharedGateways() {
-  static GatewayRegistry* registry = new GatewayRegistry();
-  return *registry;
 }
 
 }  // namespace cubicle::egress

@@ -3,19 +3,21 @@
 // reach only the names of its policy, on its ports, at addresses the
 // classifier accepts — connecting to the very address it checked.
 //
-// One gateway per policy revision, shared by the sandboxes with that policy
-// (GatewayRegistry): made on first use, gone when the last sandbox lets go.
+// This is the engine. The launcher runs one per policy revision in a
+// process of its own (gateway_process.h), shared by the sandboxes with that
+// policy: made on first use, gone when the last sandbox lets go.
 // Each sandbox is attached by its private socketpair; the gateway receives
 // the sandbox's accepted client sockets on it (bridge.h), so which sandbox a
 // connection came from is which socketpair it arrived on — nothing inside
 // the sandbox can claim another identity.
 //
-// It runs on its own Boost.Asio thread in the launching process, which
-// drops root for that thread only (kGatewayId, no capabilities,
-// no_new_privs, the sandboxes' baseline seccomp filter). Relaying is splice(2) through a pipe per direction: the
+// It runs on its own Boost.Asio thread, which drops root for that thread
+// (kGatewayId, no capabilities, no_new_privs, the sandboxes' baseline
+// seccomp filter) before it reads anything. Relaying is splice(2) through a pipe per direction: the
 // bytes never enter user space.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,31 +37,36 @@ class Gateway;
 // into no sandbox, owning nothing.
 inline constexpr unsigned kGatewayId = 999'999;
 
-// One sandbox's hold on its gateway: while it lives, connections arriving
-// on the sandbox's channel are served; its destruction closes the channel
-// and every open connection of that sandbox.
+// One sandbox's hold on its gateway (in-process or its own process): while
+// it lives, connections arriving on the sandbox's channel are served; its
+// destruction closes the channel and every open connection of that sandbox,
+// and lets go of the gateway.
 class Attachment {
  public:
   Attachment() = default;
-  Attachment(std::shared_ptr<Gateway> gateway, std::string sandbox);
+  Attachment(std::shared_ptr<void> gateway, std::function<void()> detach);
   Attachment(Attachment&&) noexcept = default;
   Attachment& operator=(Attachment&& other) noexcept;
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
   ~Attachment();
-  const std::string& sandbox() const { return sandbox_; }
 
  private:
   void Release();
-  std::shared_ptr<Gateway> gateway_;
-  std::string sandbox_;
+  std::shared_ptr<void> gateway_;
+  std::function<void()> detach_;
 };
+
+// The decision log: `path` opened for appending, or a copy of stderr when
+// empty.
+absl::StatusOr<UniqueFd> OpenDecisionLog(const std::string& path);
 
 class Gateway : public std::enable_shared_from_this<Gateway> {
  public:
   // Validates `policy` (allowlist mode) and starts the gateway's thread.
-  // Fails with the step that failed (opening the log, the thread).
-  static absl::StatusOr<std::shared_ptr<Gateway>> Start(const Policy& policy);
+  // The decision log is `log` when given (opened before privileges were
+  // dropped), else policy.log_path. Fails with the step that failed.
+  static absl::StatusOr<std::shared_ptr<Gateway>> Start(const Policy& policy, UniqueFd log = UniqueFd());
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
@@ -74,27 +81,9 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   struct Impl;  // opaque: the Asio state, defined in gateway.cc
 
  private:
-  friend class Attachment;
   explicit Gateway(std::unique_ptr<Impl> impl);
   void Detach(const std::string& sandbox);  // waits until it is done
   std::unique_ptr<Impl> impl_;
 };
-
-// Gateways by policy revision.
-class GatewayRegistry {
- public:
-  // The running gateway of `policy`'s revision, or a new one.
-  absl::StatusOr<std::shared_ptr<Gateway>> Acquire(const Policy& policy);
-  // Gateways alive now (for tests and metrics).
-  size_t live();
-
- private:
-  std::mutex mu_;
-  std::map<std::string, std::weak_ptr<Gateway>> by_policy_;  // canonical text → gateway
-};
-
-// The registry the launcher uses: one per process, so the cold path and the
-// pools of a daemon share gateways.
-GatewayRegistry& SharedGateways();
 
 }  // namespace cubicle::egress

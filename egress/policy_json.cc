@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -139,6 +141,26 @@ absl::StatusOr<Policy> PolicyFromJson(const json::value& v, const std::string& p
   absl::Status valid = ValidatePolicy(p);
   if (!valid.ok()) return At(path, valid.message());
   return p;
+}
+
+json::value PolicyToJson(const Policy& p) {
+  if (p.mode == NetMode::kNone) return "none";
+  json::array domains, ports, cidrs, resolve;
+  for (const DomainPattern& d : p.domains) domains.push_back(json::string(FormatDomainPattern(d)));
+  for (uint16_t port : p.ports) ports.push_back(port);
+  for (const Cidr& c : p.allow_cidrs) cidrs.push_back(json::string(FormatCidr(c)));
+  for (const ResolveOverride& r : p.resolve) resolve.push_back(json::string(FormatResolve(r)));
+  json::object o{{"mode", "allowlist"},
+                 {"allow_domains", std::move(domains)},
+                 {"allow_ports", std::move(ports)},
+                 {"allow_cidrs", std::move(cidrs)},
+                 {"resolve", std::move(resolve)},
+                 {"max_connections", p.budgets.max_connections},
+                 {"idle_timeout_ms", absl::ToInt64Milliseconds(p.budgets.idle_timeout)},
+                 {"bridge_port", p.bridge_port},
+                 {"log", p.log_path}};
+  if (p.budgets.max_bytes != 0) o["max_bytes"] = p.budgets.max_bytes;
+  return o;
 }
 
 }  // namespace cubicle::egress

@@ -25,4 +25,9 @@ namespace cubicle::egress {
 // Unknown keys are errors.
 absl::StatusOr<Policy> PolicyFromJson(const boost::json::value& v, const std::string& path, const Policy& base);
 
+// The same form back (what the launcher sends its gateway process):
+// PolicyFromJson(PolicyToJson(p), ..., {}) == p for any valid allowlist
+// (idle timeouts in whole milliseconds).
+boost::json::value PolicyToJson(const Policy& policy);
+
 }  // namespace cubicle::egress

@@ -36,7 +36,7 @@
 #include "rootfs/builder.h"
 #include "cgroups/cgroup.h"
 #include "egress/bridge.h"
-#include "egress/gateway.h"
+#include "egress/gateway_process.h"
 #include "runtime/breakers.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
@@ -505,7 +505,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
 
   // Egress: the gateway of this policy (made on first use) and the
   // sandbox's private channel to it.
-  std::shared_ptr<egress::Gateway> gateway;
+  std::shared_ptr<egress::GatewayProcess> gateway;
   UniqueFd egress_host, egress_child;
   if (spec.egress.mode == egress::NetMode::kAllowlist) {
     CUBICLE_ASSIGN_OR_RETURN(gateway, egress::SharedGateways().Acquire(spec.egress));

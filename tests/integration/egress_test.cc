@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "egress/bridge.h"
 #include "egress/gateway.h"
+#include "egress/gateway_process.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -130,6 +131,9 @@ class EgressTest : public HostHygieneTest {
 
   void SetUp() override {
     HostHygieneTest::SetUp();
+    // Sandboxes launched in this process exec the cubicle binary as their
+    // gateway (this process is a test binary, not cubicle).
+    egress::SetGatewayExecutable(CubicleBinary());
     ASSERT_TRUE(ok_) << "could not make the test certificates";
     if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/python3";
     for (const char* f : {"server.pem", "server.key"}) {
@@ -502,7 +506,8 @@ TEST_F(EgressTest, BadPolicyFlagsAreUsageErrorsNamingTheValue) {
 }
 
 // In process, through the launcher: sandboxes of one policy share one
-// gateway; another policy gets its own; the last sandbox takes it away.
+// gateway process; another policy gets its own; the last sandbox takes it
+// away (HostHygieneTest: no process of ours is left).
 TEST_F(EgressTest, OneGatewayPerPolicyRevisionGoneWithItsLastSandbox) {
   egress::GatewayRegistry& gateways = egress::SharedGateways();
   const size_t before = gateways.live();
@@ -523,6 +528,21 @@ TEST_F(EgressTest, OneGatewayPerPolicyRevisionGoneWithItsLastSandbox) {
     absl::StatusOr<std::unique_ptr<runtime::Zygote>> c = runtime::Zygote::Create(other);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(gateways.live(), before + 2);
+    // Each gateway is a process of its own, unprivileged, under seccomp.
+    std::vector<pid_t> gateway_pids;
+    for (pid_t pid : Descendants()) {
+      if (ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "cubicle-egress\n") gateway_pids.push_back(pid);
+    }
+    EXPECT_EQ(gateway_pids.size(), 2u);
+    for (pid_t pid : gateway_pids) {
+      const std::string status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
+      EXPECT_EQ(StatusField(status, "NoNewPrivs"), "1");
+      EXPECT_EQ(StatusField(status, "Seccomp"), "2");
+      EXPECT_EQ(StatusField(status, "CapEff"), "0000000000000000");
+      if (IsRoot()) {
+        EXPECT_EQ(StatusField(status, "Uid"), "999999\t999999\t999999\t999999");
+      }
+    }
     // A pooled sandbox reaches the gateway too (and gets the proxy env).
     runtime::ExecRequest request;
     request.argv = {"/bin/sh", "-c", "echo $HTTPS_PROXY"};
@@ -588,8 +608,8 @@ TEST_F(EgressTest, DaemonProfileAndNarrowingRequests) {
   EXPECT_EQ(revisions.size(), 2u);
 }
 
-// The gateway alone (no sandbox; the bridge's hand-off done here with the
-// function init runs): hundreds of open tunnels, and it still answers a new
+// The gateway engine alone, in this process (no sandbox; the bridge's
+// hand-off done here with the function init runs): hundreds of open tunnels, and it still answers a new
 // connection at once; detaching the sandbox closes every one of them.
 class EgressGatewayTest : public HostHygieneTest {};
 
@@ -645,7 +665,7 @@ TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox)
   policy.resolve = {*egress::ParseResolve(absl::StrCat(kName, "=127.0.0.1"))};
   policy.budgets.max_connections = kTunnels + 10;
   policy.log_path = dir.Join("log.jsonl");
-  absl::StatusOr<std::shared_ptr<egress::Gateway>> gateway = egress::SharedGateways().Acquire(policy);
+  absl::StatusOr<std::shared_ptr<egress::Gateway>> gateway = egress::Gateway::Start(policy);
   ASSERT_TRUE(gateway.ok()) << gateway.status();
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
