@@ -158,6 +158,10 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Poli
     if (ctl < 0 || ::dup2(devnull.get(), 0) < 0 || ::dup2(devnull.get(), 1) < 0 || ::dup2(ctl, 3) < 0) ::_exit(126);
     ::syscall(SYS_close_range, 4, ~0U, 0);
     ::execve(exe.c_str(), argv, envp);
+    const int err = errno;  // "X" + errno: the launcher names the step
+    char report[1 + sizeof(int)] = {'X'};
+    std::memcpy(report + 1, &err, sizeof(int));
+    (void)!::send(3, report, sizeof(report), MSG_NOSIGNAL);
     ::_exit(127);
   }
   child_end.reset();
@@ -178,6 +182,11 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Poli
     return absl::InternalError(absl::StrCat("egress gateway: exited before it was ready (exec ", exe, ")"));
   }
   if (reply == "R") return process;
+  if (reply.size() == 1 + sizeof(int) && reply[0] == 'X') {
+    int err;
+    std::memcpy(&err, reply.data() + 1, sizeof(int));
+    return ErrnoStatus(err, absl::StrCat("egress gateway: execve(", exe, ")"));
+  }
   return absl::InternalError(absl::StrCat("egress gateway: ", reply.empty() ? "" : reply.substr(1)));
 }
 
@@ -250,10 +259,14 @@ int GatewayProcessMain(int control_fd) {
   if (ec) return fail(absl::InvalidArgumentError(absl::StrCat("policy: ", ec.message())));
   absl::StatusOr<Policy> policy = PolicyFromJson(json, "policy", Policy());
   if (!policy.ok()) return fail(policy.status());
-  // The log is opened with the launcher's privileges, then they go.
+  // The log is opened with the launcher's privileges, then they go. The
+  // kernel clears the parent-death signal on that credential change: set
+  // it again, and check the launcher did not die in between.
   absl::StatusOr<UniqueFd> log = OpenDecisionLog(policy->log_path);
   if (!log.ok()) return fail(log.status());
+  const pid_t launcher = ::getppid();
   if (absl::Status st = DropProcessPrivileges(); !st.ok()) return fail(st);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher) return 1;
   absl::StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Start(*policy, *std::move(log));
   if (!gateway.ok()) return fail(gateway.status());
   if (!SendMessage(control_fd, "R").ok()) return 1;

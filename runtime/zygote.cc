@@ -66,6 +66,9 @@ struct ChildPlan {
   sock_fprog seccomp{};
   bool load_seccomp = false;
   int control_fd = -1;
+  // The launcher's end of the control pair: the child closes its copy
+  // first, so that the launcher's death is EOF even before "go".
+  int launcher_control_fd = -1;
   // The sandbox's end of its egress channel, and the bridge's port (-1 / 0:
   // no egress).
   int egress_fd = -1;
@@ -141,6 +144,7 @@ bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   // host gateway over the egress channel.
   namespaces::InitService bridge{-1, plan.egress_fd, egress::bridge::PassPending};
   ChildError* e = &report.error;
+  ::close(plan.launcher_control_fd);
   rootfs::BuildReport build;
   // The parent-death signal is set after the id switch: the kernel clears
   // it whenever the credentials change (as root, kuid 0 becomes 1000000+),
@@ -526,6 +530,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   state->control.reset(sv[0]);
   UniqueFd child_control(sv[1]);
   plan.control_fd = child_control.get();
+  plan.launcher_control_fd = sv[0];
   clock.Mark("prepare");
 
   // 2. clone into the new namespaces (and, on v2, straight into the cgroup:

@@ -608,6 +608,51 @@ TEST_F(EgressTest, DaemonProfileAndNarrowingRequests) {
   EXPECT_EQ(revisions.size(), 2u);
 }
 
+// The gateway is a child of its launcher and dies with it.
+TEST_F(EgressTest, GatewayProcessDiesWithItsLauncher) {
+  std::vector<std::string> args = {"run"};
+  for (const std::string& f : AllowFlags()) args.push_back(f);
+  for (const char* a : {"--", "/bin/sleep", "60.0471"}) args.push_back(a);  // a marker no one else uses
+  RunningProcess cubicle(CubicleArgv(args));
+  ASSERT_TRUE(cubicle.started());
+  pid_t gateway = -1;
+  for (int i = 0; i < 1000 && gateway < 0; ++i) {  // bounded: 10 s
+    for (pid_t pid : Descendants(cubicle.pid())) {
+      if (ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "cubicle-egress\n") gateway = pid;
+    }
+    if (gateway < 0) ::usleep(10'000);
+  }
+  ASSERT_GT(gateway, 0) << "no gateway process under cubicle run";
+  cubicle.Signal(SIGKILL);
+  cubicle.Wait();
+  bool gone = false;
+  for (int i = 0; i < 1000 && !gone; ++i) {  // bounded: 10 s
+    gone = ::kill(gateway, 0) != 0;
+    if (!gone) ::usleep(10'000);
+  }
+  EXPECT_TRUE(gone) << "gateway " << gateway << " outlived its launcher: "
+                    << ReadFile(absl::StrCat("/proc/", gateway, "/status"));
+  // The sandbox (its init dies with the launcher too) is gone as well.
+  std::vector<pid_t> left = WaitUntilGone("60.0471");
+  for (pid_t pid : left) ADD_FAILURE() << "left: " << ReadFile(absl::StrCat("/proc/", pid, "/status"));
+}
+
+// A gateway that cannot start is a clear error, and nothing is left.
+TEST_F(EgressTest, GatewayThatCannotStartFailsTheSandboxCleanly) {
+  egress::SetGatewayExecutable("/nonexistent/cubicle");
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.seccomp = seccomp::Policy::kDefault;
+  spec.egress.mode = egress::NetMode::kAllowlist;
+  spec.egress.domains = {*egress::ParseDomainPattern(kName)};
+  spec.egress.log_path = log_path();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(spec);
+  egress::SetGatewayExecutable(CubicleBinary());
+  ASSERT_FALSE(z.ok());
+  EXPECT_TRUE(absl::StrContains(z.status().message(), "egress gateway")) << z.status();
+  EXPECT_TRUE(absl::StrContains(z.status().message(), "execve(/nonexistent/cubicle): ENOENT")) << z.status();
+  EXPECT_EQ(egress::SharedGateways().live(), 0u);
+}
+
 // The gateway engine alone, in this process (no sandbox; the bridge's
 // hand-off done here with the function init runs): hundreds of open tunnels, and it still answers a new
 // connection at once; detaching the sandbox closes every one of them.

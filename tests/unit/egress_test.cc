@@ -453,6 +453,19 @@ TEST(EgressPolicyJson, ParsesEveryKey) {
   EXPECT_TRUE(CheckNarrows(base, *narrowed).ok());
 }
 
+TEST(EgressPolicyJson, RoundTripsThroughToJson) {
+  Policy p = *FromJson(R"({"allow_domains": ["pypi.org", "*.pythonhosted.org"], "allow_ports": [443],
+      "allow_cidrs": ["10.20.0.0/16", "fd00::/8"], "resolve": ["mirror.internal=10.20.0.5,fd00::5"],
+      "max_connections": 3, "max_bytes": 12345, "idle_timeout_ms": 1500, "bridge_port": 3128, "log": "/x.log"})");
+  absl::StatusOr<Policy> back = PolicyFromJson(PolicyToJson(p), "policy", Policy());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, p);
+  EXPECT_EQ(Revision(*back), Revision(p));
+  Policy uncapped = *FromJson(R"({"allow_domains": ["a.example"]})");
+  EXPECT_EQ(*PolicyFromJson(PolicyToJson(uncapped), "policy", Policy()), uncapped);
+  EXPECT_EQ(PolicyToJson(Policy()), boost::json::value("none"));
+}
+
 TEST(EgressPolicyJson, ErrorsNameThePathAndTheValue) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"allow_domains": ["*"]})", "network.allow_domains[0]: domain pattern '*'"},
