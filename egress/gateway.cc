@@ -76,15 +76,14 @@ class DecisionLog {
 struct SandboxState;
 class Connection;
 
-// The gateway parses what sandboxes send. As root, its thread (and the
-// resolver thread Asio starts from it) gives up root before reading a
-// byte: credentials are per thread in Linux, so raw setgroups/setresgid/
+// The engine's thread (and the resolver thread Asio starts from it) reads
+// what sandboxes send. In a gateway process (gateway_process.h) the whole
+// process is unprivileged already; where the engine runs inside another
+// process (tests, benchmarks) its thread still gives up root before reading
+// a byte: credentials are per thread in Linux, so raw setgroups/setresgid/
 // setresuid change this thread only (glibc's wrappers would change every
-// thread of the daemon), and leaving uid 0 clears its capabilities. Its
-// fds — the log, the channels — were opened before. Then the sandboxes'
-// baseline seccomp filter. This is not a process
-// boundary (a memory-corruption bug still shares the daemon's address
-// space); it takes away what a hijacked thread could do with syscalls.
+// thread), and leaving uid 0 clears its capabilities. Then no_new_privs and
+// the sandboxes' baseline seccomp filter, for this thread only.
 absl::Status DropThreadPrivileges() {
   if (::geteuid() == 0) {
     if (::syscall(SYS_setgroups, 0, nullptr) != 0) return ErrnoStatus(errno, "setgroups(egress gateway)");
@@ -98,6 +97,8 @@ absl::Status DropThreadPrivileges() {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus(errno, "prctl(PR_SET_NO_NEW_PRIVS, gateway)");
   // The sandboxes' baseline filter, on this thread only (no TSYNC): no
   // mount, ptrace, bpf, namespaces, keyctl, io_uring, ... from here on.
+  // A gateway process has it already; a second copy would only cost.
+  if (::prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2) return absl::OkStatus();
   CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(seccomp::Policy::kDefault));
   if (int rc = seccomp::Load(bpf->AsFprog()); rc != 0) return ErrnoStatus(-rc, "seccomp(egress gateway)");
   return absl::OkStatus();
