@@ -86,13 +86,22 @@ void RunInit(int control_fd, ControlMessage* report, PayloadMain payload, void* 
   const int sigfd = serving ? ::signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
   for (;;) {
     int sig;
-    if (sigfd >= 0) {
+    if (serving) {
+      // Without a signalfd (ENOMEM), signals are polled for every 50 ms
+      // rather than the service left unserved.
       struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {service->fd, POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) continue;  // EINTR
+      if (::poll(fds, 2, sigfd >= 0 ? -1 : 50) < 0) continue;  // EINTR
       if (fds[1].revents & POLLIN) service->on_readable(service->fd, service->partner_fd);
-      struct signalfd_siginfo si;
-      if (!(fds[0].revents & POLLIN) || ::read(sigfd, &si, sizeof(si)) != sizeof(si)) continue;
-      sig = static_cast<int>(si.ssi_signo);
+      if (sigfd >= 0) {
+        struct signalfd_siginfo si;
+        if (!(fds[0].revents & POLLIN) || ::read(sigfd, &si, sizeof(si)) != sizeof(si)) continue;
+        sig = static_cast<int>(si.ssi_signo);
+      } else {
+        siginfo_t info;
+        const struct timespec now = {0, 0};
+        sig = ::sigtimedwait(&wanted, &info, &now);
+        if (sig < 0) continue;  // EAGAIN: none pending
+      }
     } else {
       siginfo_t info;
       sig = ::sigwaitinfo(&wanted, &info);

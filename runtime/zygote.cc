@@ -15,6 +15,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 #include <memory>
@@ -561,7 +562,11 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   child_control.reset();
   egress_child.reset();
   if (gateway != nullptr) {
-    CUBICLE_ASSIGN_OR_RETURN(state->egress, gateway->Attach(absl::StrCat(cloned.pid), std::move(egress_host)));
+    // "<init pid>-<n>": unique for the gateway's life even if a pid is
+    // reused before an earlier sandbox's teardown is done.
+    static std::atomic<uint64_t> sandboxes{0};
+    CUBICLE_ASSIGN_OR_RETURN(state->egress, gateway->Attach(absl::StrCat(cloned.pid, "-", ++sandboxes),
+                                                            std::move(egress_host)));
   }
   trees.clear();  // the child holds its own copies
   clock.Mark("clone");
