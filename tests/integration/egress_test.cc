@@ -424,6 +424,35 @@ TEST_F(EgressTest, DirectConnectFromInsideFails) {
   EXPECT_EQ(Seen(), std::vector<std::string>{});
 }
 
+// The payload holds no fd of the bridge or the gateway channel, cannot
+// read init's, and sees only lo.
+TEST_F(EgressTest, PayloadHoldsNothingOfTheBridge) {
+  std::vector<std::string> args = {"run"};
+  for (const std::string& f : AllowFlags()) args.push_back(f);
+  for (const std::string& a :
+       {std::string("--"), std::string("/usr/bin/python3"), std::string("-I"), std::string("-c"),
+        std::string("import os, socket\n"
+                    "print(sorted(os.listdir('/proc/self/fd')))\n"
+                    "for fd in os.listdir('/proc/self/fd'):\n"
+                    "    try:\n"
+                    "        print(fd, os.readlink('/proc/self/fd/' + fd))\n"
+                    "    except OSError: pass\n"
+                    "try:\n"
+                    "    print(os.listdir('/proc/1/fd'))\n"
+                    "except OSError as e:\n"
+                    "    print('init fds:', type(e).__name__)\n"
+                    "print([n for _, n in socket.if_nameindex()])\n")}) {
+    args.push_back(a);
+  }
+  ProcessRun run = RunCubicle(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  // 0-2 and the one listdir itself opens; no socket among them.
+  EXPECT_TRUE(absl::StartsWith(run.out, "['0', '1', '2', '3']\n")) << run.out;
+  EXPECT_FALSE(absl::StrContains(run.out, "socket:")) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "init fds: PermissionError\n")) << run.out;
+  EXPECT_TRUE(absl::EndsWith(run.out, "['lo']\n")) << run.out;
+}
+
 TEST_F(EgressTest, NetNoneRefusesInetSockets) {
   ProcessRun run = RunCubicle({"run", "--net", "none", "--", "/usr/bin/python3", "-I", "-c",
                                "import socket\ntry:\n    socket.socket(socket.AF_INET)\n    print('inet ok')\n"
