@@ -146,6 +146,10 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Poli
     return ErrnoStatus(errno, "socketpair(egress gateway control)");
   }
   UniqueFd control(sv[0]), child_end(sv[1]);
+  // execve's failure comes back on a close-on-exec pipe (EOF: it worked).
+  int ep[2];
+  if (::pipe2(ep, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2(egress gateway exec)");
+  UniqueFd exec_read(ep[0]), exec_write(ep[1]);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus(errno, "fork(egress gateway)");
@@ -155,20 +159,29 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Poli
     // stdin/stdout: /dev/null (a daemon's stdout is its protocol); stderr
     // stays (the default decision log); the control socket becomes fd 3.
     const int ctl = ::fcntl(child_end.get(), F_DUPFD_CLOEXEC, 10);
-    if (ctl < 0 || ::dup2(devnull.get(), 0) < 0 || ::dup2(devnull.get(), 1) < 0 || ::dup2(ctl, 3) < 0) ::_exit(126);
-    ::syscall(SYS_close_range, 4, ~0U, 0);
+    const int report = ::fcntl(exec_write.get(), F_DUPFD_CLOEXEC, 10);
+    if (ctl < 0 || report < 0 || ::dup2(devnull.get(), 0) < 0 || ::dup2(devnull.get(), 1) < 0 ||
+        ::dup2(ctl, 3) < 0 || ::dup3(report, 4, O_CLOEXEC) < 0) {
+      ::_exit(126);
+    }
+    ::syscall(SYS_close_range, 5, ~0U, 0);
     ::execve(exe.c_str(), argv, envp);
-    const int err = errno;  // "X" + errno: the launcher names the step
-    char report[1 + sizeof(int)] = {'X'};
-    std::memcpy(report + 1, &err, sizeof(int));
-    (void)!::send(3, report, sizeof(report), MSG_NOSIGNAL);
+    const int err = errno;
+    (void)!::write(4, &err, sizeof(err));
     ::_exit(127);
   }
   child_end.reset();
+  exec_write.reset();
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   auto process = std::shared_ptr<GatewayProcess>(
       new GatewayProcess(pid, std::move(pidfd), std::move(control), Revision(policy)));
   // From here the destructor reaps it on every return.
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(exec_read.get(), &exec_errno, sizeof(exec_errno));
+  } while (got < 0 && errno == EINTR);
+  if (got == sizeof(exec_errno)) return ErrnoStatus(exec_errno, absl::StrCat("egress gateway: execve(", exe, ")"));
   CUBICLE_RETURN_IF_ERROR(SendMessage(process->control_.get(), message));
   pollfd p = {process->control_.get(), POLLIN, 0};
   int n;
@@ -182,11 +195,6 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Poli
     return absl::InternalError(absl::StrCat("egress gateway: exited before it was ready (exec ", exe, ")"));
   }
   if (reply == "R") return process;
-  if (reply.size() == 1 + sizeof(int) && reply[0] == 'X') {
-    int err;
-    std::memcpy(&err, reply.data() + 1, sizeof(int));
-    return ErrnoStatus(err, absl::StrCat("egress gateway: execve(", exe, ")"));
-  }
   return absl::InternalError(absl::StrCat("egress gateway: ", reply.empty() ? "" : reply.substr(1)));
 }
 

@@ -680,6 +680,12 @@ TEST_F(EgressTest, GatewayThatCannotStartFailsTheSandboxCleanly) {
   EXPECT_TRUE(absl::StrContains(z.status().message(), "egress gateway")) << z.status();
   EXPECT_TRUE(absl::StrContains(z.status().message(), "execve(/nonexistent/cubicle): ENOENT")) << z.status();
   EXPECT_EQ(egress::SharedGateways().live(), 0u);
+  // A gateway that starts but cannot open its log says so, through the CLI.
+  ProcessRun run = RunCubicle({"run", "--net", "allowlist", "--allow-domain", kName, "--egress-log",
+                               dir_.Join("no/such/dir/log"), "--", "/bin/true"});
+  EXPECT_EQ(run.exit_code, 125) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, absl::StrCat("open(", dir_.Join("no/such/dir/log"), ", egress log): ENOENT")))
+      << run.err;
 }
 
 // The gateway engine alone, in this process (no sandbox; the bridge's
