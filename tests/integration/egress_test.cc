@@ -480,6 +480,31 @@ TEST_F(EgressTest, ByteBudgetOverrunClosesTheConnectionAndIsLogged) {
   EXPECT_LT(moved, 4'000'000);
 }
 
+TEST_F(EgressTest, IdleConnectionIsClosedAndLogged) {
+  std::vector<std::string> args = {"run"};
+  for (const std::string& f : AllowFlags()) args.push_back(f);
+  for (const char* f : {"--egress-idle-timeout", "0.2"}) args.push_back(f);
+  // A tunnel nobody speaks on: the gateway closes it (EOF; the 20 s socket
+  // timeout only bounds the test).
+  for (const std::string& a : {std::string("--"), std::string("/usr/bin/python3"), std::string("-I"),
+                               std::string("-c"),
+                               absl::StrCat("import socket\n"
+                                            "a = socket.create_connection(('127.0.0.1', 18118), timeout=20)\n"
+                                            "a.sendall(b'CONNECT ", kName, ":", https_port_,
+                                            " HTTP/1.1\\r\\n\\r\\n')\n"
+                                            "print(a.recv(100).split(b'\\r\\n')[0].decode())\n"
+                                            "print('closed' if a.recv(100) == b'' else 'data')\n")}) {
+    args.push_back(a);
+  }
+  ProcessRun run = RunCubicle(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "HTTP/1.1 200 Connection established\nclosed\n") << run.err;
+  std::vector<boost::json::object> log = Decisions();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(Str(log[0], "decision"), "allow");
+  EXPECT_EQ(Str(log[0], "end"), "idle_timeout");
+}
+
 TEST_F(EgressTest, ConnectionBudgetRefusesTheExtraConnection) {
   std::vector<std::string> flags = AllowFlags();
   flags.push_back("--egress-max-connections");
