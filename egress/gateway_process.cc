@@ -213,6 +213,12 @@ GatewayProcess::~GatewayProcess() {
   }
 }
 
+bool GatewayProcess::alive() const {
+  if (!pidfd_) return true;  // no pidfd (old kernel): assume so; Attach fails if not
+  pollfd p = {pidfd_.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
 absl::StatusOr<Attachment> GatewayProcess::Attach(const std::string& sandbox, UniqueFd channel) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -233,7 +239,10 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayRegistry::Acquire(const P
   std::lock_guard<std::mutex> lock(mu_);
   std::erase_if(by_policy_, [](const auto& entry) { return entry.second.expired(); });
   if (auto it = by_policy_.find(key); it != by_policy_.end()) {
-    if (std::shared_ptr<GatewayProcess> running = it->second.lock()) return running;
+    std::shared_ptr<GatewayProcess> running = it->second.lock();
+    if (running != nullptr && running->alive()) return running;
+    // A gateway that died leaves its sandboxes without egress (their
+    // connections are reset); the next sandbox gets a new one.
   }
   CUBICLE_ASSIGN_OR_RETURN(std::shared_ptr<GatewayProcess> gateway, GatewayProcess::Spawn(policy));
   by_policy_[key] = gateway;

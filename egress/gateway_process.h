@@ -49,6 +49,9 @@ class GatewayProcess : public std::enable_shared_from_this<GatewayProcess> {
   // Hands `channel` (the host end of the sandbox's socketpair) over.
   absl::StatusOr<Attachment> Attach(const std::string& sandbox, UniqueFd channel);
 
+  // False once the process has exited (crashed, killed): the registry
+  // then starts a new one for the next sandbox of the revision.
+  bool alive() const;
   pid_t pid() const { return pid_; }
   const std::string& revision() const { return revision_; }
 

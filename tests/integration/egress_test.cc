@@ -662,6 +662,38 @@ TEST_F(EgressTest, DaemonProfileAndNarrowingRequests) {
   EXPECT_EQ(revisions.size(), 2u);
 }
 
+// A gateway that died is replaced for the next sandbox of its revision.
+TEST_F(EgressTest, DeadGatewayIsReplacedForTheNextSandbox) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.seccomp = seccomp::Policy::kDefault;
+  spec.egress.mode = egress::NetMode::kAllowlist;
+  spec.egress.domains = {*egress::ParseDomainPattern(kName)};
+  spec.egress.log_path = log_path();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> a = runtime::Zygote::Create(spec);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto gateways = [] {
+    std::vector<pid_t> out;
+    for (pid_t pid : Descendants()) {
+      if (ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "cubicle-egress\n") out.push_back(pid);
+    }
+    return out;
+  };
+  std::vector<pid_t> first = gateways();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(::kill(first[0], SIGKILL), 0);  // our own child
+  siginfo_t info;
+  ASSERT_EQ(::waitid(P_PID, first[0], &info, WEXITED | WNOWAIT), 0);  // dead (the registry reaps it later)
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> b = runtime::Zygote::Create(spec);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<pid_t> now = gateways();
+  EXPECT_EQ(now.size(), 2u) << "a new gateway beside the dead one (reaped when its sandbox goes)";
+  runtime::ExecRequest request;
+  request.argv = {"/bin/true"};
+  absl::StatusOr<SandboxRun> run = RunInZygote(**b, request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited);
+}
+
 // The gateway is a child of its launcher and dies with it.
 TEST_F(EgressTest, GatewayProcessDiesWithItsLauncher) {
   std::vector<std::string> args = {"run"};
