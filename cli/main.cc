@@ -10,9 +10,15 @@
 #include "cli/bwrap_command.h"
 #include "cli/commands.h"
 #include "cli/log.h"
+#include "egress/gateway_process.h"
 #include "namespaces/init.h"
 
 int main(int argc, char** argv) {
+  // The egress gateway of one policy revision, started by a launcher
+  // (egress/gateway_process.h); never a user-facing command.
+  if (argc == 2 && std::strcmp(argv[1], cubicle::egress::kGatewayCommand) == 0) {
+    return cubicle::egress::GatewayProcessMain(3);
+  }
   cubicle::namespaces::SetArgvArea(argc, argv);
   cubicle::cli::InitLogging();
   // bubblewrap's command line goes to its own parser untouched: as `bwrap`

@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "cli/commands.h"
+#include "cli/egress_flags.h"
 #include "cli/flag_values.h"
 #include "rpc/results_json.h"
 #include "cli/log.h"
@@ -68,6 +69,7 @@ struct RunFlags {
   AcceleratorFlags accelerators;  // --npu, --gpu, --npu-root
   CLI::Option* npu = nullptr;
   CLI::Option* gpu = nullptr;
+  EgressFlags egress;
   std::vector<std::string> command;
 };
 
@@ -251,6 +253,7 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   absl::StatusOr<seccomp::Policy> policy = seccomp::ParsePolicy(f.seccomp);
   if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--seccomp: ", policy.status().message()));
   spec.seccomp = *policy;
+  CUBICLE_RETURN_IF_ERROR(ApplyEgressFlags(f.egress, f.app->count("--seccomp") > 0, &spec));
   // The defaults need the cgroup layout (discovery and the stale-group
   // sweep): skip that when both defaulted limits are given explicitly.
   if (f.memory.empty() || f.pids.empty()) spec.limits = runtime::DefaultLimits();
@@ -413,6 +416,7 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   f.npu = app->add_option("--npu", f.accelerators.npu, "Ascend NPUs by host logic id, e.g. 6,4: each is probed, then shown as /dev/davinci0.. in ascending host id");
   f.gpu = app->add_option("--gpu", f.accelerators.gpu, "NVIDIA GPUs by host index, e.g. 0,1: probed, then /dev/nvidia0..");
   app->add_option("--npu-root", f.accelerators.npu_root, "Directory that stands for / when looking for accelerator nodes, tools and driver files");
+  AddEgressFlags(app, &f.egress);
   app->add_option("command", f.command, "The command and its arguments")->required();
   return [flags] { return Run(*flags); };
 }

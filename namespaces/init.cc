@@ -2,8 +2,10 @@
 
 #include "namespaces/process.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -57,20 +59,44 @@ void BecomeInit() {
   ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the payload unblocks its own copy
 }
 
-void Supervise(int control_fd, ControlMessage* report, long pid) {
-  // From here init needs only its control socket; the payload has its own
-  // copies of the stdio fds.
-  CloseAllFdsExcept(&control_fd, 1, &report->error);
+void Supervise(int control_fd, ControlMessage* report, long pid, const InitService* service) {
+  // From here init needs only its control socket (and the service's two
+  // sockets); the payload has its own copies of the stdio fds.
+  const bool serving = service != nullptr && service->fd >= 0;
+  const int keep[3] = {control_fd, serving ? service->fd : -1, serving ? service->partner_fd : -1};
+  CloseAllFdsExcept(keep, serving ? 3 : 1, &report->error);
   report->payload_pid = static_cast<int32_t>(pid);
 
   sigset_t wanted;
   sigemptyset(&wanted);
   sigaddset(&wanted, SIGCHLD);
   for (int sig : kForwarded) sigaddset(&wanted, sig);
+  // With a service, signals arrive on a signalfd polled with its socket;
+  // without one, sigwaitinfo as before.
+  const int sigfd = serving ? ::signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
   for (;;) {
-    siginfo_t info;
-    int sig = ::sigwaitinfo(&wanted, &info);
-    if (sig < 0) continue;  // EINTR
+    int sig;
+    if (serving) {
+      // Without a signalfd (ENOMEM), signals are polled for every 50 ms
+      // rather than the service left unserved.
+      struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {service->fd, POLLIN, 0}};
+      if (::poll(fds, 2, sigfd >= 0 ? -1 : 50) < 0) continue;  // EINTR
+      if (fds[1].revents & POLLIN) service->on_readable(service->fd, service->partner_fd);
+      if (sigfd >= 0) {
+        struct signalfd_siginfo si;
+        if (!(fds[0].revents & POLLIN) || ::read(sigfd, &si, sizeof(si)) != sizeof(si)) continue;
+        sig = static_cast<int>(si.ssi_signo);
+      } else {
+        siginfo_t info;
+        const struct timespec now = {0, 0};
+        sig = ::sigtimedwait(&wanted, &info, &now);
+        if (sig < 0) continue;  // EAGAIN: none pending
+      }
+    } else {
+      siginfo_t info;
+      sig = ::sigwaitinfo(&wanted, &info);
+      if (sig < 0) continue;  // EINTR
+    }
     if (sig != SIGCHLD) {
       ::kill(static_cast<pid_t>(pid), sig);
       continue;

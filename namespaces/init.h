@@ -14,15 +14,26 @@ namespace cubicle::namespaces {
 // sandbox does not learn the host command line (paths, tokens in flags).
 void SetArgvArea(int argc, char** argv);
 
+// A socket init serves besides its signals (the egress bridge): init keeps
+// `fd` and `partner_fd` open (the payload never has them) and calls
+// `on_readable(fd, partner_fd)` whenever `fd` is readable. The callback
+// must not block or allocate.
+struct InitService {
+  int fd = -1;
+  int partner_fd = -1;
+  void (*on_readable)(int fd, int partner_fd) = nullptr;
+};
+
 // cubicle's init in two halves, so that the payload can be forked before
 // the request arrives (runtime/zygote.cc): BecomeInit() makes this process
 // cubicle's init (not dumpable, launcher argv hidden, every signal blocked
-// and taken later with sigwaitinfo; children reset their own mask);
-// Supervise() forwards signals to `payload_pid`, reaps every child,
-// reports the payload's wait status and rusage on `control_fd` (`report`
-// carries the step stamps so far) and exits. Supervise closes every fd but
-// `control_fd`.
+// and taken later with sigwaitinfo or a signalfd; children reset their own
+// mask); Supervise() forwards signals to `payload_pid`, reaps every child,
+// serves `service` when given, reports the payload's wait status and rusage
+// on `control_fd` (`report` carries the step stamps so far) and exits.
+// Supervise closes every fd but `control_fd` and the service's.
 void BecomeInit();
-[[noreturn]] void Supervise(int control_fd, ControlMessage* report, long payload_pid);
+[[noreturn]] void Supervise(int control_fd, ControlMessage* report, long payload_pid,
+                            const InitService* service = nullptr);
 
 }  // namespace cubicle::namespaces

@@ -29,6 +29,7 @@
 #include "base/units.h"
 #include "npu/host_layout.h"
 #include "npu/passthrough.h"
+#include "egress/policy_json.h"
 #include "rootfs/mount_plan.h"
 #include "runtime/defaults.h"
 #include "seccomp/policy.h"
@@ -616,7 +617,7 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
       Object o, Object::Open(v, path,
                              {"hostname", "uid", "gid", "seccomp", "tmp_size", "binds", "tmpfs", "env", "rlimits",
                               "limits", "breakers", "timeout_ms", "max_timeout_ms", "output_bytes", "pool",
-                              "interpreter", "npu", "gpu"}));
+                              "interpreter", "npu", "gpu", "network"}));
   runtime::DefaultsOptions defaults;
   CUBICLE_RETURN_IF_ERROR(o.Read("hostname", &defaults.hostname, AsString));
   CUBICLE_RETURN_IF_ERROR(ReadCount(o, "uid", &defaults.uid, 0, kMaxId));
@@ -637,6 +638,14 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
                    absl::StrCat("'", policy, "' is not a seccomp policy (expected none, default or no-network)"));
     }
     profile.spec.seccomp = *parsed;
+  }
+  if (const json::value* network = o.Find("network")) {
+    CUBICLE_ASSIGN_OR_RETURN(profile.spec.egress, egress::PolicyFromJson(*network, o.PathOf("network"), {}));
+    // The bridge needs AF_INET inside: unless the profile names a seccomp
+    // policy, an allowlist gets "default" (ValidateSpec refuses no-network).
+    if (profile.spec.egress.mode == egress::NetMode::kAllowlist && o.Find("seccomp") == nullptr) {
+      profile.spec.seccomp = seccomp::Policy::kDefault;
+    }
   }
   if (const json::value* binds = o.Find("binds")) {
     CUBICLE_RETURN_IF_ERROR(ForEachElement(*binds, o.PathOf("binds"), [&](const json::value& b, std::string at) {

@@ -34,6 +34,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "rpc/npu_methods.h"
+#include "egress/policy_json.h"
 #include "rpc/results_json.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
@@ -251,13 +252,26 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
     }
     out.budget = static_cast<uint64_t>(*output_bytes);
   }
+  // params.network may only narrow the profile's policy.
+  if (const json::value* network = params.if_contains("network")) {
+    absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*network, "params.network", profile.spec.egress);
+    if (!policy.ok()) return Error{kInvalidParams, std::string(policy.status().message()), nullptr};
+    if (absl::Status st = egress::CheckNarrows(profile.spec.egress, *policy); !st.ok()) {
+      return Error{kLimitExceeded, absl::StrCat("params.network: ", st.message()), nullptr};
+    }
+    if (*policy != profile.spec.egress) {
+      out.narrowed = profile.spec;
+      out.narrowed->egress = *std::move(policy);
+      if (out.narrowed->egress.mode == egress::NetMode::kNone) out.narrowed->seccomp = seccomp::Policy::kNoNetwork;
+    }
+  }
   return out;
 }
 
 Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes", "limits", "workspace", "npu", "gpu"})) {
+                                         "output_bytes", "limits", "workspace", "network", "npu", "gpu"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
@@ -292,6 +306,17 @@ Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const js
 Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
   runtime::Pool* pool = p.pool;
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+  if (p.narrowed.has_value()) {
+    // Its own policy revision: a sandbox made for this request (the cold
+    // path), attached to that revision's gateway.
+    runner = [spec = *p.narrowed](const runtime::ExecRequest& r) -> absl::StatusOr<runtime::ExecResult> {
+      runtime::ZygoteOptions options;
+      options.wait_until_ready = false;
+      absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(spec, options);
+      if (!zygote.ok()) return zygote.status();
+      return (*zygote)->Run(r);
+    };
+  }
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, p.budget);
@@ -331,7 +356,7 @@ void Daemon::ForgetOldExecutionsLocked() {
 Expected<json::value> Daemon::ExecStart(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes",
-                                         "key", "limits", "workspace"})) {
+                                         "key", "limits", "workspace", "network"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));

@@ -69,6 +69,9 @@ class Daemon {
     runtime::Pool* pool = nullptr;
     runtime::ExecRequest request;
     uint64_t budget = 0;
+    // A network policy narrower than the profile's (params.network): the
+    // run gets a sandbox of its own instead of a pooled one.
+    std::optional<runtime::SandboxSpec> narrowed;
   };
   Expected<RunParams> ParseRunParams(const boost::json::object& params);
   // sandbox.run's work once its params are parsed.

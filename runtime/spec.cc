@@ -27,6 +27,24 @@ absl::Status ValidateExecution(const std::vector<std::string>& argv, const std::
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status ValidateEgress(const SandboxSpec& spec) {
+  CUBICLE_RETURN_IF_ERROR(egress::ValidatePolicy(spec.egress));
+  if (spec.egress.mode != egress::NetMode::kAllowlist) return absl::OkStatus();
+  if (!spec.namespaces.net) {
+    return absl::InvalidArgumentError(
+        "network policy allowlist needs the sandbox's own network namespace (the bridge listens in it)");
+  }
+  if (spec.seccomp == seccomp::Policy::kNoNetwork) {
+    return absl::InvalidArgumentError(
+        "network policy allowlist needs seccomp policy 'default': 'no-network' refuses socket(AF_INET)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateSpec(const SandboxSpec& spec) {
   CUBICLE_RETURN_IF_ERROR(ValidateExecution(spec.argv, spec.env, spec.cwd, spec.timeout));
   if (!spec.namespaces.user || !spec.namespaces.mount) {
@@ -72,6 +90,10 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
   if (spec.as_pid_1 && !spec.namespaces.pid) {
     return absl::InvalidArgumentError("the payload can be PID 1 only in a new pid namespace");
   }
+  if (spec.as_pid_1 && spec.egress.mode == egress::NetMode::kAllowlist) {
+    return absl::InvalidArgumentError(
+        "an egress allowlist needs cubicle's init (its bridge) and cannot be combined with the payload as PID 1");
+  }
   CUBICLE_RETURN_IF_ERROR(cgroups::ValidateLimits(spec.limits, nullptr));
   const BreakerSpec& b = spec.breakers;
   if (b.cpu_share && !(*b.cpu_share > 0)) {
@@ -93,6 +115,7 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
     }
   }
   CUBICLE_RETURN_IF_ERROR(cgroups::ValidateDeviceRules(spec.devices));
+  CUBICLE_RETURN_IF_ERROR(ValidateEgress(spec));
   return rootfs::ValidatePlan(spec.mounts);
 }
 

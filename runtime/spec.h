@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "cgroups/devices.h"
 #include "cgroups/limits.h"
+#include "egress/policy.h"
 #include "runtime/breakers.h"
 #include "namespaces/clone.h"
 #include "rootfs/mount_plan.h"
@@ -103,6 +104,10 @@ struct SandboxSpec {
   // on. They are inherited at clone: only meaningful to the process that
   // creates the sandbox (the cold path, `cubicle bwrap`), never a pool.
   std::vector<int> inherited_fds;
+  // Network egress (egress/): none (lo only) or an allowlist served by the
+  // host gateway through a bridge in init. An allowlist needs a network
+  // namespace and a seccomp policy that permits AF_INET (kDefault).
+  egress::Policy egress;
 
   bool operator==(const SandboxSpec&) const = default;
 };

@@ -16,6 +16,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 #include <memory>
@@ -37,6 +38,8 @@
 #include "namespaces/process.h"
 #include "rootfs/builder.h"
 #include "cgroups/cgroup.h"
+#include "egress/bridge.h"
+#include "egress/gateway_process.h"
 #include "runtime/breakers.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
@@ -81,6 +84,13 @@ struct ChildPlan {
   // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
   std::vector<std::string> cwd_fallbacks;
   std::vector<std::string> pwd_entries;
+  // The launcher's end of the control pair: the child closes its copy
+  // first, so that the launcher's death is EOF even before "go".
+  int launcher_control_fd = -1;
+  // The sandbox's end of its egress channel, and the bridge's port (-1 / 0:
+  // no egress).
+  int egress_fd = -1;
+  uint16_t bridge_port = 0;
   // Where the child receives its execution request: allocated here, before
   // clone, so the child allocates nothing.
   std::vector<char> request_buffer = std::vector<char>(namespaces::kMaxExecRequestBytes + 1);
@@ -289,7 +299,11 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   ControlMessage report;
   std::memset(&report, 0, sizeof(report));
   report.step_ns[namespaces::kStepChildStart] = namespaces::MonotonicNanos();
+  // Egress: init passes each connection to the bridge's port on to the
+  // host gateway over the egress channel.
+  namespaces::InitService bridge{-1, plan.egress_fd, egress::bridge::PassPending};
   ChildError* e = &report.error;
+  ::close(plan.launcher_control_fd);
   rootfs::BuildReport build;
   // The parent-death signal is set after the id switch: the kernel clears
   // it whenever the credentials change (as root, kuid 0 becomes 1000000+),
@@ -308,6 +322,7 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || !plan.set_hostname || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
+       (plan.egress_fd < 0 || egress::bridge::Listen(plan.bridge_port, &bridge.fd, e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
   if (!ok) {
@@ -362,7 +377,7 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
     report.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
     namespaces::SendControl(plan.control_fd, report);
   }
-  namespaces::Supervise(plan.control_fd, &report, payload_pid);
+  namespaces::Supervise(plan.control_fd, &report, payload_pid, bridge.fd >= 0 ? &bridge : nullptr);
 }
 
 struct Identity {
@@ -608,6 +623,8 @@ struct Zygote::State {
   std::unique_ptr<cgroups::DeviceCgroup> devices;  // spec.devices: removed after init is reaped
   UniqueFd control;
   std::optional<InitProcess> init;
+  // The sandbox's hold on its policy's gateway; closes its connections.
+  egress::Attachment egress;
   ControlMessage last{};  // step stamps and flags gathered so far
   bool ready = false;
   bool used = false;
@@ -752,6 +769,22 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   CUBICLE_RETURN_IF_ERROR(MakeDeviceCgroup(spec, state->cgroup.get(), &state->devices, &created));
   clock.Mark("cgroup");
 
+  // Egress: the gateway of this policy (made on first use) and the
+  // sandbox's private channel to it.
+  std::shared_ptr<egress::GatewayProcess> gateway;
+  UniqueFd egress_host, egress_child;
+  if (spec.egress.mode == egress::NetMode::kAllowlist) {
+    CUBICLE_ASSIGN_OR_RETURN(gateway, egress::SharedGateways().Acquire(spec.egress));
+    int ev[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ev) != 0) {
+      return ErrnoStatus(errno, "socketpair(egress)");
+    }
+    egress_host.reset(ev[0]);
+    egress_child.reset(ev[1]);
+    plan.egress_fd = egress_child.get();
+    plan.bridge_port = spec.egress.bridge_port;
+  }
+
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return ErrnoStatus(errno, "socketpair(control)");
@@ -759,7 +792,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   state->control.reset(sv[0]);
   UniqueFd child_control(sv[1]);
   plan.control_fd = child_control.get();
+  plan.launcher_control_fd = sv[0];
   plan.init_keep = {plan.control_fd};
+  if (plan.egress_fd >= 0) plan.init_keep.push_back(plan.egress_fd);
   plan.init_keep.insert(plan.init_keep.end(), spec.inherited_fds.begin(), spec.inherited_fds.end());
   plan.inherited_fds = spec.inherited_fds;
   clock.Mark("prepare");
@@ -790,6 +825,14 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   state->init.emplace(cloned.pid, cloned.pidfd);
   child_control.reset();
+  egress_child.reset();
+  if (gateway != nullptr) {
+    // "<init pid>-<n>": unique for the gateway's life even if a pid is
+    // reused before an earlier sandbox's teardown is done.
+    static std::atomic<uint64_t> sandboxes{0};
+    CUBICLE_ASSIGN_OR_RETURN(state->egress, gateway->Attach(absl::StrCat(cloned.pid, "-", ++sandboxes),
+                                                            std::move(egress_host)));
+  }
   trees.clear();  // the child holds its own copies
   clock.Mark("clone");
 
@@ -897,8 +940,16 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     result.warm = invocation.has_value();
   }
   bool peer_gone = false;
-  absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, request.env, request.cwd,
-                                                  SearchPath(request.env), stdio, workspace.get(), &peer_gone,
+  // Egress: the payload finds the bridge through the proxy variables
+  // (they replace the request's own).
+  std::vector<std::string> env = request.env;
+  for (const std::string& kv : egress::ProxyEnvironment(z.spec.egress)) {
+    const std::string name = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+    env.push_back(kv);
+  }
+  absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, env, request.cwd,
+                                                  SearchPath(env), stdio, workspace.get(), &peer_gone,
                                                   warm);
   // A sandbox that failed its setup before reading the request has already
   // sent why: go on and collect it.

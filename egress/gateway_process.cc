@@ -1,0 +1,309 @@
+#include "egress/gateway_process.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "egress/policy_json.h"
+#include "seccomp/policy.h"
+
+namespace cubicle::egress {
+namespace {
+
+constexpr size_t kMaxMessage = 64 * 1024;
+constexpr int kReadyTimeoutMs = 10'000;
+constexpr int kExitTimeoutMs = 5'000;
+
+std::mutex executable_mu;
+std::string* executable = nullptr;
+
+std::string GatewayExecutable() {
+  std::lock_guard<std::mutex> lock(executable_mu);
+  return executable != nullptr ? *executable : "/proc/self/exe";
+}
+
+absl::Status SendMessage(int fd, const std::string& message, int pass_fd = -1) {
+  iovec iov = {const_cast<char*>(message.data()), message.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg;
+  std::memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (pass_fd >= 0) {
+    std::memset(control, 0, sizeof(control));
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+  }
+  for (;;) {
+    if (::sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(message.size())) return absl::OkStatus();
+    if (errno != EINTR) return ErrnoStatus(errno, "sendmsg(egress gateway control)");
+  }
+}
+
+// One message and at most one passed fd. Returns false at EOF or on error.
+bool ReceiveMessage(int fd, std::string* message, UniqueFd* passed) {
+  message->resize(kMaxMessage);
+  iovec iov = {message->data(), message->size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  msghdr msg;
+  std::memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  message->resize(static_cast<size_t>(n));
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      if (!*passed && i == 0) {
+        passed->reset(received);
+      } else {
+        ::close(received);
+      }
+    }
+  }
+  return true;
+}
+
+// Process-wide, before any thread exists: root goes (as root), then
+// no_new_privs and the sandboxes' baseline seccomp filter, which every
+// thread started later inherits.
+absl::Status DropProcessPrivileges() {
+  if (::geteuid() == 0) {
+    if (::setgroups(0, nullptr) != 0) return ErrnoStatus(errno, "setgroups(egress gateway)");
+    if (::setresgid(kGatewayId, kGatewayId, kGatewayId) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("setresgid(egress gateway, ", kGatewayId, ")"));
+    }
+    if (::setresuid(kGatewayId, kGatewayId, kGatewayId) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("setresuid(egress gateway, ", kGatewayId, ")"));
+    }
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus(errno, "prctl(PR_SET_NO_NEW_PRIVS)");
+  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(seccomp::Policy::kDefault));
+  if (int rc = seccomp::Load(bpf->AsFprog()); rc != 0) return ErrnoStatus(-rc, "seccomp(egress gateway)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void SetGatewayExecutable(std::string path) {
+  std::lock_guard<std::mutex> lock(executable_mu);
+  if (executable == nullptr) executable = new std::string();
+  *executable = std::move(path);
+}
+
+GatewayProcess::GatewayProcess(pid_t pid, UniqueFd pidfd, UniqueFd control, std::string revision)
+    : pid_(pid), pidfd_(std::move(pidfd)), control_(std::move(control)), revision_(std::move(revision)) {}
+
+absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Policy& policy) {
+  CUBICLE_RETURN_IF_ERROR(ValidatePolicy(policy));
+  if (policy.mode != NetMode::kAllowlist) return absl::InvalidArgumentError("a gateway serves an allowlist only");
+  const std::string message = absl::StrCat("P", boost::json::serialize(PolicyToJson(policy)));
+  if (message.size() > kMaxMessage) {
+    return absl::InvalidArgumentError(absl::StrCat("network policy: larger than ", kMaxMessage, " bytes as JSON"));
+  }
+  // Everything the child touches exists before fork: the launcher may have
+  // other threads (a daemon), so the child only makes async-signal-safe
+  // calls until execve.
+  const std::string exe = GatewayExecutable();
+  char arg0[] = "cubicle-egress";
+  char arg1[sizeof(kGatewayCommand)];
+  std::memcpy(arg1, kGatewayCommand, sizeof(kGatewayCommand));
+  char* const argv[] = {arg0, arg1, nullptr};
+  char* const envp[] = {nullptr};
+  UniqueFd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!devnull) return ErrnoStatus(errno, "open(/dev/null)");
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return ErrnoStatus(errno, "socketpair(egress gateway control)");
+  }
+  UniqueFd control(sv[0]), child_end(sv[1]);
+  // execve's failure comes back on a close-on-exec pipe (EOF: it worked).
+  int ep[2];
+  if (::pipe2(ep, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2(egress gateway exec)");
+  UniqueFd exec_read(ep[0]), exec_write(ep[1]);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus(errno, "fork(egress gateway)");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    // stdin/stdout: /dev/null (a daemon's stdout is its protocol); stderr
+    // stays (the default decision log); the control socket becomes fd 3.
+    const int ctl = ::fcntl(child_end.get(), F_DUPFD_CLOEXEC, 10);
+    const int report = ::fcntl(exec_write.get(), F_DUPFD_CLOEXEC, 10);
+    if (ctl < 0 || report < 0 || ::dup2(devnull.get(), 0) < 0 || ::dup2(devnull.get(), 1) < 0 ||
+        ::dup2(ctl, 3) < 0 || ::dup3(report, 4, O_CLOEXEC) < 0) {
+      ::_exit(126);
+    }
+    ::syscall(SYS_close_range, 5, ~0U, 0);
+    ::execve(exe.c_str(), argv, envp);
+    const int err = errno;
+    (void)!::write(4, &err, sizeof(err));
+    ::_exit(127);
+  }
+  child_end.reset();
+  exec_write.reset();
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  auto process = std::shared_ptr<GatewayProcess>(
+      new GatewayProcess(pid, std::move(pidfd), std::move(control), Revision(policy)));
+  // From here the destructor reaps it on every return.
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(exec_read.get(), &exec_errno, sizeof(exec_errno));
+  } while (got < 0 && errno == EINTR);
+  if (got == sizeof(exec_errno)) return ErrnoStatus(exec_errno, absl::StrCat("egress gateway: execve(", exe, ")"));
+  CUBICLE_RETURN_IF_ERROR(SendMessage(process->control_.get(), message));
+  pollfd p = {process->control_.get(), POLLIN, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, kReadyTimeoutMs);
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return absl::DeadlineExceededError("egress gateway: not ready within 10 s");
+  std::string reply;
+  UniqueFd none;
+  if (!ReceiveMessage(process->control_.get(), &reply, &none)) {
+    return absl::InternalError(absl::StrCat("egress gateway: exited before it was ready (exec ", exe, ")"));
+  }
+  if (reply == "R") return process;
+  return absl::InternalError(absl::StrCat("egress gateway: ", reply.empty() ? "" : reply.substr(1)));
+}
+
+GatewayProcess::~GatewayProcess() {
+  control_.reset();  // EOF: the gateway closes everything and exits
+  if (pidfd_) {
+    pollfd p = {pidfd_.get(), POLLIN, 0};
+    int n;
+    do {
+      n = ::poll(&p, 1, kExitTimeoutMs);
+    } while (n < 0 && errno == EINTR);
+    if (n == 0) ::kill(pid_, SIGKILL);
+  }
+  int status;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+bool GatewayProcess::alive() const {
+  if (!pidfd_) return true;  // no pidfd (old kernel): assume so; Attach fails if not
+  pollfd p = {pidfd_.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+absl::StatusOr<Attachment> GatewayProcess::Attach(const std::string& sandbox, UniqueFd channel) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CUBICLE_RETURN_IF_ERROR(SendMessage(control_.get(), absl::StrCat("A", sandbox), channel.get()));
+  }
+  std::shared_ptr<GatewayProcess> self = shared_from_this();
+  GatewayProcess* raw = self.get();
+  return Attachment(std::move(self), [raw, sandbox] { raw->Detach(sandbox); });
+}
+
+void GatewayProcess::Detach(const std::string& sandbox) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SendMessage(control_.get(), absl::StrCat("D", sandbox)).IgnoreError();  // a dead gateway has nothing to close
+}
+
+absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayRegistry::Acquire(const Policy& policy) {
+  const std::string key = CanonicalText(policy);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(by_policy_, [](const auto& entry) { return entry.second.expired(); });
+  if (auto it = by_policy_.find(key); it != by_policy_.end()) {
+    std::shared_ptr<GatewayProcess> running = it->second.lock();
+    if (running != nullptr && running->alive()) return running;
+    // A gateway that died leaves its sandboxes without egress (their
+    // connections are reset); the next sandbox gets a new one.
+  }
+  CUBICLE_ASSIGN_OR_RETURN(std::shared_ptr<GatewayProcess> gateway, GatewayProcess::Spawn(policy));
+  by_policy_[key] = gateway;
+  return gateway;
+}
+
+size_t GatewayRegistry::live() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(by_policy_, [](const auto& entry) { return entry.second.expired(); });
+  return by_policy_.size();
+}
+
+GatewayRegistry& SharedGateways() {
+  static GatewayRegistry* registry = new GatewayRegistry();
+  return *registry;
+}
+
+int GatewayProcessMain(int control_fd) {
+  ::prctl(PR_SET_NAME, "cubicle-egress", 0, 0, 0);
+  auto fail = [&](const absl::Status& st) {
+    SendMessage(control_fd, absl::StrCat("E", st.message())).IgnoreError();
+    return 1;
+  };
+  std::string message;
+  UniqueFd ignored;
+  if (!ReceiveMessage(control_fd, &message, &ignored) || message.empty() || message[0] != 'P') {
+    return fail(absl::InvalidArgumentError("expected the policy first"));
+  }
+  boost::system::error_code ec;
+  boost::json::value json = boost::json::parse(std::string_view(message).substr(1), ec);
+  if (ec) return fail(absl::InvalidArgumentError(absl::StrCat("policy: ", ec.message())));
+  absl::StatusOr<Policy> policy = PolicyFromJson(json, "policy", Policy());
+  if (!policy.ok()) return fail(policy.status());
+  // The log is opened with the launcher's privileges, then they go. The
+  // kernel clears the parent-death signal on that credential change: set
+  // it again, and check the launcher did not die in between.
+  absl::StatusOr<UniqueFd> log = OpenDecisionLog(policy->log_path);
+  if (!log.ok()) return fail(log.status());
+  const pid_t launcher = ::getppid();
+  if (absl::Status st = DropProcessPrivileges(); !st.ok()) return fail(st);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher) return 1;
+  absl::StatusOr<std::shared_ptr<Gateway>> gateway = Gateway::Start(*policy, *std::move(log));
+  if (!gateway.ok()) return fail(gateway.status());
+  if (!SendMessage(control_fd, "R").ok()) return 1;
+
+  std::map<std::string, Attachment> sandboxes;
+  for (;;) {
+    UniqueFd channel;
+    if (!ReceiveMessage(control_fd, &message, &channel)) break;  // EOF: the last sandbox is gone
+    if (message.empty()) continue;
+    const std::string sandbox = message.substr(1);
+    if (message[0] == 'A' && channel) {
+      absl::StatusOr<Attachment> attached = (*gateway)->Attach(sandbox, std::move(channel));
+      if (attached.ok()) sandboxes[sandbox] = *std::move(attached);
+    } else if (message[0] == 'D') {
+      sandboxes.erase(sandbox);
+    }
+  }
+  sandboxes.clear();
+  gateway->reset();
+  return 0;
+}
+
+}  // namespace cubicle::egress
