@@ -704,6 +704,30 @@ TEST_F(NpuTest, DeviceProgramOnAV2GroupAllowsOnlyItsRules) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 null refused, 2 zero-read refused, 4 zero-write allowed, 8 urandom allowed";
 }
 
+TEST_F(NpuTest, StaleDeviceGroupsOfADeadOwnerAreSwept) {
+  // A live group of ours, to learn where device groups go.
+  absl::StatusOr<std::unique_ptr<cgroups::DeviceCgroup>> live = cgroups::DeviceCgroup::Create({{'c', 1, 3, "rw"}});
+  if (absl::IsUnimplemented(live.status()) || absl::IsFailedPrecondition(live.status())) GTEST_SKIP() << live.status();
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_FALSE((*live)->v2());
+  const std::string parent = (*live)->path().substr(0, (*live)->path().rfind('/'));
+  // A pid that is surely gone: a child of ours, reaped.
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = absl::StrCat("cubicle-", dead, "-dev-7");
+  ASSERT_EQ(::mkdir(absl::StrCat(parent, "/", stale).c_str(), 0755), 0);
+  absl::StatusOr<cgroups::DeviceSweep> sweep = cgroups::SweepStaleDeviceGroups();
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  // (Other stale groups, of a cubicle killed earlier, may go too.)
+  EXPECT_NE(std::find(sweep->removed.begin(), sweep->removed.end(), stale), sweep->removed.end());
+  EXPECT_TRUE(sweep->failed.empty()) << absl::StrJoin(sweep->failed, "; ");
+  EXPECT_NE(::access(absl::StrCat(parent, "/", stale).c_str(), F_OK), 0);
+  EXPECT_EQ(::access((*live)->path().c_str(), F_OK), 0) << "a live owner's group stays";
+  EXPECT_TRUE((*live)->Remove().ok());
+}
+
 TEST(DeviceProgram, OneBlockPerRuleAndADefaultDeny) {
   // 6 loads/shifts, 7 or 8 instructions per rule (8 with a minor), 2 for
   // the final deny.
