@@ -111,6 +111,7 @@ class FakeHost {
     Node("nvidia-uvm", 254);
     Copy(std::string(CUBICLE_FAKES) + "/nvidia-smi", "usr/local/bin/nvidia-smi", 0755);
     Write("usr/lib64/libnvidia-fake-state.so", "3\n");
+    EXPECT_EQ(::symlink("libnvidia-fake-state.so", Path("usr/lib64/libcuda.so.1").c_str()), 0);
   }
 
   const std::string& root() const { return dir_.path(); }
@@ -518,12 +519,14 @@ TEST_F(NpuTest, BadAcceleratorFlagsAreUsageErrors) {
 TEST_F(NpuTest, RunWithGpuShowsTheGpusRenumberedAndTheirControlNodes) {
   FakeHost host;
   ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--gpu", "2,0", "--", "/bin/sh", "-c",
-                             "for n in /dev/nvidia*; do echo \"$n $(stat -c %T $n)\"; done; nvidia-smi -L"});
+                             "for n in /dev/nvidia*; do echo \"$n $(stat -c %T $n)\"; done; nvidia-smi -L;"
+                             " readlink /usr/lib64/libcuda.so.1; cat /usr/lib64/libcuda.so.1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "/dev/nvidia-uvm fe\n/dev/nvidia0 0\n/dev/nvidia1 2\n/dev/nvidiactl ff\n"
             "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
-            "GPU 2: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000002)\n");
+            "GPU 2: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000002)\n"
+            "libnvidia-fake-state.so\n3\n");
 }
 
 TEST_F(NpuTest, GpuInventoryProbesEachGpu) {
