@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -147,6 +148,10 @@ absl::StatusOr<std::unique_ptr<DeviceCgroup>> DeviceCgroup::Create(const std::ve
     return cg;
   }
   const std::string& parent = *v1_parent;
+  // Once per process, before its first group: those of a cubicle killed
+  // with SIGKILL (runs without accelerators never pay for this).
+  static std::once_flag swept;
+  std::call_once(swept, [] { SweepStaleDeviceGroups().IgnoreError(); });
   cg->path_ = absl::StrCat(parent, "/cubicle-", ::getpid(), "-dev-", next_sequence.fetch_add(1));
   // Another sandbox's Remove() may take the (empty) parent away between the
   // two mkdirs: one retry makes it again.

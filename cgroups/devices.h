@@ -83,6 +83,7 @@ struct DeviceSweep {
   std::vector<std::string> removed;
   std::vector<std::string> failed;  // "name: why"
 };
+// DeviceCgroup::Create runs it once per process; `cubicle cleanup` too.
 absl::StatusOr<DeviceSweep> SweepStaleDeviceGroups();
 
 // The cgroup v2 device program for `allow`: default deny; an access is

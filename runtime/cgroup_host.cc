@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 
 #include "cgroups/cgroup.h"
-#include "cgroups/devices.h"
 
 namespace cubicle::runtime {
 
@@ -31,15 +30,6 @@ const CgroupHost& SharedCgroupHost() {
       host->sweep_errors = sweep->failed;
     } else {
       host->sweep_errors.push_back(std::string(sweep.status().message()));
-    }
-    // The device groups of passed-through accelerators, after the sweep
-    // above has killed what was left in the dead owners' sandboxes.
-    absl::StatusOr<cgroups::DeviceSweep> devices = cgroups::SweepStaleDeviceGroups();
-    if (devices.ok()) {
-      host->swept.insert(host->swept.end(), devices->removed.begin(), devices->removed.end());
-      host->sweep_errors.insert(host->sweep_errors.end(), devices->failed.begin(), devices->failed.end());
-    } else {
-      host->sweep_errors.push_back(std::string(devices.status().message()));
     }
   });
   return *host;
