@@ -15,6 +15,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -281,12 +282,34 @@ TEST_F(NpuTest, SuccessfulProbesAreCachedFailedOnesNever) {
   EXPECT_NE(FindChip(*l, 4)->reason.find("NPU 4 cannot be opened inside the sandbox"), std::string::npos);
 }
 
+TEST_F(NpuTest, AnExecutionProbesAfreshWhateverTheCacheSays) {
+  FakeHost host;
+  std::unique_ptr<Inventory> inv = MakeInventory(host);
+  ASSERT_TRUE(FindChip(*inv->List(Vendor::kAscend, false), 4)->selectable);
+  host.SetOccupied({4});  // taken by another session since the listing
+  absl::Status st = inv->CheckSelection(Vendor::kAscend, {4}, ProbeSpec());
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("NPU 4 cannot be opened inside the sandbox"), std::string::npos) << st;
+}
+
 TEST_F(NpuTest, CheckSelectionProbesOnlyTheChipsNamed) {
   FakeHost host;
   std::unique_ptr<Inventory> inv = MakeInventory(host);
   // Chip 5 is occupied: it would fail a probe. Asking for 4 and 6 must not
-  // touch it (nor anything else): OK.
-  EXPECT_TRUE(inv->CheckSelection(Vendor::kAscend, {4, 6}, ProbeSpec()).ok());
+  // touch it (nor anything else): one probe per chip named, each seeing
+  // only its chip (the fake npu-smi logs what it saw into the workspace).
+  TempDir ws;
+  ::chmod(ws.path().c_str(), 0777);
+  runtime::DefaultsOptions defaults;
+  defaults.workspace = ws.path();
+  absl::StatusOr<runtime::SandboxSpec> execution = runtime::DefaultSpec(defaults);
+  ASSERT_TRUE(execution.ok()) << execution.status();
+  execution->env.push_back("NPU_SMI_FAKE_LOG=/workspace/probes.log");
+  absl::Status st = inv->CheckSelection(Vendor::kAscend, {4, 6}, *execution);
+  EXPECT_TRUE(st.ok()) << st;
+  std::vector<std::string> seen = Lines(ReadFile(ws.Join("probes.log")));
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"saw 4", "saw 6"}));
   absl::Status missing = inv->CheckSelection(Vendor::kAscend, {9}, ProbeSpec());
   EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
   EXPECT_NE(missing.message().find("NPU 9 is not on this host"), std::string::npos) << missing;
