@@ -150,6 +150,11 @@ class SandboxCgroup {
 // `name` is not one.
 pid_t GroupOwner(absl::string_view name);
 
+// Whether the process that made a group whose directory was born at
+// `birth_realtime_ns` may still be alive as `pid` (a pid reused by a later
+// process is not). Doubt says alive.
+bool GroupOwnerAlive(pid_t pid, int64_t birth_realtime_ns);
+
 struct SweepReport {
   std::vector<std::string> removed;  // group names
   std::vector<std::string> failed;   // "name: why"

@@ -1,5 +1,6 @@
 #include "cgroups/devices.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
 #include <sys/stat.h>
@@ -8,16 +9,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/status.h"
+#include "cgroups/cgroup.h"
 #include "cgroups/layout.h"
 
 namespace cubicle::cgroups {
@@ -144,6 +148,10 @@ absl::StatusOr<std::unique_ptr<DeviceCgroup>> DeviceCgroup::Create(const std::ve
     return cg;
   }
   const std::string& parent = *v1_parent;
+  // Once per process, before its first group: those of a cubicle killed
+  // with SIGKILL (runs without accelerators never pay for this).
+  static std::once_flag swept;
+  std::call_once(swept, [] { SweepStaleDeviceGroups().IgnoreError(); });
   cg->path_ = absl::StrCat(parent, "/cubicle-", ::getpid(), "-dev-", next_sequence.fetch_add(1));
   // Another sandbox's Remove() may take the (empty) parent away between the
   // two mkdirs: one retry makes it again.
@@ -184,6 +192,48 @@ absl::Status DeviceCgroup::Remove() {
   std::string parent = path_.substr(0, path_.rfind('/'));
   ::rmdir(parent.c_str());
   return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceSweep> SweepStaleDeviceGroups() {
+  DeviceSweep sweep;
+  absl::StatusOr<std::string> parent = DevicesParent();
+  if (!parent.ok()) {
+    if (absl::IsUnimplemented(parent.status())) return sweep;
+    return parent.status();
+  }
+  DIR* d = ::opendir(parent->c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return sweep;
+    return ErrnoStatus(errno, absl::StrCat("opendir(", *parent, ")"));
+  }
+  std::vector<std::pair<std::string, int64_t>> stale;
+  while (dirent* e = ::readdir(d)) {
+    // "cubicle-<pid>-dev-<seq>"
+    absl::string_view name = e->d_name;
+    if (e->d_type != DT_DIR || !absl::ConsumePrefix(&name, "cubicle-")) continue;
+    size_t dash = name.find("-dev-");
+    pid_t pid = 0;
+    uint64_t seq = 0;
+    if (dash == absl::string_view::npos || !absl::SimpleAtoi(name.substr(0, dash), &pid) || pid <= 0 ||
+        !absl::SimpleAtoi(name.substr(dash + 5), &seq)) {
+      continue;
+    }
+    struct stat st;
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const int64_t birth = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (!GroupOwnerAlive(pid, birth)) stale.emplace_back(e->d_name, birth);
+  }
+  ::closedir(d);
+  for (const auto& [name, birth] : stale) {
+    std::string path = absl::StrCat(*parent, "/", name);
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) {
+      sweep.removed.push_back(name);
+    } else {
+      sweep.failed.push_back(absl::StrCat(name, ": ", ErrnoStatus(errno, absl::StrCat("rmdir(", path, ")")).message()));
+    }
+  }
+  ::rmdir(parent->c_str());  // only when empty: other sandboxes' groups keep it
+  return sweep;
 }
 
 namespace {

@@ -73,6 +73,19 @@ class DeviceCgroup {
   bool removed_ = false;
 };
 
+// Removes the v1 device groups ("cubicle-<pid>-dev-<seq>") whose owner is
+// gone — a cubicle killed with SIGKILL — once they are empty (their
+// sandboxes died with their owner, or SweepStale killed them), and the
+// shared parent when it is left empty. Returns the names removed; a group
+// that still holds processes is an error naming it and stays. Nothing to do
+// (an empty list) where there is no v1 devices hierarchy.
+struct DeviceSweep {
+  std::vector<std::string> removed;
+  std::vector<std::string> failed;  // "name: why"
+};
+// DeviceCgroup::Create runs it once per process; `cubicle cleanup` too.
+absl::StatusOr<DeviceSweep> SweepStaleDeviceGroups();
+
 // The cgroup v2 device program for `allow`: default deny; an access is
 // allowed when its type, major, minor (unless the rule's is "*") match a
 // rule and its access bits are within the rule's. Exposed for tests.

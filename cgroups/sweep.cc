@@ -62,6 +62,8 @@ bool OwnerAlive(pid_t pid, int64_t birth_ns) {
 
 }  // namespace
 
+bool GroupOwnerAlive(pid_t pid, int64_t birth_realtime_ns) { return OwnerAlive(pid, birth_realtime_ns); }
+
 absl::StatusOr<SweepReport> SweepStale(const Layout& layout) {
   // name -> the earliest birth of its directories (CLOCK_REALTIME ns).
   std::vector<std::pair<std::string, int64_t>> found;

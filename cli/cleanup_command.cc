@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cgroups/devices.h"
 #include "cgroups/layout.h"
 #include "cli/commands.h"
 #include "runtime/cgroup_host.h"
@@ -22,6 +23,18 @@ std::function<int()> AddCleanupCommand(CLI::App& root) {
     int status = 0;
     for (const std::string& err : host.sweep_errors) {
       std::fprintf(stderr, "cubicle cleanup: %s\n", err.c_str());
+      status = 1;
+    }
+    // The device groups of accelerator passthrough (v1 devices hierarchy).
+    absl::StatusOr<cgroups::DeviceSweep> devices = cgroups::SweepStaleDeviceGroups();
+    if (devices.ok()) {
+      for (const std::string& name : devices->removed) std::printf("removed stale device group %s\n", name.c_str());
+      for (const std::string& err : devices->failed) {
+        std::fprintf(stderr, "cubicle cleanup: %s\n", err.c_str());
+        status = 1;
+      }
+    } else if (!absl::IsPermissionDenied(devices.status())) {
+      std::fprintf(stderr, "cubicle cleanup: %s\n", std::string(devices.status().message()).c_str());
       status = 1;
     }
     // A parent another user made (root's, seen by a rootless caller) is not

@@ -208,7 +208,9 @@ absl::Status Inventory::CheckSelection(Vendor vendor, const std::vector<int>& id
     }
     to_probe.push_back(id);
   }
-  for (const absl::Status& st : ProbeAll(vendor, to_probe, execution, /*refresh=*/false)) {
+  // Always afresh: a chip another session took since the last look must
+  // stop this execution before it starts, not fail inside it.
+  for (const absl::Status& st : ProbeAll(vendor, to_probe, execution, /*refresh=*/true)) {
     if (!st.ok()) problems.push_back(std::string(st.message()));
   }
   if (problems.empty()) return absl::OkStatus();

@@ -57,8 +57,9 @@ class Inventory {
 
   // Before a launch: checks and probes exactly `ids` — never another chip,
   // which may belong to another session — in `execution` (the spec that
-  // will run, before its passthrough). FailedPrecondition or NotFound
-  // naming each chip that cannot be used, and why.
+  // will run, before its passthrough). The host listing may come from the
+  // cache; the probes never do. FailedPrecondition or NotFound naming each
+  // chip that cannot be used, and why.
   absl::Status CheckSelection(Vendor vendor, const std::vector<int>& ids, const runtime::SandboxSpec& execution);
 
   const HostLayout& host() const { return host_; }

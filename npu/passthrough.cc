@@ -64,13 +64,35 @@ void NvidiaDriverFiles(const HostLayout& host, Passthrough* p) {
   std::optional<std::string> smi = host.FindTool(Vendor::kNvidia);
   std::optional<std::string> smi_inside = host.FindToolInSandbox(Vendor::kNvidia);
   if (smi.has_value() && smi_inside.has_value()) BindReadOnly(*smi, *smi_inside, &p->mounts);
+  // The root is literal text in the pattern: escape what glob would read.
+  std::string root;
+  for (char c : host.root()) {
+    if (c == '*' || c == '?' || c == '[' || c == '\\') root.push_back('\\');
+    root.push_back(c);
+  }
   for (const char* pattern : {"/usr/lib/x86_64-linux-gnu/libnvidia-*.so*", "/usr/lib/x86_64-linux-gnu/libcuda.so*",
                               "/usr/lib64/libnvidia-*.so*", "/usr/lib64/libcuda.so*"}) {
     glob_t g;
-    if (::glob(host.Host(pattern).c_str(), GLOB_NOSORT, nullptr, &g) == 0) {
+    if (::glob(absl::StrCat(root, pattern).c_str(), 0, nullptr, &g) == 0) {
       for (size_t i = 0; i < g.gl_pathc; ++i) {
-        std::string h = g.gl_pathv[i];
-        BindReadOnly(h, h.substr(host.root().size()), &p->mounts);
+        const std::string h = g.gl_pathv[i];
+        const std::string inside = h.substr(host.root().size());
+        struct stat st;
+        if (::lstat(h.c_str(), &st) != 0) continue;
+        if (S_ISREG(st.st_mode)) {
+          BindReadOnly(h, inside, &p->mounts);
+        } else if (S_ISLNK(st.st_mode) && !host.root().empty()) {
+          // libcuda.so -> libcuda.so.1 -> ...: the same links inside (on the
+          // host itself the sandbox's /usr shows them already).
+          char target[4096];
+          ssize_t n = ::readlink(h.c_str(), target, sizeof(target) - 1);
+          if (n <= 0) continue;
+          rootfs::MountOp link;
+          link.kind = rootfs::MountKind::kSymlink;
+          link.source.assign(target, static_cast<size_t>(n));
+          link.dest = inside;
+          p->mounts.push_back(link);
+        }
       }
     }
     ::globfree(&g);

@@ -15,6 +15,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -111,6 +112,7 @@ class FakeHost {
     Node("nvidia-uvm", 254);
     Copy(std::string(CUBICLE_FAKES) + "/nvidia-smi", "usr/local/bin/nvidia-smi", 0755);
     Write("usr/lib64/libnvidia-fake-state.so", "3\n");
+    EXPECT_EQ(::symlink("libnvidia-fake-state.so", Path("usr/lib64/libcuda.so.1").c_str()), 0);
   }
 
   const std::string& root() const { return dir_.path(); }
@@ -280,12 +282,34 @@ TEST_F(NpuTest, SuccessfulProbesAreCachedFailedOnesNever) {
   EXPECT_NE(FindChip(*l, 4)->reason.find("NPU 4 cannot be opened inside the sandbox"), std::string::npos);
 }
 
+TEST_F(NpuTest, AnExecutionProbesAfreshWhateverTheCacheSays) {
+  FakeHost host;
+  std::unique_ptr<Inventory> inv = MakeInventory(host);
+  ASSERT_TRUE(FindChip(*inv->List(Vendor::kAscend, false), 4)->selectable);
+  host.SetOccupied({4});  // taken by another session since the listing
+  absl::Status st = inv->CheckSelection(Vendor::kAscend, {4}, ProbeSpec());
+  EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  EXPECT_NE(st.message().find("NPU 4 cannot be opened inside the sandbox"), std::string::npos) << st;
+}
+
 TEST_F(NpuTest, CheckSelectionProbesOnlyTheChipsNamed) {
   FakeHost host;
   std::unique_ptr<Inventory> inv = MakeInventory(host);
   // Chip 5 is occupied: it would fail a probe. Asking for 4 and 6 must not
-  // touch it (nor anything else): OK.
-  EXPECT_TRUE(inv->CheckSelection(Vendor::kAscend, {4, 6}, ProbeSpec()).ok());
+  // touch it (nor anything else): one probe per chip named, each seeing
+  // only its chip (the fake npu-smi logs what it saw into the workspace).
+  TempDir ws;
+  ::chmod(ws.path().c_str(), 0777);
+  runtime::DefaultsOptions defaults;
+  defaults.workspace = ws.path();
+  absl::StatusOr<runtime::SandboxSpec> execution = runtime::DefaultSpec(defaults);
+  ASSERT_TRUE(execution.ok()) << execution.status();
+  execution->env.push_back("NPU_SMI_FAKE_LOG=/workspace/probes.log");
+  absl::Status st = inv->CheckSelection(Vendor::kAscend, {4, 6}, *execution);
+  EXPECT_TRUE(st.ok()) << st;
+  std::vector<std::string> seen = Lines(ReadFile(ws.Join("probes.log")));
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"saw 4", "saw 6"}));
   absl::Status missing = inv->CheckSelection(Vendor::kAscend, {9}, ProbeSpec());
   EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
   EXPECT_NE(missing.message().find("NPU 9 is not on this host"), std::string::npos) << missing;
@@ -518,12 +542,14 @@ TEST_F(NpuTest, BadAcceleratorFlagsAreUsageErrors) {
 TEST_F(NpuTest, RunWithGpuShowsTheGpusRenumberedAndTheirControlNodes) {
   FakeHost host;
   ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--gpu", "2,0", "--", "/bin/sh", "-c",
-                             "for n in /dev/nvidia*; do echo \"$n $(stat -c %T $n)\"; done; nvidia-smi -L"});
+                             "for n in /dev/nvidia*; do echo \"$n $(stat -c %T $n)\"; done; nvidia-smi -L;"
+                             " readlink /usr/lib64/libcuda.so.1; cat /usr/lib64/libcuda.so.1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "/dev/nvidia-uvm fe\n/dev/nvidia0 0\n/dev/nvidia1 2\n/dev/nvidiactl ff\n"
             "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)\n"
-            "GPU 2: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000002)\n");
+            "GPU 2: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000002)\n"
+            "libnvidia-fake-state.so\n3\n");
 }
 
 TEST_F(NpuTest, GpuInventoryProbesEachGpu) {
@@ -702,6 +728,30 @@ TEST_F(NpuTest, DeviceProgramOnAV2GroupAllowsOnlyItsRules) {
   ASSERT_TRUE(placed) << "could not move the child into " << group;
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 null refused, 2 zero-read refused, 4 zero-write allowed, 8 urandom allowed";
+}
+
+TEST_F(NpuTest, StaleDeviceGroupsOfADeadOwnerAreSwept) {
+  // A live group of ours, to learn where device groups go.
+  absl::StatusOr<std::unique_ptr<cgroups::DeviceCgroup>> live = cgroups::DeviceCgroup::Create({{'c', 1, 3, "rw"}});
+  if (absl::IsUnimplemented(live.status()) || absl::IsFailedPrecondition(live.status())) GTEST_SKIP() << live.status();
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_FALSE((*live)->v2());
+  const std::string parent = (*live)->path().substr(0, (*live)->path().rfind('/'));
+  // A pid that is surely gone: a child of ours, reaped.
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = absl::StrCat("cubicle-", dead, "-dev-7");
+  ASSERT_EQ(::mkdir(absl::StrCat(parent, "/", stale).c_str(), 0755), 0);
+  absl::StatusOr<cgroups::DeviceSweep> sweep = cgroups::SweepStaleDeviceGroups();
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  // (Other stale groups, of a cubicle killed earlier, may go too.)
+  EXPECT_NE(std::find(sweep->removed.begin(), sweep->removed.end(), stale), sweep->removed.end());
+  EXPECT_TRUE(sweep->failed.empty()) << absl::StrJoin(sweep->failed, "; ");
+  EXPECT_NE(::access(absl::StrCat(parent, "/", stale).c_str(), F_OK), 0);
+  EXPECT_EQ(::access((*live)->path().c_str(), F_OK), 0) << "a live owner's group stays";
+  EXPECT_TRUE((*live)->Remove().ok());
 }
 
 TEST(DeviceProgram, OneBlockPerRuleAndADefaultDeny) {
