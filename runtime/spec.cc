@@ -57,6 +57,10 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
   for (const std::string& dir : spec.cwd_fallbacks) {
     CUBICLE_RETURN_IF_ERROR(rootfs::NormalizeSandboxPath(dir, "working directory fallback").status());
   }
+  if (spec.inherited_fds.size() > kMaxInheritedFds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.inherited_fds.size(), " inherited fds: at most ", kMaxInheritedFds));
+  }
   for (size_t i = 0; i < spec.inherited_fds.size(); ++i) {
     const int fd = spec.inherited_fds[i];
     if (fd < 3 || std::find(spec.inherited_fds.begin(), spec.inherited_fds.begin() + i, fd) !=

@@ -73,9 +73,9 @@ struct ChildPlan {
   std::string argv0;
   bool disable_userns = false;
   bool as_pid_1 = false;
-  // The fds init keeps until the payload is forked (control + inherited),
-  // and those the payload keeps (stdio, control, inherited).
-  std::vector<int> init_keep;
+  // The fds init keeps until the payload is forked (with the control
+  // socket), and those the payload keeps (stdio, control, inherited).
+  std::vector<int> inherited_fds;
   std::vector<int> payload_keep;
   // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
   std::vector<std::string> cwd_fallbacks;
@@ -182,17 +182,30 @@ bool EnterCwd(const ChildPlan& plan, const namespaces::ExecRequestView& request,
             (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
-  // While the host's /proc is still the one mounted.
-  ok = ok && (!plan.disable_userns || namespaces::DisableNestedUserNamespaces(e));
+  // --disable-userns needs a procfs after the pivot, when the sandbox may
+  // have none: the host's, opened while it is still mounted.
+  int proc_fd = -1;
+  if (ok && plan.disable_userns) {
+    proc_fd = ::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ok = proc_fd >= 0 || child::Fail(e, "open", "/proc", errno);
+  }
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
-  ok = ok && namespaces::CloseAllFdsExcept(plan.init_keep.data(), plan.init_keep.size(), e);
+  int keep[2 + kMaxInheritedFds];
+  size_t kept = 0;
+  keep[kept++] = plan.control_fd;
+  if (proc_fd >= 0) keep[kept++] = proc_fd;
+  for (int fd : plan.inherited_fds) keep[kept++] = fd;
+  ok = ok && namespaces::CloseAllFdsExcept(keep, kept, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || !plan.set_hostname || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
+  // Last: from here on the sandbox's own capabilities are gone.
+  ok = ok && (proc_fd < 0 || namespaces::EnterNestedUserNamespace(proc_fd, e));
+  if (proc_fd >= 0) ::close(proc_fd);
   if (!ok) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
@@ -571,8 +584,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   state->control.reset(sv[0]);
   UniqueFd child_control(sv[1]);
   plan.control_fd = child_control.get();
-  plan.init_keep = {plan.control_fd};
-  plan.init_keep.insert(plan.init_keep.end(), spec.inherited_fds.begin(), spec.inherited_fds.end());
+  plan.inherited_fds = spec.inherited_fds;
   if (!spec.inherited_fds.empty()) {
     plan.payload_keep = {0, 1, 2, plan.control_fd};
     plan.payload_keep.insert(plan.payload_keep.end(), spec.inherited_fds.begin(), spec.inherited_fds.end());
