@@ -92,6 +92,9 @@ struct SandboxSpec {
   // Its mounts, hostname and network are set up before, by the sandbox's
   // own namespace; nothing is mounted afterwards (no hand-off workspace).
   bool disable_userns = false;
+  // Setup fails unless creating a user namespace fails in the sandbox
+  // (bwrap --assert-userns-disabled).
+  bool assert_userns_disabled = false;
   // The payload is the sandbox's PID 1 (no cubicle init reaps or reports
   // for it); needs a pid namespace.
   bool as_pid_1 = false;

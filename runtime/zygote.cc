@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -9,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +74,7 @@ struct ChildPlan {
   std::vector<sock_fprog> extra_seccomp;
   std::string argv0;
   bool disable_userns = false;
+  bool assert_userns_disabled = false;
   bool as_pid_1 = false;
   // The fds init keeps until the payload is forked (with the control
   // socket), and those the payload keeps (stdio, control, inherited).
@@ -206,6 +209,11 @@ bool EnterCwd(const ChildPlan& plan, const namespaces::ExecRequestView& request,
   // Last: from here on the sandbox's own capabilities are gone.
   ok = ok && (proc_fd < 0 || namespaces::EnterNestedUserNamespace(proc_fd, e));
   if (proc_fd >= 0) ::close(proc_fd);
+  // The probe of --assert-userns-disabled: a user namespace made here
+  // means the assertion is false, and this sandbox goes no further.
+  if (ok && plan.assert_userns_disabled && ::syscall(SYS_unshare, CLONE_NEWUSER) == 0) {
+    ok = child::Fail(e, "creation of new user namespaces was not disabled as requested", "", 0);
+  }
   if (!ok) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
@@ -559,6 +567,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   plan.argv0 = spec.argv0;
   plan.disable_userns = spec.disable_userns;
+  plan.assert_userns_disabled = spec.assert_userns_disabled;
   plan.as_pid_1 = spec.as_pid_1;
   plan.cwd_fallbacks = spec.cwd_fallbacks;
   for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
