@@ -52,9 +52,10 @@ struct Scratch {
   }
 };
 
+// A function-local static: removed at exit, after the last benchmark.
 const Scratch& TheScratch() {
-  static const Scratch* scratch = new Scratch();
-  return *scratch;
+  static const Scratch scratch;
+  return scratch;
 }
 
 // The runner's seccomp program: allow everything but a few syscalls, as

@@ -583,7 +583,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   spec.host_gid = host.gid;
   spec.map_all_host_ids = !unshare_user;
   spec.disable_userns = o.disable_userns;
-  out.assert_userns_disabled = o.assert_userns_disabled;
+  spec.assert_userns_disabled = o.assert_userns_disabled;
 
   // Capabilities, as bwrap computes them: root starts from its own
   // effective set, anyone else from nothing; --cap-add/--cap-drop edit it.

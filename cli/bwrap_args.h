@@ -53,7 +53,6 @@ struct BwrapInvocation {
   // bwrap's warnings ("Only the last --chdir option will take effect"),
   // printed as "bwrap: ..." (level <4>); the run goes on.
   std::vector<std::string> warnings;
-  bool assert_userns_disabled = false;
   // Sandbox paths to hold a read lock (F_RDLCK) on while the sandbox runs.
   std::vector<std::string> lock_files;
   // Which namespaces bwrap would list in --info-fd ("mnt" always).

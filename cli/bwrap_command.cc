@@ -298,9 +298,6 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   }
   runtime::SandboxSpec& spec = inv.spec;
   if (absl::Status st = ResolveBindSources(&spec); !st.ok()) return report.Fail(st.message());
-  if (inv.assert_userns_disabled && !spec.disable_userns && UserNamespacesEnabled()) {
-    return report.Fail("creation of new user namespaces was not disabled as requested");
-  }
   if (absl::Status st = runtime::ValidateSpec(spec); !st.ok()) return report.Fail(st.message());
 
   // Termination signals go to the sandbox (bwrap's monitor dies with them
@@ -316,39 +313,41 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
     ~Restore() { ::sigprocmask(SIG_SETMASK, &mask, nullptr); }
   } restore{previous};
 
-  absl::StatusOr<runtime::ExecResult> result;
-  const bool needs_pid =
-      inv.info_fd || inv.json_status_fd || inv.block_fd || inv.userns_block_fd || !inv.lock_files.empty();
-  if (!needs_pid) {
-    runtime::LaunchOptions options;
-    options.signal_fd = sigfd.get();
-    result = runtime::Launch(spec, options);
-  } else {
-    // The sandbox is built first, so that its pid and namespaces can be
-    // reported before the command runs.
-    absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(spec);
-    if (!zygote.ok()) return report.Fail(BwrapMessage(zygote.status()));
-    const pid_t pid = (*zygote)->init_pid();
-    if (inv.info_fd) {
-      if (!WriteAll(*inv.info_fd, NamespaceJson(pid, inv.info_namespaces, true))) {
-        return report.Fail(absl::StrCat("Write to info_fd: ", std::strerror(errno)));
-      }
-      ::close(*inv.info_fd);
+  // The launcher's two halves, so that the pid and namespaces can be
+  // reported and the fds waited on between them. As in bwrap, the info is
+  // written right after clone, while the sandbox builds itself; only
+  // --lock-file needs the built root first.
+  runtime::ZygoteOptions options;
+  options.wait_until_ready = !inv.lock_files.empty();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(spec, options);
+  if (!zygote.ok()) return report.Fail(BwrapMessage(zygote.status()));
+  const pid_t pid = (*zygote)->init_pid();
+  if (inv.info_fd) {
+    if (!WriteAll(*inv.info_fd, NamespaceJson(pid, inv.info_namespaces, true))) {
+      return report.Fail(absl::StrCat("Write to info_fd: ", std::strerror(errno)));
     }
-    if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
-      return report.Fail(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
-    }
-    absl::StatusOr<std::vector<UniqueFd>> locks = TakeLocks(pid, inv.lock_files);
-    if (!locks.ok()) return report.Fail(locks.status().message());
-    if (inv.userns_block_fd) WaitForByte(*inv.userns_block_fd);
-    if (inv.block_fd) WaitForByte(*inv.block_fd);
-    runtime::ExecRequest request;
-    request.argv = spec.argv;
-    request.env = spec.env;
-    request.cwd = spec.cwd;
-    request.signal_fd = sigfd.get();
-    result = (*zygote)->Run(request);
+    ::close(*inv.info_fd);
   }
+  if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
+    return report.Fail(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
+  }
+  absl::StatusOr<std::vector<UniqueFd>> locks = TakeLocks(pid, inv.lock_files);
+  if (!locks.ok()) return report.Fail(locks.status().message());
+  if (inv.userns_block_fd) WaitForByte(*inv.userns_block_fd);
+  if (inv.block_fd) WaitForByte(*inv.block_fd);
+  runtime::ExecRequest request;
+  request.argv = spec.argv;
+  request.env = spec.env;
+  request.cwd = spec.cwd;
+  request.signal_fd = sigfd.get();
+  // bwrap's monitor exits with the command's status as soon as its PID 1
+  // reports it, without waiting for the namespaces' teardown; so does this.
+  // The sandbox's init exits by itself right after its report (killing
+  // what is left in its pid namespace) and has no cgroup to remove, so the
+  // Zygote is left to the kernel instead of being reaped here.
+  request.return_at_exit = true;
+  absl::StatusOr<runtime::ExecResult> result = (*zygote)->Run(request);
+  if (result.ok() && result->reason != runtime::ExitReason::kSetupFailed) (void)zygote->release();
   if (!result.ok()) return report.Fail(BwrapMessage(result.status()));
   if (result->reason == runtime::ExitReason::kSetupFailed) return report.Fail(BwrapMessage(result->setup_error));
   const int status = StatusOf(*result);

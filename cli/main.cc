@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   std::function<int()> serve = cubicle::cli::AddServeCommand(app);
   std::function<int()> npu = cubicle::cli::AddNpuCommand(app);
   // Listed for --help only: main() hands `bwrap` argv to RunBwrap above.
-  app.add_subcommand("bwrap", "run a bubblewrap (bwrap 0.11) command line in a cubicle sandbox")
+  app.add_subcommand("bwrap", "Run a bubblewrap 0.11 command line (bwrap ARGS...) in a sandbox")
       ->allow_extras()
       ->prefix_command();
   try {

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace cubicle::namespaces {
 
@@ -55,15 +57,43 @@ bool KeepCapabilities(const KeptCapabilities& caps, ChildError* error) {
   return true;
 }
 
-bool DisableNestedUserNamespaces(ChildError* error) {
-  // /proc/sys/user/* are the values of the opener's own user namespace.
-  int fd = ::open("/proc/sys/user/max_user_namespaces", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return child::Fail(error, "open", "/proc/sys/user/max_user_namespaces", errno);
-  ssize_t n = ::write(fd, "0\n", 2);
+namespace {
+
+bool WriteProcFile(int proc_fd, const char* path, const char* text, ChildError* error) {
+  int fd = ::openat(proc_fd, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return child::Fail(error, "open", path, errno);
+  const size_t len = std::strlen(text);
+  ssize_t n = ::write(fd, text, len);
   int saved = errno;
   ::close(fd);
-  if (n != 2) return child::Fail(error, "write", "/proc/sys/user/max_user_namespaces", n < 0 ? saved : EIO);
+  if (n != static_cast<ssize_t>(len)) return child::Fail(error, "write", path, n < 0 ? saved : EIO);
   return true;
+}
+
+// "ID ID 1\n" without allocating.
+void IdentityMap(char* buf, size_t size, unsigned long id) {
+  char number[32];
+  child::FormatWithNumber(number, sizeof(number), "", static_cast<long>(id));
+  size_t n = child::CopyString(buf, size, number);
+  n += child::CopyString(buf + n, size - n, " ");
+  n += child::CopyString(buf + n, size - n, number);
+  child::CopyString(buf + n, size - n, " 1\n");
+}
+
+}  // namespace
+
+bool EnterNestedUserNamespace(int proc_fd, ChildError* error) {
+  // /proc/sys/user/* are the values of the opener's own user namespace.
+  if (!WriteProcFile(proc_fd, "sys/user/max_user_namespaces", "1\n", error)) return false;
+  const unsigned long uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
+  const unsigned long gid = static_cast<unsigned long>(::syscall(SYS_getegid));
+  if (::syscall(SYS_unshare, CLONE_NEWUSER) != 0) return child::Fail(error, "unshare", "CLONE_NEWUSER", errno);
+  char map[96];
+  IdentityMap(map, sizeof(map), uid);
+  if (!WriteProcFile(proc_fd, "self/uid_map", map, error)) return false;
+  if (!WriteProcFile(proc_fd, "self/setgroups", "deny\n", error)) return false;
+  IdentityMap(map, sizeof(map), gid);
+  return WriteProcFile(proc_fd, "self/gid_map", map, error);
 }
 
 }  // namespace cubicle::namespaces

@@ -24,8 +24,15 @@ struct KeptCapabilities {
 // the caller's permitted set (a new user namespace has them all).
 bool KeepCapabilities(const KeptCapabilities& caps, ChildError* error);
 
-// Sets user.max_user_namespaces of the caller's user namespace to 0, so no
-// process in it can create another (the limit applies to descendants too).
-bool DisableNestedUserNamespaces(ChildError* error);
+// bubblewrap's --disable-userns: in the caller's user namespace, allows
+// exactly one more user namespace (user.max_user_namespaces = 1), makes it
+// and moves the caller into it, mapping its own uid and gid to themselves.
+// Nothing in the new namespace can create another (the parent's count is
+// at its maximum), nor raise the limit (its capabilities are the nested
+// namespace's, not the parent's). `proc_fd` is a directory fd of a procfs
+// of the caller's pid namespace or an ancestor's (the sandbox may have none
+// mounted). Call it last among the steps that need the sandbox's own
+// capabilities (mounts, hostname, loopback).
+bool EnterNestedUserNamespace(int proc_fd, ChildError* error);
 
 }  // namespace cubicle::namespaces

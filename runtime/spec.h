@@ -93,9 +93,14 @@ struct SandboxSpec {
   // Where the payload starts when `cwd` cannot be entered, tried in order
   // (bwrap: the caller's cwd, else $HOME, else /). PWD follows.
   std::vector<std::string> cwd_fallbacks;
-  // The sandbox's user namespace may not create user namespaces
-  // (user.max_user_namespaces = 0 in it).
+  // Nothing in the sandbox can create a user namespace: it runs in a
+  // nested one, the only one its parent allows (bwrap --disable-userns).
+  // Its mounts, hostname and network are set up before, by the sandbox's
+  // own namespace; nothing is mounted afterwards (no hand-off workspace).
   bool disable_userns = false;
+  // Setup fails unless creating a user namespace fails in the sandbox
+  // (bwrap --assert-userns-disabled).
+  bool assert_userns_disabled = false;
   // The payload is the sandbox's PID 1 (no cubicle init reaps or reports
   // for it); needs a pid namespace.
   bool as_pid_1 = false;
@@ -103,7 +108,7 @@ struct SandboxSpec {
   // payload keeps at the same numbers, as bwrap passes its inherited fds
   // on. They are inherited at clone: only meaningful to the process that
   // creates the sandbox (the cold path, `cubicle bwrap`), never a pool.
-  std::vector<int> inherited_fds;
+  std::vector<int> inherited_fds;  // at most kMaxInheritedFds
   // Network egress (egress/): none (lo only) or an allowlist served by the
   // host gateway through a bridge in init. An allowlist needs a network
   // namespace and a seccomp policy that permits AF_INET (kDefault).

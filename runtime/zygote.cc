@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,10 +78,9 @@ struct ChildPlan {
   std::vector<sock_fprog> extra_seccomp;
   std::string argv0;
   bool disable_userns = false;
+  bool assert_userns_disabled = false;
   bool as_pid_1 = false;
-  // The fds init keeps until it supervises (control + inherited), and the
-  // inherited ones the payload keeps at their numbers (bwrap).
-  std::vector<int> init_keep;
+  // The fds the payload keeps at their numbers (bwrap's inherited fds).
   std::vector<int> inherited_fds;
   // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
   std::vector<std::string> cwd_fallbacks;
@@ -313,18 +314,37 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
             (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
-  // While the host's /proc is still the one mounted.
-  ok = ok && (!plan.disable_userns || namespaces::DisableNestedUserNamespaces(e));
+  // --disable-userns needs a procfs after the pivot, when the sandbox may
+  // have none: the host's, opened while it is still mounted.
+  int proc_fd = -1;
+  if (ok && plan.disable_userns) {
+    proc_fd = ::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    ok = proc_fd >= 0 || child::Fail(e, "open", "/proc", errno);
+  }
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
-  ok = ok && namespaces::CloseAllFdsExcept(plan.init_keep.data(), plan.init_keep.size(), e);
+  int keep[3 + kMaxInheritedFds];
+  size_t kept = 0;
+  keep[kept++] = plan.control_fd;
+  if (plan.egress_fd >= 0) keep[kept++] = plan.egress_fd;
+  if (proc_fd >= 0) keep[kept++] = proc_fd;
+  for (int fd : plan.inherited_fds) keep[kept++] = fd;
+  ok = ok && namespaces::CloseAllFdsExcept(keep, kept, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || !plan.set_hostname || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
        (!plan.net_namespace || namespaces::BringUpLoopback(e)) &&
        (plan.egress_fd < 0 || egress::bridge::Listen(plan.bridge_port, &bridge.fd, e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
+  // Last: from here on the sandbox's own capabilities are gone.
+  ok = ok && (proc_fd < 0 || namespaces::EnterNestedUserNamespace(proc_fd, e));
+  if (proc_fd >= 0) ::close(proc_fd);
+  // The probe of --assert-userns-disabled: a user namespace made here
+  // means the assertion is false, and this sandbox goes no further.
+  if (ok && plan.assert_userns_disabled && ::syscall(SYS_unshare, CLONE_NEWUSER) == 0) {
+    ok = child::Fail(e, "creation of new user namespaces was not disabled as requested", "", 0);
+  }
   if (!ok) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
@@ -750,6 +770,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   plan.argv0 = spec.argv0;
   plan.disable_userns = spec.disable_userns;
+  plan.assert_userns_disabled = spec.assert_userns_disabled;
   plan.as_pid_1 = spec.as_pid_1;
   plan.cwd_fallbacks = spec.cwd_fallbacks;
   for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
@@ -793,9 +814,6 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   UniqueFd child_control(sv[1]);
   plan.control_fd = child_control.get();
   plan.launcher_control_fd = sv[0];
-  plan.init_keep = {plan.control_fd};
-  if (plan.egress_fd >= 0) plan.init_keep.push_back(plan.egress_fd);
-  plan.init_keep.insert(plan.init_keep.end(), spec.inherited_fds.begin(), spec.inherited_fds.end());
   plan.inherited_fds = spec.inherited_fds;
   clock.Mark("prepare");
 

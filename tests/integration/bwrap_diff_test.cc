@@ -308,6 +308,8 @@ std::vector<Case> Cases() {
   c.back().fd3 = FdKind::kData;
   add("err_seccomp_bad_fd", Base({"--seccomp", "99"}));
   add("err_assert_userns_disabled", Base({"--assert-userns-disabled"}));
+  add("err_assert_userns_disabled_userns", Base({"--unshare-user", "--assert-userns-disabled"}));
+  add("assert_userns_disabled", Base({"--unshare-user", "--disable-userns", "--assert-userns-disabled"}));
   add("err_bind_takes_two", {"--bind", "/usr"});
   // --help and --version succeed; their text names the version (0.8 here,
   // 0.11 for cubicle), so only the status is compared.

@@ -461,7 +461,7 @@ TEST(BwrapArgs, SessionParentHostnameAndUserns) {
   EXPECT_TRUE(got->spec.set_hostname);
   EXPECT_EQ(got->spec.hostname, "box");
   EXPECT_TRUE(got->spec.disable_userns);
-  EXPECT_TRUE(got->assert_userns_disabled);
+  EXPECT_TRUE(got->spec.assert_userns_disabled);
 }
 
 TEST(BwrapArgs, TheRunnersArgvYieldsTheSpecItMeans) {
