@@ -74,7 +74,13 @@ void Pool::RefillLoop() {
       lock.lock();
       continue;
     }
-    bool want = idle_.size() + stats_.building < config_.min_idle && TotalLocked() < config_.max_total;
+    // Refill competes with the requests for the CPUs (and for the kernel's
+    // namespace and cgroup locks): while one is being handed over and idle
+    // zygotes remain above half of min_idle, it waits for the requests to
+    // end. Below that it refills at once.
+    const size_t ready = idle_.size() + stats_.building;
+    const bool urgent = ready < (config_.min_idle + 1) / 2;
+    bool want = ready < config_.min_idle && TotalLocked() < config_.max_total && (urgent || stats_.in_use == 0);
     if (!want) {
       // Woken by a request, a resize or the stop; else look again at the
       // oldest zygote's age.
