@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace cubicle::bench {
@@ -24,6 +25,21 @@ inline int Repetitions(int fallback = 200) {
   const char* env = std::getenv("CUBICLE_BENCH_REPS");
   int reps = env != nullptr ? std::atoi(env) : 0;
   return reps > 0 ? reps : fallback;
+}
+
+// cubicle's default sandbox as bubblewrap spells it, minus what bwrap
+// cannot do: no seccomp filter, no generated /etc files, no rlimits, no
+// cgroup. The baseline of the launch and pool benches.
+inline std::vector<std::string> BwrapArgs(const std::vector<std::string>& payload) {
+  std::vector<std::string> args = {
+      "/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+      "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+      "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--dev", "/dev",
+      "--proc", "/proc", "--tmpfs", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+      "--uid", "1000", "--gid", "1000", "--hostname", "cubicle",
+      "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--"};
+  args.insert(args.end(), payload.begin(), payload.end());
+  return args;
 }
 
 }  // namespace cubicle::bench

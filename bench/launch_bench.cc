@@ -234,21 +234,6 @@ void TimeLaunch(benchmark::State& state, const LaunchBench& b, bool* warmed) {
   if (b.steps) steps.Report(state);
 }
 
-// cubicle's default sandbox as bubblewrap spells it, minus what bwrap
-// cannot do: no seccomp filter, no generated /etc files, no rlimits, no
-// cgroup.
-std::vector<std::string> BwrapArgs(const std::vector<std::string>& payload) {
-  std::vector<std::string> args = {
-      kBwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-      "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-      "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--dev", "/dev",
-      "--proc", "/proc", "--tmpfs", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-      "--uid", "1000", "--gid", "1000", "--hostname", "cubicle",
-      "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--"};
-  args.insert(args.end(), payload.begin(), payload.end());
-  return args;
-}
-
 void TimeBwrap(benchmark::State& state, const std::vector<std::string>& payload, bool* warmed) {
   if (::access(kBwrap, X_OK) != 0) {
     state.SkipWithError("bubblewrap not installed");

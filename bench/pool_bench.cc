@@ -160,19 +160,6 @@ void Spawn(benchmark::State& state, const std::vector<std::string>& argv) {
 
 constexpr char kBwrap[] = "/usr/bin/bwrap";
 
-// cubicle's default sandbox as bubblewrap spells it (as in launch_bench).
-std::vector<std::string> BwrapArgs(const std::vector<std::string>& payload) {
-  std::vector<std::string> args = {
-      kBwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-      "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-      "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin", "--dev", "/dev",
-      "--proc", "/proc", "--tmpfs", "/tmp", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-      "--uid", "1000", "--gid", "1000", "--hostname", "cubicle",
-      "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--"};
-  args.insert(args.end(), payload.begin(), payload.end());
-  return args;
-}
-
 void Bwrap(benchmark::State& state, const std::vector<std::string>& payload) {
   if (::access(kBwrap, X_OK) != 0) {
     state.SkipWithError("bubblewrap is not installed");

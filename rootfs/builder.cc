@@ -447,25 +447,31 @@ bool ApplySymlink(int root_fd, const PreparedOp& op, ChildError* error) {
   return child::Fail(error, "symlink", op.dest.c_str(), saved);
 }
 
+// Writes the op's data to `fd` whole, then gives it the op's mode (the
+// umask may have narrowed it at creation).
+bool WriteContents(int fd, const PreparedOp& op, const char* step, ChildError* error) {
+  const char* data = op.op->data.data();
+  size_t left = op.op->data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, data, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return child::Fail(error, step, op.dest.c_str(), errno);
+    }
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, op.op->mode) != 0) return child::Fail(error, "chmod", op.dest.c_str(), errno);
+  return true;
+}
+
 bool ApplyFile(int root_fd, const PreparedOp& op, ChildError* error) {
   ScopedFd parent(MakeDirs(root_fd, op.parent_relative.c_str(), 0755, op.dest.c_str(), error));
   if (parent.fd < 0) return false;
   ScopedFd file(::openat(parent.fd, op.base_name.c_str(),
                          O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, op.op->mode));
   if (file.fd < 0) return child::Fail(error, "create file", op.dest.c_str(), errno);
-  const char* data = op.op->data.data();
-  size_t left = op.op->data.size();
-  while (left > 0) {
-    ssize_t n = ::write(file.fd, data, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return child::Fail(error, "write file", op.dest.c_str(), errno);
-    }
-    data += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fchmod(file.fd, op.op->mode) != 0) return child::Fail(error, "chmod", op.dest.c_str(), errno);
-  return true;
+  return WriteContents(file.fd, op, "write file", error);
 }
 
 bool RemountReadOnly(const PreparedPlan& plan, int fd, const char* dest, bool recursive, ChildError* error) {
@@ -489,18 +495,7 @@ bool ApplyBindData(const PreparedPlan& plan, int root_fd, const PreparedOp& op, 
   {
     ScopedFd file(::open(op.staging_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, op.op->mode));
     if (file.fd < 0) return child::Fail(error, "create data file", op.dest.c_str(), errno);
-    const char* data = op.op->data.data();
-    size_t left = op.op->data.size();
-    while (left > 0) {
-      ssize_t n = ::write(file.fd, data, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return child::Fail(error, "write data file", op.dest.c_str(), errno);
-      }
-      data += n;
-      left -= static_cast<size_t>(n);
-    }
-    if (::fchmod(file.fd, op.op->mode) != 0) return child::Fail(error, "chmod", op.dest.c_str(), errno);
+    if (!WriteContents(file.fd, op, "write data file", error)) return false;
   }
   int dest_fd = MakeFileMountpoint(root_fd, op, error);
   if (dest_fd < 0) return false;
