@@ -1,5 +1,7 @@
 #include "egress/bridge.h"
 
+#include "base/fd_passing.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -41,22 +43,8 @@ void PassPending(int listen_fd, int gateway_fd) {
   for (int i = 0; i < 64; ++i) {
     int conn = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) return;  // EAGAIN, or an aborted connection
-    char tag = 'c';
-    iovec iov = {&tag, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    std::memset(control, 0, sizeof(control));
-    msghdr msg;
-    std::memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &conn, sizeof(int));
-    ::sendmsg(gateway_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const char tag = 'c';
+    SendWithFds(gateway_fd, &tag, 1, &conn, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     ::close(conn);  // the gateway holds its own reference now (or nobody does)
   }
 }

@@ -1,5 +1,7 @@
 #include "egress/gateway.h"
 
+#include "base/fd_passing.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/prctl.h>
@@ -517,35 +519,25 @@ void Gateway::Impl::Serve(std::shared_ptr<SandboxState> sandbox) {
     if (ec) return CloseSandbox(sandbox, "sandbox_gone");
     for (;;) {
       char tag;
-      iovec iov = {&tag, 1};
-      alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-      msghdr msg;
-      std::memset(&msg, 0, sizeof(msg));
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-      ssize_t n = ::recvmsg(sandbox->channel.native_handle(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      if (n < 0 && errno == EINTR) continue;
+      int received = -1;
+      size_t nfds = 0;
+      int msg_flags = 0;
+      ssize_t n = ReceiveWithFds(sandbox->channel.native_handle(), &tag, 1, &received, 1, &nfds, MSG_DONTWAIT,
+                                 &msg_flags);
       if (n < 0 && errno == EAGAIN) break;
-      if (n <= 0) return CloseSandbox(sandbox, "sandbox_gone");  // init is gone
-      std::vector<int> fds;
-      for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-        const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; ++i) {
-          int fd;
-          std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-          fds.push_back(fd);
-        }
+      if (n <= 0) {
+        if (nfds > 0) ::close(received);
+        return CloseSandbox(sandbox, "sandbox_gone");  // init is gone
       }
+      std::vector<int> fds;
+      if (nfds > 0) fds.push_back(received);
       // One TCP socket per message, from our own init; anything else is
       // closed unread.
       for (size_t i = 0; i < fds.size(); ++i) {
         UniqueFd fd(fds[i]);
         int type = 0, domain = 0;
         socklen_t len = sizeof(int);
-        if (i != 0 || (msg.msg_flags & MSG_CTRUNC) ||
+        if (i != 0 || (msg_flags & MSG_CTRUNC) ||
             ::getsockopt(fd.get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM ||
             ::getsockopt(fd.get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_INET) {
           continue;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/fd_passing.h"
 #include "base/status.h"
 #include "egress/policy_json.h"
 #include "seccomp/policy.h"
@@ -38,58 +39,25 @@ std::string GatewayExecutable() {
 }
 
 absl::Status SendMessage(int fd, const std::string& message, int pass_fd = -1) {
-  iovec iov = {const_cast<char*>(message.data()), message.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg;
-  std::memset(&msg, 0, sizeof(msg));
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (pass_fd >= 0) {
-    std::memset(control, 0, sizeof(control));
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-  }
-  for (;;) {
-    if (::sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(message.size())) return absl::OkStatus();
-    if (errno != EINTR) return ErrnoStatus(errno, "sendmsg(egress gateway control)");
-  }
+  ssize_t n = SendWithFds(fd, message.data(), message.size(), &pass_fd, pass_fd >= 0 ? 1 : 0, MSG_NOSIGNAL);
+  if (n == static_cast<ssize_t>(message.size())) return absl::OkStatus();
+  return ErrnoStatus(n < 0 ? errno : EMSGSIZE, "sendmsg(egress gateway control)");
 }
 
-// One message and at most one passed fd. Returns false at EOF or on error.
+// One message and at most one passed fd (others are closed). Returns false
+// at EOF or on error.
 bool ReceiveMessage(int fd, std::string* message, UniqueFd* passed) {
   message->resize(kMaxMessage);
-  iovec iov = {message->data(), message->size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-  msghdr msg;
-  std::memset(&msg, 0, sizeof(msg));
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n <= 0) return false;
-  message->resize(static_cast<size_t>(n));
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int received;
-      std::memcpy(&received, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (!*passed && i == 0) {
-        passed->reset(received);
-      } else {
-        ::close(received);
-      }
-    }
+  int received = -1;
+  size_t nfds = 0;
+  int msg_flags = 0;
+  ssize_t n = ReceiveWithFds(fd, message->data(), message->size(), &received, 1, &nfds, 0, &msg_flags);
+  if (n <= 0) {
+    if (nfds > 0) ::close(received);
+    return false;
   }
+  message->resize(static_cast<size_t>(n));
+  if (nfds > 0) passed->reset(received);
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/fd_passing.h"
 #include "base/status.h"
 
 namespace cubicle::namespaces {
@@ -40,56 +41,23 @@ absl::Status SendExecRequest(int control_fd, const std::vector<std::string>& arg
                                                    body.size(), " bytes; at most ",
                                                    kMaxExecRequestBytes, " are accepted"));
   }
-  int fds[4] = {stdio[0], stdio[1], stdio[2], workspace_fd};
-  const int nfds = workspace_fd >= 0 ? 4 : 3;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(fds))];
-  std::memset(control, 0, sizeof(control));
-  struct iovec iov = {body.data(), body.size()};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-  struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-  std::memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * nfds);
-  for (;;) {
-    ssize_t n = ::sendmsg(control_fd, &msg, MSG_NOSIGNAL);
-    if (n == static_cast<ssize_t>(body.size())) return absl::OkStatus();
-    if (n < 0 && errno == EINTR) continue;
-    *peer_gone = n < 0 && (errno == EPIPE || errno == ECONNRESET);
-    return ErrnoStatus(n < 0 ? errno : EMSGSIZE, "sendmsg(execution request)");
-  }
+  const int fds[4] = {stdio[0], stdio[1], stdio[2], workspace_fd};
+  ssize_t n = SendWithFds(control_fd, body.data(), body.size(), fds, workspace_fd >= 0 ? 4 : 3, MSG_NOSIGNAL);
+  if (n == static_cast<ssize_t>(body.size())) return absl::OkStatus();
+  *peer_gone = n < 0 && (errno == EPIPE || errno == ECONNRESET);
+  return ErrnoStatus(n < 0 ? errno : EMSGSIZE, "sendmsg(execution request)");
 }
 
 bool ReceiveExecRequest(int control_fd, char* buffer, char** pointers, ExecRequestView* out,
                         ChildError* error) {
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-  struct iovec iov = {buffer, kMaxExecRequestBytes + 1};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = ::recvmsg(control_fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n == 0) return child::Fail(error, "wait for request", "launcher exited", EPIPE);
-  if (n < 0) return child::Fail(error, "recvmsg", "execution request", errno);
   int fds[4] = {-1, -1, -1, -1};
   size_t nfds = 0;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      nfds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      if (nfds > 4) nfds = 4;
-      std::memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
-    }
-  }
+  int msg_flags = 0;
+  ssize_t n = ReceiveWithFds(control_fd, buffer, kMaxExecRequestBytes + 1, fds, 4, &nfds, 0, &msg_flags);
+  if (n == 0) return child::Fail(error, "wait for request", "launcher exited", EPIPE);
+  if (n < 0) return child::Fail(error, "recvmsg", "execution request", errno);
   ExecRequestHeader header;
-  if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) < sizeof(header) || nfds < 3) {
+  if ((msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || static_cast<size_t>(n) < sizeof(header) || nfds < 3) {
     return child::Fail(error, "execution request", "malformed or truncated", EPROTO);
   }
   std::memcpy(&header, buffer, sizeof(header));
@@ -139,23 +107,7 @@ bool ForwardExecRequest(int socket_fd, char* buffer, const ExecRequestView& view
   std::memcpy(&header, buffer, sizeof(header));
   header.flags &= ~kRequestHasWorkspace;
   std::memcpy(buffer, &header, sizeof(header));
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 3)];
-  std::memset(control, 0, sizeof(control));
-  struct iovec iov = {buffer, view.bytes};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  struct cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * 3);
-  std::memcpy(CMSG_DATA(cmsg), view.stdio, sizeof(int) * 3);
-  ssize_t n;
-  do {
-    n = ::sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = SendWithFds(socket_fd, buffer, view.bytes, view.stdio, 3, MSG_NOSIGNAL);
   for (int fd : view.stdio) ::close(fd);
   if (n != static_cast<ssize_t>(view.bytes)) {
     return child::Fail(error, "sendmsg", "request to the warm interpreter", n < 0 ? errno : EMSGSIZE);
