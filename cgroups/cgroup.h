@@ -166,6 +166,8 @@ struct SweepReport {
 // started after the group was made (the pid was reused). Run it at start-
 // up: the groups of a cubicle that was SIGKILLed go away. Assumes one pid
 // namespace per parent (the default parent is per cgroup of the caller).
+// Not root, it leaves groups another user owns (root's stale groups, seen
+// by a rootless cubicle): they are neither removed nor reported.
 absl::StatusOr<SweepReport> SweepStale(const Layout& layout);
 
 }  // namespace cubicle::cgroups

@@ -67,6 +67,7 @@ bool GroupOwnerAlive(pid_t pid, int64_t birth_realtime_ns) { return OwnerAlive(p
 absl::StatusOr<SweepReport> SweepStale(const Layout& layout) {
   // name -> the earliest birth of its directories (CLOCK_REALTIME ns).
   std::vector<std::pair<std::string, int64_t>> found;
+  const uid_t euid = ::geteuid();
   for (const Hierarchy& h : layout.hierarchies) {
     DIR* d = ::opendir(h.parent.c_str());
     if (d == nullptr) {
@@ -77,6 +78,9 @@ absl::StatusOr<SweepReport> SweepStale(const Layout& layout) {
       if (e->d_type != DT_DIR || GroupOwner(e->d_name) == 0) continue;
       struct stat st;
       if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      // Another user's groups (root's, seen by a rootless cubicle) are not
+      // ours to kill or remove: their owner's next start sweeps them.
+      if (euid != 0 && st.st_uid != euid) continue;
       int64_t birth = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
       auto it = std::find_if(found.begin(), found.end(),
                              [&](const auto& f) { return f.first == e->d_name; });

@@ -400,6 +400,39 @@ TEST_P(BackendTest, OomEventFdSignalsOnTheKernelsEvent) {
   }
 }
 
+TEST_P(BackendTest, ARootlessSweepLeavesAnotherUsersGroupsAlone) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a group another user cannot remove";
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = absl::StrCat("cubicle-", dead, "-7");
+  for (const auto& [role, dir] : GetParam().group_dirs) {
+    ASSERT_TRUE(cgroupfs::MakeGroupDir(tree_->Path(dir + "/" + stale), /*emulated=*/true).ok());
+  }
+  // The tree readable by anyone, as /sys/fs/cgroup is.
+  ASSERT_EQ(std::system(absl::StrCat("chmod -R a+rX '", tree_->root(), "'").c_str()), 0);
+  // A rootless cubicle's sweep: root's stale group is neither removed nor
+  // an error.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setresgid(4242, 4242, 4242) != 0 || ::setresuid(4242, 4242, 4242) != 0) ::_exit(2);
+    absl::StatusOr<SweepReport> report = SweepStale(layout_);
+    if (!report.ok()) ::_exit(3);
+    ::_exit(report->removed.empty() && report->failed.empty() ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the sweep failed; 4: it touched or reported root's group";
+  for (const auto& [role, dir] : GetParam().group_dirs) EXPECT_TRUE(Exists(tree_->Path(dir + "/" + stale)));
+  // Root's own sweep removes it.
+  absl::StatusOr<SweepReport> report = SweepStale(layout_);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->removed, ::testing::ElementsAre(stale));
+}
+
 TEST_P(BackendTest, SweepRemovesGroupsOfDeadOrReplacedOwnersOnly) {
   pid_t dead = ::fork();
   ASSERT_GE(dead, 0);
