@@ -1,5 +1,7 @@
 #include "namespaces/idmap.h"
 
+#include "namespaces/process.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -57,10 +59,15 @@ absl::StatusOr<int> MakeUserNamespaceFd(const IdMapping& mapping) {
   long pid = ::syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid < 0) return ErrnoStatus(errno, "clone(CLONE_NEWUSER)");
   if (pid == 0) {
-    // Hold the namespace alive until the parent has opened it.
+    // Hold the namespace alive until the parent has opened it. Every other
+    // fd goes first: this is a fork of a threaded launcher, and a copy of
+    // another thread's pipe (another of these helpers' write end) kept
+    // here would hold that helper, and so its thread, forever.
+    const int keep = read_end.get();
+    ChildError ignored;
+    CloseAllFdsExcept(&keep, 1, &ignored);
     char c;
-    write_end.reset();
-    while (::read(read_end.get(), &c, 1) < 0 && errno == EINTR) {
+    while (::read(keep, &c, 1) < 0 && errno == EINTR) {
     }
     ::_exit(0);
   }

@@ -10,10 +10,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "namespaces/idmap.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -179,6 +183,49 @@ TEST_F(CoreZygote, ConcurrentExecutionsSeeOnlyTheirOwnWorkspace) {
   ASSERT_TRUE(run_a.ok() && run_b.ok());
   EXPECT_EQ(run_a->out, "a-only.txt\n1\n");
   EXPECT_EQ(run_b->out, "b-only.txt\n");
+}
+
+TEST_F(CoreZygote, ConcurrentUserNamespaceHelpersDoNotHoldEachOther) {
+  // MakeUserNamespaceFd forks a helper that waits for its pipe to close.
+  // Forked from several threads at once, a helper that kept a copy of
+  // another thread's pipe held that thread forever (a hang seen with
+  // parallel NPU probes). Four threads, 25 helpers each, under a watchdog.
+  namespaces::IdMapping mapping;
+  mapping.uids = {{0, ::geteuid(), 1}};
+  mapping.gids = {{0, ::getegid(), 1}};
+  mapping.deny_setgroups = true;
+  struct Shared {
+    std::atomic<int> made{0}, failed{0};
+    std::promise<void> done;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::future<void> done = shared->done.get_future();
+  // Detached: should it deadlock, the test fails at the watchdog instead of
+  // hanging in a join.
+  std::thread([shared, mapping] {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 25; ++i) {
+          absl::StatusOr<int> fd = namespaces::MakeUserNamespaceFd(mapping);
+          if (fd.ok()) {
+            ::close(*fd);
+            ++shared->made;
+          } else {
+            ++shared->failed;
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    shared->done.set_value();
+  }).detach();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "user-namespace helpers deadlocked (" << shared->made.load() << " made)";
+  const std::atomic<int>& made = shared->made;
+  const std::atomic<int>& failed = shared->failed;
+  EXPECT_EQ(made.load(), 100);
+  EXPECT_EQ(failed.load(), 0);
 }
 
 TEST_F(CoreZygote, TimeoutCountsFromTheHandOff) {
