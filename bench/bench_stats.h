@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "benchmark/benchmark.h"
+
 namespace cubicle::bench {
 
 // Linear interpolation between closest ranks (numpy's default).
@@ -26,6 +28,20 @@ inline int Repetitions(int fallback = 200) {
   int reps = env != nullptr ? std::atoi(env) : 0;
   return reps > 0 ? reps : fallback;
 }
+
+// P50, P90 and P99 over the repetitions, reported instead of each one.
+inline benchmark::internal::Benchmark* WithPercentiles(benchmark::internal::Benchmark* b) {
+  return b->ComputeStatistics("p50", Percentile<50>)
+      ->ComputeStatistics("p90", Percentile<90>)
+      ->ComputeStatistics("p99", Percentile<99>)
+      ->ReportAggregatesOnly(true);
+}
+
+// One execution per repetition, wall-clock time in milliseconds.
+inline void PerExecution(benchmark::internal::Benchmark* b, int reps) {
+  WithPercentiles(b->Iterations(1)->Repetitions(reps)->UseRealTime()->Unit(benchmark::kMillisecond));
+}
+inline void PerExecution(benchmark::internal::Benchmark* b) { PerExecution(b, Repetitions()); }
 
 // cubicle's default sandbox as bubblewrap spells it, minus what bwrap
 // cannot do: no seccomp filter, no generated /etc files, no rlimits, no

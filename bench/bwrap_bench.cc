@@ -168,17 +168,6 @@ void BM_CubicleBwrapTrueSeccomp(benchmark::State& s) { Time(s, true, true, kTrue
 void BM_BwrapPython(benchmark::State& s) { Time(s, false, false, kPython); }
 void BM_CubicleBwrapPython(benchmark::State& s) { Time(s, true, false, kPython); }
 
-void PerExecution(benchmark::internal::Benchmark* b) {
-  b->Iterations(1)
-      ->Repetitions(Repetitions())
-      ->ComputeStatistics("p50", Percentile<50>)
-      ->ComputeStatistics("p90", Percentile<90>)
-      ->ComputeStatistics("p99", Percentile<99>)
-      ->ReportAggregatesOnly(true)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-}
-
 BENCHMARK(BM_BwrapTrue)->Apply(PerExecution);
 BENCHMARK(BM_CubicleBwrapTrue)->Apply(PerExecution);
 BENCHMARK(BM_BwrapTrueSeccomp)->Apply(PerExecution);

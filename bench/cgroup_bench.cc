@@ -392,14 +392,7 @@ void BM_PlainFork(benchmark::State& state) {
 }
 
 void PerOperation(benchmark::internal::Benchmark* b, int reps) {
-  b->Iterations(1)
-      ->Repetitions(reps)
-      ->UseManualTime()
-      ->ComputeStatistics("p50", Percentile<50>)
-      ->ComputeStatistics("p90", Percentile<90>)
-      ->ComputeStatistics("p99", Percentile<99>)
-      ->ReportAggregatesOnly(true)
-      ->Unit(benchmark::kMicrosecond);
+  WithPercentiles(b->Iterations(1)->Repetitions(reps)->UseManualTime()->Unit(benchmark::kMicrosecond));
 }
 void Often(benchmark::internal::Benchmark* b) { PerOperation(b, Repetitions()); }
 void AfterIdle(benchmark::internal::Benchmark* b) {

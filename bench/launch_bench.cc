@@ -421,17 +421,6 @@ void BM_PythonBwrap(benchmark::State& state) {
   TimeBwrap(state, PythonArgv(), &warmed);
 }
 
-void PerExecution(benchmark::internal::Benchmark* b, int reps) {
-  b->Iterations(1)
-      ->Repetitions(reps)
-      ->ComputeStatistics("p50", Percentile<50>)
-      ->ComputeStatistics("p90", Percentile<90>)
-      ->ComputeStatistics("p99", Percentile<99>)
-      ->ReportAggregatesOnly(true)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-}
-void PerExecution(benchmark::internal::Benchmark* b) { PerExecution(b, Repetitions()); }
 // A tenth of the repetitions (at least 10): each waits 200 ms first.
 void AfterIdle(benchmark::internal::Benchmark* b) {
   PerExecution(b, std::max(10, Repetitions() / 10));

@@ -310,29 +310,18 @@ void BM_PooledPython(benchmark::State& s) { PooledRun(s, kPython); }
 void BM_ColdPython(benchmark::State& s) { ColdRun(s, kPython); }
 void BM_SpawnPython(benchmark::State& s) { Spawn(s, kPython); }
 
-void Configure(benchmark::internal::Benchmark* b) {
-  b->Iterations(1)
-      ->Repetitions(Repetitions())
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond)
-      ->ComputeStatistics("p50", Percentile<50>)
-      ->ComputeStatistics("p90", Percentile<90>)
-      ->ComputeStatistics("p99", Percentile<99>)
-      ->ReportAggregatesOnly(true);
-}
-
-BENCHMARK(BM_SpawnTrue)->Apply(Configure);
-BENCHMARK(BM_BwrapTrue)->Apply(Configure);
-BENCHMARK(BM_ColdTrue)->Apply(Configure);
-BENCHMARK(BM_PooledTrue)->Apply(Configure);
-BENCHMARK(BM_SpawnPython)->Apply(Configure);
-BENCHMARK(BM_BwrapPython)->Apply(Configure);
-BENCHMARK(BM_ColdPython)->Apply(Configure);
-BENCHMARK(BM_PooledPython)->Apply(Configure);
-BENCHMARK(BM_WarmPython)->Apply(Configure);
-BENCHMARK(BM_WarmPythonNumpy)->Apply(Configure);
-BENCHMARK(BM_SkillCallExec)->Apply(Configure);
-BENCHMARK(BM_SkillCallWarm)->Apply(Configure);
+BENCHMARK(BM_SpawnTrue)->Apply(PerExecution);
+BENCHMARK(BM_BwrapTrue)->Apply(PerExecution);
+BENCHMARK(BM_ColdTrue)->Apply(PerExecution);
+BENCHMARK(BM_PooledTrue)->Apply(PerExecution);
+BENCHMARK(BM_SpawnPython)->Apply(PerExecution);
+BENCHMARK(BM_BwrapPython)->Apply(PerExecution);
+BENCHMARK(BM_ColdPython)->Apply(PerExecution);
+BENCHMARK(BM_PooledPython)->Apply(PerExecution);
+BENCHMARK(BM_WarmPython)->Apply(PerExecution);
+BENCHMARK(BM_WarmPythonNumpy)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallExec)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallWarm)->Apply(PerExecution);
 BENCHMARK(BM_ThroughputPooledTrue)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ThroughputWarmPython)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_IdlePssShell)->Iterations(1)->Repetitions(3)->UseRealTime()->Unit(benchmark::kMillisecond);
