@@ -25,6 +25,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -117,38 +118,44 @@ runtime::SandboxSpec ShellSpec(absl::string_view script, const runtime::Defaults
   return TestSpec({"/bin/sh", "-c", std::string(script)}, options);
 }
 
-absl::StatusOr<SandboxRun> RunInSandbox(const runtime::SandboxSpec& spec, absl::string_view stdin_text,
-                                        runtime::LaunchOptions options) {
+namespace {
+
+// Runs `run(stdin, stdout, stderr)` with stdin reading `stdin_text` and the
+// output captured in memfds (nothing can deadlock however much is written).
+absl::StatusOr<SandboxRun> Captured(absl::string_view stdin_text,
+                                    absl::FunctionRef<absl::StatusOr<runtime::ExecResult>(int, int, int)> run) {
   UniqueFd in = MemfdWith("sandbox-stdin", stdin_text);
   UniqueFd out = MemfdWith("sandbox-stdout", "");
   UniqueFd err = MemfdWith("sandbox-stderr", "");
-  options.stdin_fd = in.get();
-  options.stdout_fd = out.get();
-  options.stderr_fd = err.get();
-  absl::StatusOr<runtime::ExecResult> result = runtime::Launch(spec, options);
+  absl::StatusOr<runtime::ExecResult> result = run(in.get(), out.get(), err.get());
   if (!result.ok()) return result.status();
-  SandboxRun run;
-  run.result = *std::move(result);
-  run.out = ReadAll(out.get());
-  run.err = ReadAll(err.get());
-  return run;
+  SandboxRun captured;
+  captured.result = *std::move(result);
+  captured.out = ReadAll(out.get());
+  captured.err = ReadAll(err.get());
+  return captured;
+}
+
+}  // namespace
+
+absl::StatusOr<SandboxRun> RunInSandbox(const runtime::SandboxSpec& spec, absl::string_view stdin_text,
+                                        runtime::LaunchOptions options) {
+  return Captured(stdin_text, [&](int in, int out, int err) {
+    options.stdin_fd = in;
+    options.stdout_fd = out;
+    options.stderr_fd = err;
+    return runtime::Launch(spec, options);
+  });
 }
 
 absl::StatusOr<SandboxRun> RunInZygote(runtime::Zygote& zygote, runtime::ExecRequest request,
                                        absl::string_view stdin_text) {
-  UniqueFd in = MemfdWith("zygote-stdin", stdin_text);
-  UniqueFd out = MemfdWith("zygote-stdout", "");
-  UniqueFd err = MemfdWith("zygote-stderr", "");
-  request.stdin_fd = in.get();
-  request.stdout_fd = out.get();
-  request.stderr_fd = err.get();
-  absl::StatusOr<runtime::ExecResult> result = zygote.Run(request);
-  if (!result.ok()) return result.status();
-  SandboxRun run;
-  run.result = *std::move(result);
-  run.out = ReadAll(out.get());
-  run.err = ReadAll(err.get());
-  return run;
+  return Captured(stdin_text, [&](int in, int out, int err) {
+    request.stdin_fd = in;
+    request.stdout_fd = out;
+    request.stderr_fd = err;
+    return zygote.Run(request);
+  });
 }
 
 absl::StatusOr<SandboxRun> RunArgv(std::vector<std::string> argv, absl::string_view stdin_text) {
