@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/cgroup_host.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -145,20 +146,31 @@ TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
 }
 
 TEST_F(RootLimits, CpuBreakerWarnsWithSigusr1ThenKills) {
-  // The payload hears SIGUSR1 (and says so) but keeps spinning.
+  // The payload hears SIGUSR1 (and says so) but keeps spinning. The share
+  // is low so that a spinning loop stays above it even on a loaded CI
+  // machine; if it still dips under at the end of the grace, the breaker
+  // re-arms (as designed) and warns again before it kills, so the test
+  // checks the first and the last warning rather than their count.
   runtime::SandboxSpec spec =
       ShellSpec("trap 'echo got-usr1' USR1; while :; do :; done");
-  spec.breakers.cpu_share = 0.5;
-  spec.breakers.cpu_window = absl::Milliseconds(400);
-  spec.breakers.cpu_grace = absl::Milliseconds(400);
-  spec.timeout = absl::Seconds(30);
+  spec.breakers.cpu_share = 0.1;
+  spec.breakers.cpu_window = absl::Milliseconds(500);
+  spec.breakers.cpu_grace = absl::Milliseconds(800);
+  spec.timeout = absl::Seconds(60);
   absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->result.reason, runtime::ExitReason::kBreakerCpu) << run->err;
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kBreakerCpu)
+      << run->err << absl::StrJoin(run->result.warnings, "\n");
   EXPECT_EQ(run->result.signal, SIGKILL);
   EXPECT_TRUE(absl::StrContains(run->out, "got-usr1")) << run->out;
-  ASSERT_EQ(run->result.warnings.size(), 2u);
-  EXPECT_TRUE(absl::StrContains(run->result.warnings[0], "SIGUSR1")) << run->result.warnings[0];
+  ASSERT_GE(run->result.warnings.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(run->result.warnings.front(), "sent SIGUSR1"))
+      << run->result.warnings.front();
+  EXPECT_TRUE(absl::StrContains(run->result.warnings.back(), "sandbox killed"))
+      << run->result.warnings.back();
+  for (size_t i = 0; i + 1 < run->result.warnings.size(); ++i) {
+    EXPECT_TRUE(absl::StrContains(run->result.warnings[i], "sent SIGUSR1")) << run->result.warnings[i];
+  }
 }
 
 TEST_F(RootLimits, MemoryBreakerSendsSigtermThenKillsAfterTheGrace) {
