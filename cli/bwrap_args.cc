@@ -542,13 +542,19 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     return Die("--disable-userns is not compatible with  --userns-block-fd");  // sic, bwrap's double space
   }
 
-  // bwrap without setuid and not root always needs a user namespace.
-  bool unshare_user = o.unshare_user || host.uid != 0;
+  // bwrap without setuid and not root always needs a user namespace: a new
+  // one, or the one --userns names.
+  const bool join_userns = o.userns_fd.has_value();
+  bool unshare_user = o.unshare_user || (host.uid != 0 && !join_userns);
   if (o.unshare_user_try && host.user_namespaces_enabled) unshare_user = true;
   const uid_t uid = o.uid.value_or(host.uid);
   const gid_t gid = o.gid.value_or(host.gid);
-  if (!unshare_user && uid != host.uid) return Die("Specifying --uid requires --unshare-user or --userns");
-  if (!unshare_user && gid != host.gid) return Die("Specifying --gid requires --unshare-user or --userns");
+  if (!unshare_user && !join_userns && uid != host.uid) {
+    return Die("Specifying --uid requires --unshare-user or --userns");
+  }
+  if (!unshare_user && !join_userns && gid != host.gid) {
+    return Die("Specifying --gid requires --unshare-user or --userns");
+  }
   if (!o.unshare_uts && o.hostname.has_value()) return Die("Specifying --hostname requires --unshare-uts");
   if (o.as_pid_1 && !o.unshare_pid) return Die("Specifying --as-pid-1 requires --unshare-pid");
   if (o.as_pid_1 && !o.lock_files.empty()) return Die("Specifying --as-pid-1 and --lock-file is not permitted");
@@ -562,15 +568,14 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     // bwrap's answer on a host without SELinux; cubicle gives it everywhere.
     return Die("labeling not supported on this system");
   }
-  auto unsupported = [](absl::string_view what) {
-    return absl::UnimplementedError(absl::StrCat(what, " is not supported by cubicle's bwrap mode"));
-  };
-  if (o.userns_fd.has_value()) return unsupported("--userns");
-  if (o.userns2_fd.has_value()) return unsupported("--userns2");
-  if (o.pidns_fd.has_value()) return unsupported("--pidns");
 
   runtime::SandboxSpec& spec = out.spec;
-  spec.namespaces.user = true;  // always: see map_all_host_ids
+  // A user namespace always: a new one, the one --userns names, or (root
+  // without --unshare-user) a new one mapping every host id to itself.
+  spec.namespaces.user = !join_userns;
+  spec.join_userns = o.userns_fd;
+  spec.join_pidns = o.pidns_fd;
+  spec.join_userns_after_setup = o.userns2_fd;
   spec.namespaces.mount = true;
   spec.namespaces.pid = o.unshare_pid;
   spec.namespaces.net = o.unshare_net;
@@ -579,9 +584,11 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   spec.namespaces.cgroup = o.unshare_cgroup || o.unshare_cgroup_try;
   spec.uid = uid;
   spec.gid = gid;
-  spec.host_uid = host.uid;
-  spec.host_gid = host.gid;
-  spec.map_all_host_ids = !unshare_user;
+  if (!join_userns) {
+    spec.host_uid = host.uid;
+    spec.host_gid = host.gid;
+    spec.map_all_host_ids = !unshare_user;
+  }
   spec.disable_userns = o.disable_userns;
   spec.assert_userns_disabled = o.assert_userns_disabled;
 
@@ -594,7 +601,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   const uint64_t all_caps = (uint64_t{1} << std::size(kCapNames)) - 1;
   const uint64_t requested = o.caps & all_caps;
   runtime::CapabilitySpec caps;
-  if (unshare_user) {
+  if (unshare_user || join_userns) {
     caps.keep = requested;
     caps.bounding = requested;
     caps.exact = o.caps_used;
@@ -609,7 +616,8 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   for (MountOp& op : o.mounts) {
     // Without a new pid namespace bwrap binds the host's procfs (the pid
     // namespace is shared anyway) and covers it as it covers a new one.
-    if (op.kind == MountKind::kProc && !o.unshare_pid) op.source = "/proc";
+    // A joined pid namespace gets a procfs of its own, as in bwrap.
+    if (op.kind == MountKind::kProc && !o.unshare_pid && !o.pidns_fd.has_value()) op.source = "/proc";
     spec.mounts.push_back(std::move(op));
   }
 

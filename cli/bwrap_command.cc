@@ -149,6 +149,7 @@ std::string BwrapMessage(const absl::Status& status) {
   size_t name = message.rfind(": ", last - 1);
   if (name == std::string::npos || message.compare(name + 2, 1, "E") != 0) return message;
   std::string step_text = message.substr(0, name);
+  std::string errno_name = message.substr(name + 2, last - name - 2);
   std::string reason = message.substr(last + 2);
   size_t open = step_text.find('(');
   std::string step = step_text.substr(0, open);
@@ -176,7 +177,20 @@ std::string BwrapMessage(const absl::Status& status) {
       {"chmod", "Can't chmod "},
       {"open chmod target", "Can't chmod "},
       {"open remount target", "Can't remount readonly on "},
+      {"switch to uid", "unable to switch to uid "},
+      {"switch to gid", "unable to switch to gid "},
   };
+  // The joined namespaces (--userns, --pidns, --userns2): bwrap's texts
+  // name no fd.
+  if (step == "join user namespace") {
+    if (errno_name == "EINVAL") {
+      return "Joining the specified user namespace failed, it might not be a descendant of the current user "
+             "namespace.";
+    }
+    return absl::StrCat("Joining specified user namespace failed: ", reason);
+  }
+  if (step == "join pid namespace") return absl::StrCat("Setting pidns failed: ", reason);
+  if (step == "join user namespace after setup") return absl::StrCat("Setting userns2 failed: ", reason);
   for (const Phrase& p : kPhrases) {
     if (step == p.step) return absl::StrCat(p.text, detail, ": ", reason);
   }

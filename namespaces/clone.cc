@@ -1,13 +1,20 @@
 #include "namespaces/clone.h"
 
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "base/fd_passing.h"
 
 namespace cubicle::namespaces {
 
@@ -31,7 +38,9 @@ CloneResult CloneInto(uint64_t flags, int cgroup_fd, bool try_clone3) {
     std::memset(&args, 0, sizeof(args));
     args.flags = flags | CLONE_PIDFD;
     args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-    args.exit_signal = SIGCHLD;
+    // With CLONE_PARENT the child's exit signal is the caller's own, and
+    // clone3 refuses any other.
+    args.exit_signal = (flags & CLONE_PARENT) ? 0 : SIGCHLD;
     if (cgroup_fd >= 0) {
       args.flags |= CLONE_INTO_CGROUP;
       args.cgroup = static_cast<uint64_t>(cgroup_fd);
@@ -57,6 +66,101 @@ CloneResult CloneInto(uint64_t flags, int cgroup_fd, bool try_clone3) {
   if (result.pid > 0) {
     long fd = ::syscall(SYS_pidfd_open, result.pid, 0);
     result.pidfd = fd >= 0 ? static_cast<int>(fd) : -1;
+  }
+  return result;
+}
+
+namespace {
+
+// The pid a pidfd refers to, in the reader's pid namespace ("Pid:" of its
+// fdinfo); -1 if the kernel does not say.
+pid_t PidOfPidfd(int pidfd) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[1024];
+  ssize_t n = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  const char* line = std::strstr(text, "\nPid:");
+  if (line == nullptr) return -1;
+  long pid = std::strtol(line + 5, nullptr, 10);
+  return pid > 0 ? static_cast<pid_t>(pid) : -1;
+}
+
+constexpr int kPidfdIdType = 3;  // P_PIDFD (Linux 5.4), absent from older headers
+
+struct IntermediateReport {
+  int err;  // errno of the failed clone, or 0
+  int used_clone3;
+};
+
+}  // namespace
+
+CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3) {
+  CloneResult result;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    result.pid = -errno;
+    return result;
+  }
+  // A raw fork: the intermediate makes only raw syscalls until _exit.
+  long mid = ::syscall(SYS_clone, static_cast<unsigned long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
+  if (mid == 0) {
+    ::close(sv[0]);
+    // CLONE_PARENT: the sandbox is the caller's child, not the
+    // intermediate's (an orphan would go to the joined namespace's init,
+    // not to the caller, whatever subreaper the caller is).
+    CloneResult inner = CloneInto(flags | CLONE_PARENT, cgroup_fd, try_clone3);
+    if (inner.pid == 0) {  // the sandbox's first process: the caller goes on as it
+      ::close(sv[1]);
+      return inner;
+    }
+    IntermediateReport report = {inner.pid < 0 ? -inner.pid : 0, inner.used_clone3 ? 1 : 0};
+    if (inner.pid > 0 && inner.pidfd < 0) report.err = ENOSYS;  // no pidfd: no way to name it to the caller
+    int fds[1] = {inner.pidfd};
+    SendWithFds(sv[1], &report, sizeof(report), fds, report.err == 0 ? 1 : 0, MSG_NOSIGNAL);
+    if (report.err != 0 && inner.pid > 0) ::kill(inner.pid, SIGKILL);
+    ::_exit(0);
+  }
+  const int spawn_errno = errno;
+  ::close(sv[1]);
+  if (mid < 0) {
+    ::close(sv[0]);
+    result.pid = -spawn_errno;
+    return result;
+  }
+  IntermediateReport report = {EPIPE, 0};
+  int pidfd = -1;
+  size_t nfds = 0;
+  int msg_flags = 0;
+  ssize_t got = ReceiveWithFds(sv[0], &report, sizeof(report), &pidfd, 1, &nfds, 0, &msg_flags);
+  const int receive_errno = errno;
+  ::close(sv[0]);
+  int status = 0;
+  while (::waitpid(static_cast<pid_t>(mid), &status, 0) < 0 && errno == EINTR) {
+  }
+  if (got != static_cast<ssize_t>(sizeof(report)) || (report.err == 0 && nfds != 1)) {
+    if (nfds == 1) ::close(pidfd);
+    result.pid = got < 0 ? -receive_errno : -EPIPE;
+    return result;
+  }
+  result.used_clone3 = report.used_clone3 != 0;
+  if (report.err != 0) {
+    result.pid = -report.err;
+    return result;
+  }
+  result.pid = PidOfPidfd(pidfd);
+  result.pidfd = pidfd;
+  if (result.pid < 0) {
+    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    siginfo_t info;
+    ::waitid(static_cast<idtype_t>(kPidfdIdType), static_cast<id_t>(pidfd), &info, WEXITED);
+    ::close(pidfd);
+    result.pidfd = -1;
+    result.pid = -ENOSYS;
   }
   return result;
 }

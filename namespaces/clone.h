@@ -36,6 +36,17 @@ struct CloneResult {
 // no pthread calls); it should make raw syscalls until execve.
 CloneResult CloneInto(uint64_t flags, int cgroup_fd, bool try_clone3);
 
+// CloneInto from a short-lived intermediate process, for a new pid
+// namespace under one the caller joined with setns(CLONE_NEWPID): the
+// kernel nests a new pid namespace only under the creator's own (active)
+// one, so a process must first live in the joined one. The intermediate
+// clones with CLONE_PARENT, so the sandbox's first process is the caller's
+// own child; this returns (in the caller) once the intermediate is reaped,
+// with the sandbox's pid as the caller sees it and its pidfd (a kernel
+// without pidfds fails with ENOSYS: nothing else names the process across
+// the namespaces). The child returns 0, as with CloneInto.
+CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3);
+
 // pidfd_send_signal, falling back to kill(pid) where pidfd is -1.
 int SignalProcess(int pidfd, pid_t pid, int sig);
 

@@ -41,6 +41,17 @@ bool BecomeSandboxIds(uid_t uid, gid_t gid, bool clear_groups, ChildError* error
   return true;
 }
 
+bool SwitchJoinedIds(bool set_uid, uid_t uid, bool set_gid, gid_t gid, ChildError* error) {
+  char id[32];
+  if (set_uid && ::syscall(SYS_setresuid, uid, uid, uid) != 0) {
+    return child::Fail(error, "switch to uid", child::FormatWithNumber(id, sizeof(id), "", uid), errno);
+  }
+  if (set_gid && ::syscall(SYS_setresgid, gid, gid, gid) != 0) {
+    return child::Fail(error, "switch to gid", child::FormatWithNumber(id, sizeof(id), "", gid), errno);
+  }
+  return true;
+}
+
 bool DieWithParent(ChildError* error) {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
     return child::Fail(error, "prctl(PR_SET_PDEATHSIG)", "", errno);

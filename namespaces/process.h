@@ -20,6 +20,12 @@ bool WaitForLauncher(int control_fd, ChildError* error);
 // creates fails with EOVERFLOW.
 bool BecomeSandboxIds(uid_t uid, gid_t gid, bool clear_groups, ChildError* error);
 
+// In a user namespace the launcher joined (no maps of ours), the ids are
+// what its maps make of the launcher's; each changes only when asked for.
+// The uid first, as bwrap does, so that the errors are bwrap's: a switch
+// away from uid 0 drops the capabilities, and a gid switch after it fails.
+bool SwitchJoinedIds(bool set_uid, uid_t uid, bool set_gid, gid_t gid, ChildError* error);
+
 // Dies with the launcher: PR_SET_PDEATHSIG(SIGKILL). The kernel clears it
 // on every credential change, so call it after BecomeSandboxIds.
 bool DieWithParent(ChildError* error);

@@ -47,9 +47,32 @@ absl::Status ValidateEgress(const SandboxSpec& spec) {
 
 absl::Status ValidateSpec(const SandboxSpec& spec) {
   CUBICLE_RETURN_IF_ERROR(ValidateExecution(spec.argv, spec.env, spec.cwd, spec.timeout));
-  if (!spec.namespaces.user || !spec.namespaces.mount) {
+  if (!spec.namespaces.mount) {
+    return absl::InvalidArgumentError("a sandbox always has its own mount namespace (it cannot be shared)");
+  }
+  if (spec.namespaces.user == spec.join_userns.has_value()) {
     return absl::InvalidArgumentError(
-        "a sandbox always has its own user and mount namespaces (they cannot be shared)");
+        spec.join_userns.has_value()
+            ? "a sandbox joins an existing user namespace or makes its own, not both"
+            : "a sandbox always has a user namespace of its own, or joins a given one (it cannot share the caller's)");
+  }
+  for (const std::optional<int>& fd : {spec.join_userns, spec.join_pidns, spec.join_userns_after_setup}) {
+    if (fd.has_value() && *fd < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("namespace fd ", *fd, ": must not be negative"));
+    }
+  }
+  if (spec.join_userns.has_value()) {
+    // The launcher has left the host's user namespace by then, and with it
+    // the privileges these need after clone.
+    if (!spec.limits.empty() || spec.breakers.any() || !spec.devices.empty() ||
+        spec.egress.mode == egress::NetMode::kAllowlist) {
+      return absl::InvalidArgumentError(
+          "joining a user namespace cannot be combined with cgroup limits, breakers, devices or an egress allowlist");
+    }
+    if (spec.map_all_host_ids || spec.host_uid.has_value() || spec.host_gid.has_value()) {
+      return absl::InvalidArgumentError(
+          "a joined user namespace has its own id maps: no host ids can be given");
+    }
   }
   if (spec.hostname.empty() || spec.hostname.size() > 64 ||
       spec.hostname.find_first_of("/\n\0 ", 0, 4) != std::string::npos) {

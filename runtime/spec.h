@@ -113,6 +113,21 @@ struct SandboxSpec {
   // host gateway through a bridge in init. An allowlist needs a network
   // namespace and a seccomp policy that permits AF_INET (kDefault).
   egress::Policy egress;
+  // Existing namespaces to join instead of making new ones (bwrap's
+  // --userns, --pidns, --userns2): fds of the launching process, like
+  // inherited_fds, so only for the process that creates the sandbox.
+  //  - join_userns: the launcher enters it just before clone, so the
+  //    sandbox's new namespaces belong to it; no id maps are written (the
+  //    namespace has its own) and ids change only where uid/gid differ
+  //    from the launcher's. Needs namespaces.user false, and nothing the
+  //    launcher does on the host afterwards (cgroups, devices, egress).
+  //  - join_pidns: the sandbox's first process is made in it (under a new
+  //    one of its own when namespaces.pid).
+  //  - join_userns_after_setup: the sandbox enters it once its root,
+  //    hostname and network are set up, before the payload starts.
+  std::optional<int> join_userns;
+  std::optional<int> join_pidns;
+  std::optional<int> join_userns_after_setup;
 
   bool operator==(const SandboxSpec&) const = default;
 };

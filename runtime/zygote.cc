@@ -80,6 +80,13 @@ struct ChildPlan {
   bool disable_userns = false;
   bool assert_userns_disabled = false;
   bool as_pid_1 = false;
+  // A user namespace the launcher joined (SandboxSpec::join_userns): no
+  // maps of ours; ids switch only where asked for.
+  bool joined_userns = false;
+  bool switch_uid = false;
+  bool switch_gid = false;
+  // SandboxSpec::join_userns_after_setup, or -1.
+  int userns_after_setup_fd = -1;
   // The fds the payload keeps at their numbers (bwrap's inherited fds).
   std::vector<int> inherited_fds;
   // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
@@ -310,7 +317,9 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   // it whenever the credentials change (as root, kuid 0 becomes 1000000+),
   // and a launcher that died in between is caught by the check after it.
   bool ok = namespaces::WaitForLauncher(plan.control_fd, e) &&
-            namespaces::BecomeSandboxIds(plan.uid, plan.gid, plan.clear_groups, e) &&
+            (plan.joined_userns
+                 ? namespaces::SwitchJoinedIds(plan.switch_uid, plan.uid, plan.switch_gid, plan.gid, e)
+                 : namespaces::BecomeSandboxIds(plan.uid, plan.gid, plan.clear_groups, e)) &&
             (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
@@ -324,11 +333,12 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
-  int keep[3 + kMaxInheritedFds];
+  int keep[4 + kMaxInheritedFds];
   size_t kept = 0;
   keep[kept++] = plan.control_fd;
   if (plan.egress_fd >= 0) keep[kept++] = plan.egress_fd;
   if (proc_fd >= 0) keep[kept++] = proc_fd;
+  if (plan.userns_after_setup_fd >= 0) keep[kept++] = plan.userns_after_setup_fd;
   for (int fd : plan.inherited_fds) keep[kept++] = fd;
   ok = ok && namespaces::CloseAllFdsExcept(keep, kept, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
@@ -337,6 +347,17 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
        (plan.egress_fd < 0 || egress::bridge::Listen(plan.bridge_port, &bridge.fd, e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
+  // The user namespace to run in once set up (bwrap --userns2): the
+  // setup above needed the privileges of the one it was made in.
+  if (ok && plan.userns_after_setup_fd >= 0) {
+    char fd_text[32];
+    ok = ::setns(plan.userns_after_setup_fd, CLONE_NEWUSER) == 0 ||
+         child::Fail(e, "join user namespace after setup",
+                     child::FormatWithNumber(fd_text, sizeof(fd_text), "fd ", plan.userns_after_setup_fd), errno);
+    if (!std::count(plan.inherited_fds.begin(), plan.inherited_fds.end(), plan.userns_after_setup_fd)) {
+      ::close(plan.userns_after_setup_fd);
+    }
+  }
   // Last: from here on the sandbox's own capabilities are gone.
   ok = ok && (proc_fd < 0 || namespaces::EnterNestedUserNamespace(proc_fd, e));
   if (proc_fd >= 0) ::close(proc_fd);
@@ -411,6 +432,14 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
   Identity id;
   uid_t euid = ::geteuid();
   gid_t egid = ::getegid();
+  if (spec.join_userns.has_value()) {
+    // The joined namespace's maps decide; nothing is written, no groups
+    // are touched, and no tree is idmapped for it.
+    id.host_uid = euid;
+    id.host_gid = egid;
+    id.clear_groups = false;
+    return id;
+  }
   if (spec.map_all_host_ids) {
     // Every id is itself: the ids look like the host's, while the
     // capabilities stay those of a user namespace, not the host's.
@@ -772,6 +801,14 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.disable_userns = spec.disable_userns;
   plan.assert_userns_disabled = spec.assert_userns_disabled;
   plan.as_pid_1 = spec.as_pid_1;
+  if (spec.join_userns.has_value()) {
+    // As bwrap: ids the caller names differently from its own are switched
+    // to; the others stay what the namespace's maps make of the caller's.
+    plan.joined_userns = true;
+    plan.switch_uid = spec.uid != ::getuid();
+    plan.switch_gid = spec.gid != ::getgid();
+  }
+  plan.userns_after_setup_fd = spec.join_userns_after_setup.value_or(-1);
   plan.cwd_fallbacks = spec.cwd_fallbacks;
   for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
 
@@ -817,18 +854,38 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.inherited_fds = spec.inherited_fds;
   clock.Mark("prepare");
 
+  // Namespaces to join: the user namespace first (it gives the privilege
+  // over the pid namespace it owns), both just before clone. There is no
+  // way back to the host's user namespace; ValidateSpec made sure the
+  // launcher needs nothing of it from here on.
+  if (spec.join_userns.has_value() && ::setns(*spec.join_userns, CLONE_NEWUSER) != 0) {
+    const int err = errno;
+    absl::Status st = ErrnoStatus(err, absl::StrCat("join user namespace(fd ", *spec.join_userns, ")"));
+    if (err == EINVAL) {
+      st = absl::Status(st.code(), absl::StrCat(st.message(), " (it might not be a descendant of the current "
+                                                              "user namespace, or the launcher has threads)"));
+    }
+    return st;
+  }
+  if (spec.join_pidns.has_value() && ::setns(*spec.join_pidns, CLONE_NEWPID) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("join pid namespace(fd ", *spec.join_pidns, ")"));
+  }
+  if (spec.join_userns.has_value() || spec.join_pidns.has_value()) clock.Mark("join");
+
   // 2. clone into the new namespaces (and, on v2, straight into the cgroup:
   //    CLONE_INTO_CGROUP needs no migration).
   const int cgroup_fd = state->cgroup != nullptr && features.clone3 ? state->cgroup->v2_dir_fd() : -1;
-  namespaces::CloneResult cloned =
-      namespaces::CloneInto(spec.namespaces.CloneFlags(), cgroup_fd, features.clone3);
+  // A new pid namespace under a joined one is made by a process inside it.
+  auto clone_sandbox = spec.join_pidns.has_value() && spec.namespaces.pid ? namespaces::CloneViaIntermediate
+                                                                          : namespaces::CloneInto;
+  namespaces::CloneResult cloned = clone_sandbox(spec.namespaces.CloneFlags(), cgroup_fd, features.clone3);
   bool placed_on_v2 = cgroup_fd >= 0 && cloned.pid >= 0;
   if (cloned.pid < 0 && cgroup_fd >= 0) {
     // A v2 group the kernel will not clone into (a threaded or domain-
     // invalid parent): place the child by writing cgroup.procs instead.
     created.warnings.push_back(absl::StrCat("clone3(CLONE_INTO_CGROUP): ", ErrnoName(-cloned.pid),
                                             "; the sandbox is attached after clone instead"));
-    cloned = namespaces::CloneInto(spec.namespaces.CloneFlags(), -1, features.clone3);
+    cloned = clone_sandbox(spec.namespaces.CloneFlags(), -1, features.clone3);
   }
   if (cloned.pid == 0) ChildMain(plan);
   if (cloned.pid < 0) {
@@ -865,7 +922,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   if (state->devices != nullptr) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
 
   // 4. Id maps, then release the child.
-  CUBICLE_RETURN_IF_ERROR(namespaces::WriteIdMaps(cloned.pid, state->identity.mapping));
+  if (!spec.join_userns.has_value()) {
+    CUBICLE_RETURN_IF_ERROR(namespaces::WriteIdMaps(cloned.pid, state->identity.mapping));
+  }
   char go = 'g';
   if (::send(state->control.get(), &go, 1, MSG_NOSIGNAL) != 1) return ErrnoStatus(errno, "send(control, go)");
   clock.Mark("id_maps");

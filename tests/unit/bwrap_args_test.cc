@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "runtime/spec.h"
 
 namespace cubicle::cli {
 namespace {
@@ -205,16 +206,69 @@ TEST(BwrapArgs, ConflictsBwrapRejects) {
   ExpectDie({"--ro-bind-fd", "3"}, "--bind-fd takes two arguments");
 }
 
-TEST(BwrapArgs, WhatCubicleDoesNotDoIsRefusedNeverIgnored) {
-  for (std::vector<std::string> args : {std::vector<std::string>{"--userns", "3", "true"},
-                                        {"--pidns", "3", "true"},
-                                        {"--userns2", "3", "true"},
-                                        }) {
-    absl::StatusOr<BwrapInvocation> got = Parse(args);
-    ASSERT_FALSE(got.ok()) << args[0];
-    EXPECT_EQ(got.status().code(), absl::StatusCode::kUnimplemented) << args[0];
-    EXPECT_TRUE(absl::StrContains(got.status().message(), "is not supported by cubicle")) << got.status();
-  }
+TEST(BwrapArgs, JoinedNamespacesReplaceNewOnes) {
+  // --userns: no new user namespace, no maps of cubicle's; the capabilities
+  // are computed as in a new one (root's own set bounds them).
+  absl::StatusOr<BwrapInvocation> got = Parse({"--userns", "3", "--proc", "/proc", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  const runtime::SandboxSpec& s = got->spec;
+  EXPECT_FALSE(s.namespaces.user);
+  EXPECT_EQ(s.join_userns, 3);
+  EXPECT_FALSE(s.join_pidns.has_value());
+  EXPECT_FALSE(s.map_all_host_ids);
+  EXPECT_FALSE(s.host_uid.has_value());
+  ASSERT_TRUE(s.capabilities.has_value());
+  EXPECT_EQ(s.capabilities->bounding, kHostCaps);
+  EXPECT_EQ(s.capabilities->keep, kHostCaps);
+  EXPECT_EQ(got->option_fds, std::vector<int>{3}) << "the namespace fd is not the command's";
+  // Without --unshare-pid the host's procfs is bound, as before.
+  ASSERT_EQ(s.mounts.size(), 1u);
+  EXPECT_EQ(s.mounts[0].source, "/proc");
+  EXPECT_TRUE(runtime::ValidateSpec(s).ok()) << runtime::ValidateSpec(s);
+
+  // --uid/--gid need --unshare-user or --userns; with --userns they pass.
+  got = Parse({"--userns", "3", "--uid", "5", "--gid", "6", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.uid, 5u);
+  EXPECT_EQ(got->spec.gid, 6u);
+
+  // A rootless caller with --userns makes no user namespace of its own.
+  got = Parse({"--userns", "3", "true"}, FakeHost(1000));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->spec.namespaces.user);
+  EXPECT_EQ(got->spec.capabilities->keep, 0u);
+
+  // --pidns: joined, a new one under it only with --unshare-pid; a joined
+  // pid namespace gets a procfs of its own.
+  got = Parse({"--userns", "3", "--pidns", "4", "--proc", "/proc", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.join_pidns, 4);
+  EXPECT_FALSE(got->spec.namespaces.pid);
+  ASSERT_EQ(got->spec.mounts.size(), 1u);
+  EXPECT_EQ(got->spec.mounts[0].kind, MountKind::kProc);
+  EXPECT_NE(got->spec.mounts[0].source, "/proc");
+  EXPECT_EQ(got->info_namespaces, (std::vector<std::string>{"mnt"})) << "bwrap lists only the new ones";
+  got = Parse({"--userns", "3", "--pidns", "4", "--unshare-pid", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->spec.namespaces.pid);
+  EXPECT_EQ(got->info_namespaces, (std::vector<std::string>{"mnt", "pid"}));
+
+  // --userns2: entered after the setup, with a new or a joined namespace.
+  got = Parse({"--unshare-user", "--userns2", "5", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->spec.namespaces.user);
+  EXPECT_EQ(got->spec.join_userns_after_setup, 5);
+  EXPECT_TRUE(runtime::ValidateSpec(got->spec).ok()) << runtime::ValidateSpec(got->spec);
+}
+
+TEST(BwrapArgs, JoinedNamespaceFdsMustBeNumbers) {
+  ExpectDie({"--userns", "x", "true"}, "Invalid fd: x");
+  ExpectDie({"--pidns", "-1", "true"}, "Invalid fd: -1");
+  ExpectDie({"--userns2"}, "--userns2 takes an argument");
+  ExpectDie({"--userns", "3", "--disable-userns", "--unshare-user", "true"}, "--userns not compatible --unshare-user");
+}
+
+TEST(BwrapArgs, LabelsWithoutSelinuxGetBwrapsAnswer) {
   // SELinux labels: bwrap's own answer on a host without SELinux.
   ExpectDie({"--exec-label", "x", "true"}, "labeling not supported on this system");
   ExpectDie({"--file-label", "x", "true"}, "labeling not supported on this system");

@@ -41,6 +41,34 @@ TEST(ValidateSpec, RejectsEachBadField) {
   EXPECT_FALSE(ValidateSpec(s).ok());
 }
 
+TEST(ValidateSpec, JoinedNamespacesNeedTheirRules) {
+  SandboxSpec s = Valid();
+  s.join_userns = 5;
+  EXPECT_NE(ValidateSpec(s).message().find("not both"), std::string::npos) << "a new user namespace too";
+  s.namespaces.user = false;
+  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  s.join_pidns = 6;
+  s.join_userns_after_setup = 7;
+  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  s.join_pidns = -1;
+  EXPECT_NE(ValidateSpec(s).message().find("namespace fd -1"), std::string::npos);
+  s.join_pidns = 6;
+  // After the launcher joined, it has no host privilege for these.
+  SandboxSpec limited = s;
+  limited.limits.pids_max = 10;
+  EXPECT_NE(ValidateSpec(limited).message().find("cannot be combined with cgroup limits"), std::string::npos);
+  SandboxSpec mapped = s;
+  mapped.host_uid = 0;
+  EXPECT_NE(ValidateSpec(mapped).message().find("own id maps"), std::string::npos);
+  mapped = s;
+  mapped.map_all_host_ids = true;
+  EXPECT_FALSE(ValidateSpec(mapped).ok());
+  // Without one to join, the sandbox's own is required.
+  s = Valid();
+  s.namespaces.user = false;
+  EXPECT_NE(ValidateSpec(s).message().find("cannot share the caller's"), std::string::npos);
+}
+
 TEST(ValidateSpec, RejectsBadBubblewrapFields) {
   SandboxSpec s = Valid();
   s.seccomp_programs = {std::string(7, 'x')};
