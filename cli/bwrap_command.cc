@@ -139,68 +139,6 @@ absl::Status ResolveBindSources(runtime::SandboxSpec* spec) {
   return absl::OkStatus();
 }
 
-// A launcher setup error in bwrap's words: "execvp foo: No such file or
-// directory", "Can't chdir to /x: ...". The launcher's own message is
-// "step(detail): ENAME: strerror".
-std::string BwrapMessage(const absl::Status& status) {
-  std::string message(status.message());
-  size_t last = message.rfind(": ");
-  if (last == std::string::npos) return message;
-  size_t name = message.rfind(": ", last - 1);
-  if (name == std::string::npos || message.compare(name + 2, 1, "E") != 0) return message;
-  std::string step_text = message.substr(0, name);
-  std::string errno_name = message.substr(name + 2, last - name - 2);
-  std::string reason = message.substr(last + 2);
-  size_t open = step_text.find('(');
-  std::string step = step_text.substr(0, open);
-  std::string detail = open != std::string::npos && step_text.back() == ')'
-                           ? step_text.substr(open + 1, step_text.size() - open - 2)
-                           : "";
-  struct Phrase {
-    const char* step;
-    const char* text;
-  };
-  static constexpr Phrase kPhrases[] = {
-      {"execve", "execvp "},
-      {"chdir", "Can't chdir to "},
-      {"symlink", "Can't make symlink at "},
-      {"create mountpoint", "Can't create file at "},
-      {"create file", "Can't create file "},
-      {"create data file", "Can't create file at "},
-      {"mkdir", "Can't mkdir "},
-      {"open directory", "Can't mkdir "},
-      {"stat bind source", "Can't find source path "},
-      {"open_tree", "Can't bind mount on "},
-      {"move_mount", "Can't bind mount on "},
-      {"mount_setattr", "Can't bind mount on "},
-      {"mount", "Can't mount on "},
-      {"chmod", "Can't chmod "},
-      {"open chmod target", "Can't chmod "},
-      {"open remount target", "Can't remount readonly on "},
-      {"switch to uid", "unable to switch to uid "},
-      {"switch to gid", "unable to switch to gid "},
-  };
-  // The joined namespaces (--userns, --pidns, --userns2): bwrap's texts
-  // name no fd.
-  if (step == "join user namespace") {
-    if (errno_name == "EINVAL") {
-      return "Joining the specified user namespace failed, it might not be a descendant of the current user "
-             "namespace.";
-    }
-    return absl::StrCat("Joining specified user namespace failed: ", reason);
-  }
-  if (step == "join pid namespace") return absl::StrCat("Setting pidns failed: ", reason);
-  if (step == "join user namespace after setup") return absl::StrCat("Setting userns2 failed: ", reason);
-  for (const Phrase& p : kPhrases) {
-    if (step == p.step) return absl::StrCat(p.text, detail, ": ", reason);
-  }
-  if (step.rfind("mount", 0) == 0) {
-    std::string fs = open != std::string::npos ? step_text.substr(open + 1, step_text.find(')') - open - 1) : "";
-    return absl::StrCat("Can't mount ", fs, " on ", detail, ": ", reason);
-  }
-  return absl::StrCat(step_text, ": ", reason);
-}
-
 std::string NamespaceJson(pid_t pid, const std::vector<std::string>& names, bool pretty) {
   std::vector<std::string> fields = {absl::StrCat("\"child-pid\": ", pid)};
   for (const std::string& ns : names) {
@@ -271,6 +209,76 @@ int StatusOf(const runtime::ExecResult& result) {
 }
 
 }  // namespace
+
+// A launcher setup error in bwrap's words: "execvp foo: No such file or
+// directory", "Can't chdir to /x: ...". The launcher's own message is
+// "step(detail): ENAME: strerror".
+std::string BwrapMessage(const absl::Status& status) {
+  std::string message(status.message());
+  size_t last = message.rfind(": ");
+  if (last == std::string::npos) return message;
+  size_t name = message.rfind(": ", last - 1);
+  if (name == std::string::npos || message.compare(name + 2, 1, "E") != 0) return message;
+  std::string step_text = message.substr(0, name);
+  std::string errno_name = message.substr(name + 2, last - name - 2);
+  std::string reason = message.substr(last + 2);
+  // "step(detail)", or "mount(fs)(detail)" for a filesystem mount.
+  size_t open = step_text.find('(');
+  std::string step = step_text.substr(0, open);
+  size_t last_open = step_text.rfind('(');
+  std::string detail = open != std::string::npos && step_text.back() == ')'
+                           ? step_text.substr(last_open + 1, step_text.size() - last_open - 2)
+                           : "";
+  if (step == "mount" && last_open != open) {
+    // bwrap names the filesystem and the path under its staging root
+    // ("Can't mount proc on /newroot/proc").
+    std::string fs = step_text.substr(open + 1, step_text.find(')') - open - 1);
+    std::string where = absl::StrCat("/newroot", detail == "/" ? "" : detail);
+    if (fs == "bind") return absl::StrCat("Can't bind mount on ", where, ": ", reason);
+    if (fs.rfind("remount", 0) == 0) return absl::StrCat("Can't remount readonly on ", where, ": ", reason);
+    if (fs.size() > 6 && fs.compare(fs.size() - 6, 6, " tmpfs") == 0) fs = "tmpfs";
+    return absl::StrCat("Can't mount ", fs, " on ", where, ": ", reason);
+  }
+  struct Phrase {
+    const char* step;
+    const char* text;
+  };
+  static constexpr Phrase kPhrases[] = {
+      {"execve", "execvp "},
+      {"chdir", "Can't chdir to "},
+      {"symlink", "Can't make symlink at "},
+      {"create mountpoint", "Can't create file at "},
+      {"create file", "Can't create file "},
+      {"create data file", "Can't create file at "},
+      {"mkdir", "Can't mkdir "},
+      {"open directory", "Can't mkdir "},
+      {"stat bind source", "Can't find source path "},
+      {"open_tree", "Can't bind mount on "},
+      {"move_mount", "Can't bind mount on "},
+      {"mount_setattr", "Can't bind mount on "},
+      {"mount", "Can't mount on "},
+      {"chmod", "Can't chmod "},
+      {"open chmod target", "Can't chmod "},
+      {"open remount target", "Can't remount readonly on "},
+      {"switch to uid", "unable to switch to uid "},
+      {"switch to gid", "unable to switch to gid "},
+  };
+  // The joined namespaces (--userns, --pidns, --userns2): bwrap's texts
+  // name no fd.
+  if (step == "join user namespace") {
+    if (errno_name == "EINVAL") {
+      return "Joining the specified user namespace failed, it might not be a descendant of the current user "
+             "namespace.";
+    }
+    return absl::StrCat("Joining specified user namespace failed: ", reason);
+  }
+  if (step == "join pid namespace") return absl::StrCat("Setting pidns failed: ", reason);
+  if (step == "join user namespace after setup") return absl::StrCat("Setting userns2 failed: ", reason);
+  for (const Phrase& p : kPhrases) {
+    if (step == p.step) return absl::StrCat(p.text, detail, ": ", reason);
+  }
+  return absl::StrCat(step_text, ": ", reason);
+}
 
 int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   const std::vector<int> inheritable = InheritableFds();

@@ -749,7 +749,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   ChildPlan plan;
   plan.rootfs = rootfs::Prepare(mounts, spec.readonly_root, features.new_mount_api, features.openat2);
-  plan.rootfs.allow_proc_fallback = options.allow_proc_fallback;
+  // The host's procfs would show the host's processes, not the joined pid
+  // namespace's: a procfs there is its own or none.
+  plan.rootfs.allow_proc_fallback = options.allow_proc_fallback && !spec.join_pidns.has_value();
   std::vector<UniqueFd> trees;
   for (rootfs::PreparedOp& op : plan.rootfs.ops) {
     if (op.kind != rootfs::MountKind::kBind || !op.op->idmap_owner || op.op->readonly) continue;

@@ -26,6 +26,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -95,7 +96,16 @@ enum class FdKind {
   kWorkspaceDir, // an O_PATH fd of the workspace directory
   kOutput,       // an empty memfd whose contents are compared after the run
   kByte,         // a pipe with one byte ready (for --block-fd)
+  // The NamespaceHolder's (for --userns, --pidns, --userns2):
+  kUserNs,       // its user namespace U1
+  kPidNs,        // its pid namespace, owned by U1, whose PID 1 lives on
+  kUserNs2,      // U2, nested in U1
+  kHostUserNs,   // the test's own user namespace (not below U1)
 };
+
+bool IsNamespaceFd(FdKind k) {
+  return k == FdKind::kUserNs || k == FdKind::kPidNs || k == FdKind::kUserNs2 || k == FdKind::kHostUserNs;
+}
 
 enum class Expect {
   kSame,        // exit status, stdout, first stderr line, fd outputs equal
@@ -110,10 +120,14 @@ struct Case {
   std::vector<std::string> paths;    // stat'ed by the probe
   FdKind fd3 = FdKind::kNone;
   FdKind fd4 = FdKind::kNone;
+  FdKind fd5 = FdKind::kNone;
   Expect expect = Expect::kSame;
   int documented_status = 0;                   // kDocumented
   std::vector<std::string> documented_output;  // kDocumented: substrings of stdout (or stderr)
   std::vector<std::string> args_file;          // kArgs
+  // kSame: substrings both sides' stdout must have (so that a case whose
+  // command fails the same way on both cannot pass unnoticed).
+  std::vector<std::string> both_output;
 };
 
 // gtest prints a failing case by name, not as bytes.
@@ -276,6 +290,44 @@ std::vector<Case> Cases() {
   add("err_lock_file_missing", Base({"--unshare-pid", "--lock-file", "/nonexistent"})).command = {"sleep", "2"};
   add("err_as_pid_1_with_lock", Base({"--unshare-pid", "--as-pid-1", "--lock-file", "/x"}));
   add("disable_userns", Base({"--unshare-all", "--unshare-user", "--disable-userns"}));
+  // --- joining namespaces (a NamespaceHolder made by the test): the ids,
+  //     namespaces and mounts through the probe, pid namespaces by inode.
+  add("join_userns", Base({"--userns", "3"})).fd3 = FdKind::kUserNs;
+  add("join_userns_unshare_some", Base({"--userns", "3", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                                   "--unshare-uts", "--unshare-cgroup", "--hostname", "joined"}))
+      .fd3 = FdKind::kUserNs;
+  add("join_userns_cap_drop_all", Base({"--userns", "3", "--cap-drop", "ALL"})).fd3 = FdKind::kUserNs;
+  add("join_userns_cap_add", Base({"--userns", "3", "--cap-drop", "ALL", "--cap-add", "CAP_NET_RAW"}))
+      .fd3 = FdKind::kUserNs;
+  add("join_pidns", Base({"--userns", "3", "--pidns", "4"})).command = {
+      "sh", "-c", "[ \"$(readlink /proc/self/ns/pid)\" = @PIDNS@ ] && echo joined; [ $$ -gt 1 ] && echo not-pid-1"};
+  c.back().fd3 = FdKind::kUserNs;
+  c.back().fd4 = FdKind::kPidNs;
+  c.back().both_output = {"joined\nnot-pid-1\n"};
+  add("join_pidns_unshare_pid", Base({"--userns", "3", "--pidns", "4", "--unshare-pid", "--info-fd", "5"})).command = {
+      "sh", "-c",
+      "[ \"$(readlink /proc/self/ns/pid)\" = @PIDNS@ ] && echo joined || echo nested; echo pid=$$; "
+      "grep NSpid /proc/self/status | wc -w"};
+  c.back().fd3 = FdKind::kUserNs;
+  c.back().fd4 = FdKind::kPidNs;
+  c.back().fd5 = FdKind::kOutput;
+  c.back().both_output = {"nested\npid=2\n2\n"};  // NSpid: only the new namespace's level is visible
+  add("join_userns2", Base({"--userns", "3", "--userns2", "4", "--unshare-uts", "--hostname", "two"})).command = {
+      "sh", "-c",
+      "id; [ \"$(readlink /proc/self/ns/user)\" = @USERNS2@ ] && echo in-userns2; cat /proc/self/uid_map; "
+      "cat /proc/sys/kernel/hostname; unshare -U true; echo nested=$?"};
+  c.back().fd3 = FdKind::kUserNs;
+  c.back().fd4 = FdKind::kUserNs2;
+  c.back().both_output = {"uid=0(root)", "in-userns2", "two\nnested=0"};
+  add("err_join_userns_unshare_all", Base({"--userns", "3", "--unshare-all"})).fd3 = FdKind::kUserNs;
+  add("err_join_userns_uid", Base({"--userns", "3", "--uid", "5"})).fd3 = FdKind::kUserNs;
+  add("err_join_userns_bad_fd", Base({"--userns", "9"}));
+  add("err_join_userns_not_a_namespace", Base({"--userns", "3"})).fd3 = FdKind::kData;
+  add("err_join_pidns_bad_fd", Base({"--userns", "3", "--pidns", "9"})).fd3 = FdKind::kUserNs;
+  add("err_join_pidns_not_a_namespace", Base({"--userns", "3", "--pidns", "4"})).fd3 = FdKind::kUserNs;
+  c.back().fd4 = FdKind::kData;
+  add("err_join_userns2_not_below", Base({"--userns", "3", "--userns2", "4"})).fd3 = FdKind::kUserNs;
+  c.back().fd4 = FdKind::kHostUserNs;
   add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
   c.back().fd3 = FdKind::kSeccomp;
   // --- bad argv and failed setup: exit 1 and bwrap's message
@@ -390,6 +442,62 @@ std::string SeccompProgram(const std::vector<int>& syscalls, int err) {
   return program;
 }
 
+// Namespaces to join, held for one test by processes of its own:
+// `unshare --user --map-root-user --pid --fork` (user namespace U1, a pid
+// namespace owned by it) whose forked child, PID 1 of that pid namespace,
+// execs `unshare --user --map-root-user sleep` (U2, nested in U1). Killing
+// that PID 1 ends the pid namespace and everything left in it.
+class NamespaceHolder {
+ public:
+  NamespaceHolder() : marker_(absl::StrCat("1000.", ::getpid(), "7")) {
+    outer_ = std::make_unique<test_support::RunningProcess>(std::vector<std::string>{
+        "/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork", "/usr/bin/unshare", "--user",
+        "--map-root-user", "/bin/sleep", marker_});
+    if (!outer_->started()) return;
+    // Bounded: at most 10 s for the inner sleep to appear.
+    for (int i = 0; i < 1000 && inner_ <= 0; ++i) {
+      for (pid_t pid : test_support::ProcessesWithArgument(marker_)) {
+        if (test_support::ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n") inner_ = pid;
+      }
+      if (inner_ <= 0) ::usleep(10'000);
+    }
+    if (inner_ <= 0) return;
+    userns_ = ::open(absl::StrCat("/proc/", outer_->pid(), "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+    pidns_ = ::open(absl::StrCat("/proc/", inner_, "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC);
+    userns2_ = ::open(absl::StrCat("/proc/", inner_, "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+    host_userns_ = ::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+  }
+  ~NamespaceHolder() {
+    for (int fd : {userns_, pidns_, userns2_, host_userns_}) {
+      if (fd >= 0) ::close(fd);
+    }
+    if (inner_ > 0) ::kill(inner_, SIGKILL);  // ours, by pid: PID 1 of the held pid namespace
+    if (outer_ != nullptr && outer_->started()) outer_->Wait();
+  }
+  bool ok() const { return userns_ >= 0 && pidns_ >= 0 && userns2_ >= 0 && host_userns_ >= 0; }
+  int fd(FdKind kind) const {
+    switch (kind) {
+      case FdKind::kUserNs: return userns_;
+      case FdKind::kPidNs: return pidns_;
+      case FdKind::kUserNs2: return userns2_;
+      default: return host_userns_;
+    }
+  }
+  // readlink of the held namespaces ("pid:[4026532180]").
+  std::string Link(const std::string& ns) const {
+    char link[128] = {};
+    std::string path = absl::StrCat("/proc/", inner_, "/ns/", ns);
+    ssize_t n = ::readlink(path.c_str(), link, sizeof(link) - 1);
+    return n > 0 ? std::string(link, static_cast<size_t>(n)) : "?";
+  }
+
+ private:
+  std::string marker_;
+  std::unique_ptr<test_support::RunningProcess> outer_;
+  pid_t inner_ = -1;
+  int userns_ = -1, pidns_ = -1, userns2_ = -1, host_userns_ = -1;
+};
+
 class Fixture {
  public:
   Fixture() {
@@ -416,7 +524,8 @@ class Fixture {
   std::string cubicle_bwrap() const { return bin_.Join("bwrap"); }
   const TempDir& layers() const { return layers_; }
 
-  std::vector<std::string> Expand(const std::vector<std::string>& args) const {
+  std::vector<std::string> Expand(const std::vector<std::string>& args,
+                                  const NamespaceHolder* holder = nullptr) const {
     std::vector<std::string> out;
     for (const std::string& a : args) {
       out.push_back(absl::StrReplaceAll(a, {{"@WS@", ws_.path()},
@@ -424,12 +533,15 @@ class Fixture {
                                             {"@LOWER1@", layers_.Join("lower1")},
                                             {"@LOWER2@", layers_.Join("lower2")},
                                             {"@UPPER@", layers_.Join("upper")},
-                                            {"@WORK@", layers_.Join("work")}}));
+                                            {"@WORK@", layers_.Join("work")},
+                                            {"@PIDNS@", holder ? holder->Link("pid") : "?"},
+                                            {"@USERNS2@", holder ? holder->Link("user") : "?"}}));
     }
     return out;
   }
 
-  std::vector<std::string> Argv(const std::string& program, const Case& c) const {
+  std::vector<std::string> Argv(const std::string& program, const Case& c,
+                                const NamespaceHolder* holder = nullptr) const {
     std::vector<std::string> argv = {program};
     for (const std::string& a : Expand(c.args)) argv.push_back(a);
     if (c.command.empty()) {
@@ -438,21 +550,27 @@ class Fixture {
       argv.push_back("--");
       argv.insert(argv.end(), c.paths.begin(), c.paths.end());
     } else {
-      argv.insert(argv.end(), c.command.begin(), c.command.end());
+      for (const std::string& a : Expand(c.command, holder)) argv.push_back(a);
     }
     return argv;
   }
 
-  // Runs argv with fds 3/4 made per the case; at most 60 s.
-  Outcome Run(const std::vector<std::string>& argv, const Case& c) const {
+  // Runs argv with fds 3/4/5 made per the case; at most 60 s.
+  Outcome Run(const std::vector<std::string>& argv, const Case& c, const NamespaceHolder* holder = nullptr) const {
     Outcome outcome;
     int out_fd = MemfdWith(""), err_fd = MemfdWith("");
     std::map<int, int> given;  // target fd -> our fd
     std::vector<int> to_close = {out_fd, err_fd};
-    for (auto [target, kind] : {std::pair{3, c.fd3}, std::pair{4, c.fd4}}) {
+    for (auto [target, kind] : {std::pair{3, c.fd3}, std::pair{4, c.fd4}, std::pair{5, c.fd5}}) {
       int fd = -1;
       switch (kind) {
         case FdKind::kNone: continue;
+        case FdKind::kUserNs:
+        case FdKind::kPidNs:
+        case FdKind::kUserNs2:
+        case FdKind::kHostUserNs:
+          if (holder != nullptr) fd = ::fcntl(holder->fd(kind), F_DUPFD_CLOEXEC, 10);
+          break;
         case FdKind::kSeccomp: fd = MemfdWith(SeccompProgram({SCMP_SYS(mkdir), SCMP_SYS(mkdirat)}, EACCES)); break;
         case FdKind::kSeccomp2: fd = MemfdWith(SeccompProgram({SCMP_SYS(chroot)}, EPERM)); break;
         case FdKind::kData: fd = MemfdWith("hello from fd\n"); break;
@@ -507,7 +625,7 @@ class Fixture {
     outcome.out = ReadMemfd(out_fd);
     outcome.err = ReadMemfd(err_fd);
     for (auto [target, fd] : given) {
-      FdKind kind = target == 3 ? c.fd3 : c.fd4;
+      FdKind kind = target == 3 ? c.fd3 : target == 4 ? c.fd4 : c.fd5;
       if (kind == FdKind::kOutput) outcome.fd_outputs[target] = ReadMemfd(fd);
     }
     for (int fd : to_close) ::close(fd);
@@ -578,7 +696,13 @@ TEST(BwrapDiffTable, HasAtLeastSixtyCasesAndTheRunnerArgv) {
 TEST_P(BwrapDiffTest, SameAsBubblewrap) {
   if (!IsRoot()) GTEST_SKIP() << "the table's expectations are bwrap's as root";
   const Case& c = GetParam();
-  Outcome ours = fixture_->Run(fixture_->Argv(fixture_->cubicle_bwrap(), c), c);
+  // Namespaces to join: held for this test only (gone before TearDown).
+  std::unique_ptr<NamespaceHolder> holder;
+  if (IsNamespaceFd(c.fd3) || IsNamespaceFd(c.fd4) || IsNamespaceFd(c.fd5)) {
+    holder = std::make_unique<NamespaceHolder>();
+    ASSERT_TRUE(holder->ok()) << "could not make the namespaces to join";
+  }
+  Outcome ours = fixture_->Run(fixture_->Argv(fixture_->cubicle_bwrap(), c, holder.get()), c, holder.get());
   ASSERT_NE(ours.status, -1) << "cubicle bwrap timed out";
   if (c.expect == Expect::kDocumented) {
     EXPECT_EQ(ours.status, c.documented_status) << ours.err;
@@ -589,7 +713,7 @@ TEST_P(BwrapDiffTest, SameAsBubblewrap) {
     return;
   }
   if (::access(kSystemBwrap, X_OK) != 0) GTEST_SKIP() << kSystemBwrap << " is not installed";
-  Outcome theirs = fixture_->Run(fixture_->Argv(kSystemBwrap, c), c);
+  Outcome theirs = fixture_->Run(fixture_->Argv(kSystemBwrap, c, holder.get()), c, holder.get());
   ASSERT_NE(theirs.status, -1) << "bwrap timed out";
   EXPECT_EQ(ours.status, theirs.status) << "cubicle stderr: " << ours.err << "\nbwrap stderr: " << theirs.err;
   if (c.expect == Expect::kSameStatus) return;
@@ -597,6 +721,10 @@ TEST_P(BwrapDiffTest, SameAsBubblewrap) {
   EXPECT_EQ(ErrorClass(ours.err), ErrorClass(theirs.err));
   for (auto& [fd, text] : theirs.fd_outputs) {
     EXPECT_EQ(NormalizeJson(ours.fd_outputs[fd]), NormalizeJson(text)) << "fd " << fd;
+  }
+  for (const std::string& want : c.both_output) {
+    EXPECT_TRUE(absl::StrContains(theirs.out, want)) << "bwrap's stdout lacks '" << want << "':\n" << theirs.out;
+    EXPECT_TRUE(absl::StrContains(ours.out, want)) << "cubicle's stdout lacks '" << want << "':\n" << ours.out;
   }
   if (c.command.empty() && theirs.status == 0) {
     // The probe ran to its end on both sides: the comparison saw it all.

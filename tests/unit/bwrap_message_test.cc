@@ -1,0 +1,51 @@
+// Launcher errors in bubblewrap's words (what `cubicle bwrap` prints after
+// "bwrap: "). The launcher's messages come from ErrnoStatus and the child's
+// error record; these cases are the shapes each produces.
+#include <cerrno>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/status/status.h"
+#include "base/status.h"
+#include "cli/bwrap_command.h"
+
+namespace cubicle::cli {
+namespace {
+
+std::string Message(int err, const std::string& step) { return BwrapMessage(ErrnoStatus(err, step)); }
+
+TEST(BwrapMessage, StepsWithADetail) {
+  EXPECT_EQ(Message(ENOENT, "execve(foo)"), "execvp foo: No such file or directory");
+  EXPECT_EQ(Message(EACCES, "mkdir(/x)"), "Can't mkdir /x: Permission denied");
+  EXPECT_EQ(Message(EPERM, "switch to uid(5)"), "unable to switch to uid 5: Operation not permitted");
+}
+
+TEST(BwrapMessage, FilesystemMountsNameTheFilesystemAndTheStagingPath) {
+  EXPECT_EQ(Message(EPERM, "mount(proc)(/proc)"), "Can't mount proc on /newroot/proc: Operation not permitted");
+  EXPECT_EQ(Message(ENOSPC, "mount(tmpfs)(/tmp)"), "Can't mount tmpfs on /newroot/tmp: No space left on device");
+  EXPECT_EQ(Message(EPERM, "mount(overlay tmpfs)(/ov)"), "Can't mount tmpfs on /newroot/ov: Operation not permitted");
+  EXPECT_EQ(Message(EINVAL, "mount(bind)(/ws)"), "Can't bind mount on /newroot/ws: Invalid argument");
+  EXPECT_EQ(Message(EPERM, "mount(remount read-only)(/usr)"),
+            "Can't remount readonly on /newroot/usr: Operation not permitted");
+  EXPECT_EQ(Message(EPERM, "mount(root tmpfs)(/)"), "Can't mount tmpfs on /newroot: Operation not permitted");
+}
+
+TEST(BwrapMessage, JoinedNamespacesUseBwrapsTexts) {
+  EXPECT_EQ(Message(EBADF, "join user namespace(fd 9)"), "Joining specified user namespace failed: Bad file descriptor");
+  EXPECT_EQ(Message(EINVAL, "join user namespace(fd 3)"),
+            "Joining the specified user namespace failed, it might not be a descendant of the current user "
+            "namespace.");
+  EXPECT_EQ(Message(EINVAL, "join pid namespace(fd 4)"), "Setting pidns failed: Invalid argument");
+  EXPECT_EQ(Message(EPERM, "join user namespace after setup(fd 4)"),
+            "Setting userns2 failed: Operation not permitted");
+}
+
+TEST(BwrapMessage, OtherMessagesPassUnchanged) {
+  EXPECT_EQ(BwrapMessage(absl::InvalidArgumentError("no colon here")), "no colon here");
+  EXPECT_EQ(BwrapMessage(absl::InvalidArgumentError("a: b: c")), "a: b: c") << "b is no errno name";
+  EXPECT_EQ(Message(EIO, "some step"), "some step: Input/output error");
+}
+
+}  // namespace
+}  // namespace cubicle::cli
