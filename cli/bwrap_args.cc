@@ -425,6 +425,12 @@ class Parser {
         used = n;
       } else if (arg == "--exec-label" || arg == "--file-label") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
+        // As bwrap, checked at once: is SELinux here, and does its policy
+        // know the context?
+        if (!host_.check_selinux_label) return Die("labeling not supported on this system");
+        if (absl::Status valid = host_.check_selinux_label(argv[i + 1]); !valid.ok()) {
+          return Die(absl::StrCat("invalid label ", valid.message()));
+        }
         (arg == "--exec-label" ? o_.exec_label : o_.file_label) = argv[i + 1];
         used = 1;
       } else if (arg == "--seccomp" || arg == "--add-seccomp-fd") {
@@ -563,11 +569,6 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     return out;
   }
 
-  // What cubicle does not do (yet) is refused, never ignored.
-  if (o.exec_label.has_value() || o.file_label.has_value()) {
-    // bwrap's answer on a host without SELinux; cubicle gives it everywhere.
-    return Die("labeling not supported on this system");
-  }
 
   runtime::SandboxSpec& spec = out.spec;
   // A user namespace always: a new one, the one --userns names, or (root
@@ -614,6 +615,10 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
 
   spec.readonly_root = false;  // bwrap's root tmpfs is writable
   for (MountOp& op : o.mounts) {
+    // --file-label: bwrap labels the tmpfs mounts it makes (--tmpfs, --dev).
+    if (o.file_label.has_value() && (op.kind == MountKind::kTmpfs || op.kind == MountKind::kDev)) {
+      op.selinux_context = *o.file_label;
+    }
     // Without a new pid namespace bwrap binds the host's procfs (the pid
     // namespace is shared anyway) and covers it as it covers a new one.
     // A joined pid namespace gets a procfs of its own, as in bwrap.
@@ -634,6 +639,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   spec.seccomp_programs = std::move(o.seccomp_programs);
   spec.argv = o.command;
   if (o.argv0.has_value()) spec.argv0 = *o.argv0;
+  if (o.exec_label.has_value()) spec.exec_label = *o.exec_label;
 
   // The working directory: --chdir; else the caller's, if the sandbox has
   // it; else $HOME; else /. PWD says which (the payload's view).

@@ -29,6 +29,9 @@ struct BwrapHost {
   std::vector<std::string> environ;        // "NAME=value", the caller's
   std::string cwd = "/";                   // the caller's working directory
   bool user_namespaces_enabled = true;     // user.max_user_namespaces != 0
+  // Checks an SELinux context with the kernel (namespaces/selinux.h); its
+  // error message is "LABEL: reason". Unset: SELinux is not enabled here.
+  std::function<absl::Status(const std::string& label)> check_selinux_label;
   // Reads an fd to its end (--args, --file, --bind-data, --seccomp). The
   // error message is bwrap's strerror part, e.g. "Bad file descriptor".
   std::function<absl::StatusOr<std::string>(int fd)> read_fd;

@@ -32,6 +32,7 @@
 #include "base/unique_fd.h"
 #include "cli/bwrap_args.h"
 #include "cli/bwrap_command.h"
+#include "namespaces/selinux.h"
 #include "runtime/launcher.h"
 #include "runtime/zygote.h"
 
@@ -113,6 +114,11 @@ BwrapHost CurrentHost() {
   if (::getcwd(cwd, sizeof(cwd)) != nullptr) host.cwd = cwd;
   host.user_namespaces_enabled = UserNamespacesEnabled();
   host.read_fd = ReadAll;
+  if (std::string selinuxfs = namespaces::SelinuxFsMountPoint(); !selinuxfs.empty()) {
+    host.check_selinux_label = [selinuxfs](const std::string& label) {
+      return namespaces::CheckSelinuxContext(selinuxfs, label);
+    };
+  }
   return host;
 }
 
@@ -262,6 +268,7 @@ std::string BwrapMessage(const absl::Status& status) {
       {"open remount target", "Can't remount readonly on "},
       {"switch to uid", "unable to switch to uid "},
       {"switch to gid", "unable to switch to gid "},
+      {"label_exec", "label_exec "},
   };
   // The joined namespaces (--userns, --pidns, --userns2): bwrap's texts
   // name no fd.

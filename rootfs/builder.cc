@@ -378,7 +378,7 @@ bool ApplyDev(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Child
     if (dir.fd < 0) return false;
     // bubblewrap's /dev is a plain tmpfs (nosuid, nodev); cubicle's adds noexec.
     unsigned long flags = op.op->bwrap_style ? MS_NOSUID | MS_NODEV : MS_NOSUID | MS_NOEXEC;
-    if (!MountFs("tmpfs", dir.fd, flags, "mode=0755,size=64k", op.dest.c_str(), error)) {
+    if (!MountFs("tmpfs", dir.fd, flags, op.tmpfs_options.c_str(), op.dest.c_str(), error)) {
       return false;
     }
   }
@@ -624,6 +624,11 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
       std::snprintf(octal, sizeof(octal), "%o", op.mode);
       p.tmpfs_options = absl::StrCat("mode=0", octal);
       if (op.size_bytes > 0) absl::StrAppend(&p.tmpfs_options, ",size=", op.size_bytes);
+    }
+    if (op.kind == MountKind::kDev) p.tmpfs_options = "mode=0755,size=64k";
+    if ((op.kind == MountKind::kTmpfs || op.kind == MountKind::kDev) && !op.selinux_context.empty()) {
+      // Quoted: an MCS context has commas ("s0:c1,c2"), as bwrap's label_mount quotes it.
+      absl::StrAppend(&p.tmpfs_options, ",context=\"", op.selinux_context, "\"");
     }
     out.ops.push_back(std::move(p));
   }

@@ -20,7 +20,7 @@ struct PreparedOp {
   std::string dest_relative;  // dest without its leading '/'
   std::string parent_relative;
   std::string base_name;
-  std::string tmpfs_options;  // kTmpfs: "mode=...,size=..."; kOverlay: the overlayfs options
+  std::string tmpfs_options;  // kTmpfs, kDev: "mode=...,size=..."; kOverlay: the overlayfs options
   std::string staging_path;   // kBindData: its file, kOverlay (tmp): its tmpfs, in the staging root
   const MountOp* op;          // points into the plan Prepare() was given
   int tree_fd = -1;           // kBind: a detached mount prepared on the host, attached as is

@@ -51,6 +51,9 @@ struct MountOp {
   bool bwrap_style = false;
   std::string upper;  // kOverlay
   std::string work;   // kOverlay
+  // kTmpfs, kDev: the SELinux context of every file on the tmpfs (bwrap
+  // --file-label: a `context=` mount option). Empty: none.
+  std::string selinux_context;
 
   bool operator==(const MountOp&) const = default;
 };

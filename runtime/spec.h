@@ -128,6 +128,11 @@ struct SandboxSpec {
   std::optional<int> join_userns;
   std::optional<int> join_pidns;
   std::optional<int> join_userns_after_setup;
+  // The SELinux context the payload executes in (bwrap --exec-label):
+  // written to /proc/thread-self/attr/exec just before execve, through the
+  // sandbox's own /proc as bwrap does. Empty: none. (--file-label is a
+  // mount option: MountOp::selinux_context.)
+  std::string exec_label;
 
   bool operator==(const SandboxSpec&) const = default;
 };

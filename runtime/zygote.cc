@@ -87,6 +87,7 @@ struct ChildPlan {
   bool switch_gid = false;
   // SandboxSpec::join_userns_after_setup, or -1.
   int userns_after_setup_fd = -1;
+  std::string exec_label;  // SandboxSpec::exec_label
   // The fds the payload keeps at their numbers (bwrap's inherited fds).
   std::vector<int> inherited_fds;
   // cwd fallbacks, each with its "PWD=..." entry ready for the environment.
@@ -177,6 +178,19 @@ bool CloseAllBut(const ChildPlan& plan, bool keep_stdio, int control, int sock, 
 void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request, int control, ControlMessage& msg) {
   ChildError* e = &msg.error;
   if (!InstallStdio(request.stdio, e) || !EnterCwd(plan, request, e)) return;
+  // The SELinux exec label (bwrap's setexeccon, before its seccomp
+  // programs): only this thread may write its own attr/exec.
+  if (!plan.exec_label.empty()) {
+    const int attr = ::open("/proc/thread-self/attr/exec", O_WRONLY | O_CLOEXEC);
+    const bool labelled = attr >= 0 && ::write(attr, plan.exec_label.c_str(), plan.exec_label.size()) ==
+                                           static_cast<ssize_t>(plan.exec_label.size());
+    const int saved = errno;
+    if (attr >= 0) ::close(attr);
+    if (!labelled) {
+      child::Fail(e, "label_exec", request.argv[0], saved);
+      return;
+    }
+  }
   msg.type = ControlType::kExecuting;
   msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
   namespaces::SendControl(control, msg);
@@ -811,6 +825,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     plan.switch_gid = spec.gid != ::getgid();
   }
   plan.userns_after_setup_fd = spec.join_userns_after_setup.value_or(-1);
+  plan.exec_label = spec.exec_label;
   plan.cwd_fallbacks = spec.cwd_fallbacks;
   for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
 

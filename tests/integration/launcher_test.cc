@@ -74,6 +74,30 @@ void ExpectSetupFailure(const runtime::SandboxSpec& spec, std::vector<std::strin
   }
 }
 
+// ---- SELinux labels (bwrap --exec-label, --file-label) ------------------------
+// Both reach the kernel. A context no policy knows is refused by it, on a
+// host with SELinux and without, and the refusal is a setup error naming
+// the step, never the payload's status.
+
+TEST_F(CoreLauncher, ExecLabelIsWrittenJustBeforeExecve) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.exec_label = "cubicle_nobody_u:cubicle_nobody_r:cubicle_nobody_t:s0";
+  ExpectSetupFailure(spec, {"label_exec", "/bin/true", "EINVAL"});
+}
+
+TEST_F(CoreLauncher, FileLabelIsATmpfsMountOption) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  rootfs::MountOp labelled = Tmpfs("/labelled");
+  labelled.selinux_context = "cubicle_nobody_u:object_r:cubicle_nobody_t:s0";
+  spec.mounts.push_back(labelled);
+  ExpectSetupFailure(spec, {"tmpfs", "/labelled", "EINVAL"});
+  // The same mount without the label is fine.
+  spec.mounts.back().selinux_context.clear();
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error;
+}
+
 // ---- Refused before anything is created --------------------------------------
 
 TEST_F(CoreLauncher, EmptyArgvIsRefused) {

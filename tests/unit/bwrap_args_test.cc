@@ -269,9 +269,45 @@ TEST(BwrapArgs, JoinedNamespaceFdsMustBeNumbers) {
 }
 
 TEST(BwrapArgs, LabelsWithoutSelinuxGetBwrapsAnswer) {
-  // SELinux labels: bwrap's own answer on a host without SELinux.
+  // SELinux labels: bwrap's own answer on a host without SELinux, at once
+  // (before a later bad option is seen).
   ExpectDie({"--exec-label", "x", "true"}, "labeling not supported on this system");
-  ExpectDie({"--file-label", "x", "true"}, "labeling not supported on this system");
+  ExpectDie({"--file-label", "x", "--bogus", "true"}, "labeling not supported on this system");
+}
+
+// A host whose SELinux policy knows the contexts ending in "_t:s0".
+FakeHost SelinuxHost() {
+  FakeHost fake;
+  fake.host.check_selinux_label = [](const std::string& label) {
+    if (absl::EndsWith(label, "_t:s0")) return absl::OkStatus();
+    return absl::InvalidArgumentError(label + ": Invalid argument");
+  };
+  return fake;
+}
+
+TEST(BwrapArgs, LabelsWithSelinuxAreCheckedThenApplied) {
+  FakeHost fake = SelinuxHost();
+  absl::StatusOr<BwrapInvocation> got = ParseBwrapArgs(
+      {"--exec-label", "u:r:sandbox_t:s0", "--file-label", "u:object_r:sandbox_file_t:s0", "--tmpfs", "/tmp",
+       "--dev", "/dev", "--dir", "/d", "--ro-bind", "/usr", "/usr", "true"},
+      fake.host);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.exec_label, "u:r:sandbox_t:s0");
+  // The file label goes on the tmpfs mounts bwrap makes (--tmpfs, --dev),
+  // not on binds or directories.
+  ASSERT_EQ(got->spec.mounts.size(), 4u);
+  EXPECT_EQ(got->spec.mounts[0].selinux_context, "u:object_r:sandbox_file_t:s0");
+  EXPECT_EQ(got->spec.mounts[1].selinux_context, "u:object_r:sandbox_file_t:s0");
+  EXPECT_EQ(got->spec.mounts[2].selinux_context, "");
+  EXPECT_EQ(got->spec.mounts[3].selinux_context, "");
+  // A context the policy does not know: bwrap's "invalid label".
+  ExpectDie({"--exec-label", "u:r:nonsense", "true"}, "invalid label u:r:nonsense: Invalid argument", fake);
+  ExpectDie({"--file-label", "bad", "true"}, "invalid label bad: Invalid argument", fake);
+  // Without the options nothing is labelled.
+  got = ParseBwrapArgs({"--tmpfs", "/tmp", "true"}, fake.host);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.exec_label, "");
+  EXPECT_EQ(got->spec.mounts[0].selinux_context, "");
 }
 
 TEST(BwrapArgs, MountsKeepArgvOrderAndBwrapFlags) {

@@ -1,5 +1,7 @@
 #include "rootfs/mount_plan.h"
 
+#include "rootfs/builder.h"
+
 #include <gtest/gtest.h>
 
 namespace cubicle::rootfs {
@@ -111,4 +113,23 @@ TEST(MountKindName, NamesTheBubblewrapKinds) {
 }
 
 }  // namespace
+TEST(Prepare, FileLabelBecomesTheTmpfsContextOption) {
+  MountPlan plan(3);
+  plan[0].kind = MountKind::kTmpfs;
+  plan[0].dest = "/tmp";
+  plan[0].mode = 01777;
+  plan[0].selinux_context = "u:object_r:sandbox_file_t:s0:c1,c2";
+  plan[1].kind = MountKind::kDev;
+  plan[1].dest = "/dev";
+  plan[1].selinux_context = "u:object_r:sandbox_file_t:s0";
+  plan[2].kind = MountKind::kTmpfs;
+  plan[2].dest = "/plain";
+  PreparedPlan prepared = Prepare(plan, true, true, true);
+  ASSERT_EQ(prepared.ops.size(), 3u);
+  // Quoted: the MCS part has a comma.
+  EXPECT_EQ(prepared.ops[0].tmpfs_options, "mode=01777,context=\"u:object_r:sandbox_file_t:s0:c1,c2\"");
+  EXPECT_EQ(prepared.ops[1].tmpfs_options, "mode=0755,size=64k,context=\"u:object_r:sandbox_file_t:s0\"");
+  EXPECT_EQ(prepared.ops[2].tmpfs_options, "mode=0755");
+}
+
 }  // namespace cubicle::rootfs
