@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -22,6 +23,12 @@ namespace cubicle::test_support {
 namespace {
 
 class CoreCli : public HostHygieneTest {};
+
+std::string ReadLink(const std::string& path) {
+  char target[256] = {};
+  ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : "";
+}
 
 // `cubicle run FLAGS... -- /bin/sh -c SCRIPT`.
 ProcessRun RunScript(std::vector<std::string> flags, const std::string& script,
@@ -339,6 +346,48 @@ TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
   EXPECT_EQ(survivors, std::vector<pid_t>{});
   // Clean up after a failure: without its payload, the orphaned init exits.
   for (pid_t pid : survivors) ::kill(pid, SIGKILL);
+  EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+}
+
+// `cubicle bwrap --userns FD --pidns FD --unshare-pid`, as root and (in the
+// rootless run) as an unprivileged user: the namespaces of a holder made
+// with unshare(1) are joined, a new pid namespace is nested under the
+// joined one, and nothing of the sandbox outlives the run.
+TEST_F(CoreCli, BwrapJoinsTheNamespacesItIsGiven) {
+  const std::string mark = absl::StrCat("1000.", ::getpid(), "9");
+  RunningProcess holder({"/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork", "/bin/sleep", mark});
+  ASSERT_TRUE(holder.started());
+  pid_t sleeper = -1;
+  for (int i = 0; i < 1000 && sleeper < 0; ++i) {  // at most 10 s
+    for (pid_t pid : ProcessesWithArgument(mark)) {
+      if (ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n") sleeper = pid;
+    }
+    if (sleeper < 0) ::usleep(10'000);
+  }
+  ASSERT_GT(sleeper, 0) << "the holder never started";
+  const std::string ns = absl::StrCat("/proc/", sleeper, "/ns/");
+  const std::string user_link = ReadLink(ns + "user");
+  const std::string pid_link = ReadLink(ns + "pid");
+  const std::string script =
+      "readlink /proc/self/ns/user; readlink /proc/self/ns/pid; echo pid=$$ uid=$(id -u)";
+  ProcessRun run = RunProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec '", CubicleBinary(),
+                    "' bwrap --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib "
+                    "--symlink usr/lib64 /lib64 --proc /proc --userns 3 --pidns 4 --unshare-pid "
+                    "sh -c '", script, "' 3<", ns, "user 4<", ns, "pid")});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> lines = absl::StrSplit(run.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << run.out;
+  EXPECT_EQ(lines[0], user_link) << "the holder's user namespace, joined";
+  EXPECT_NE(lines[1], pid_link) << "a new pid namespace, nested under the joined one";
+  EXPECT_EQ(lines[2], "pid=2 uid=0") << "init is 1; the caller is root in the holder's map";
+  // A namespace fd that names nothing: bwrap's error, exit 1.
+  ProcessRun bad = RunCubicle({"bwrap", "--ro-bind", "/usr", "/usr", "--userns", "99", "/usr/bin/true"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, "bwrap: Joining specified user namespace failed: Bad file descriptor\n");
+  ::kill(sleeper, SIGKILL);  // ours, by pid: the holder's pid namespace ends with it
+  holder.Wait();
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
 }
 
