@@ -280,6 +280,7 @@ std::string BwrapMessage(const absl::Status& status) {
     return absl::StrCat("Joining specified user namespace failed: ", reason);
   }
   if (step == "join pid namespace") return absl::StrCat("Setting pidns failed: ", reason);
+  if (step == "clone into the joined pid namespace") return absl::StrCat("Can't fork for --pidns: ", reason);
   if (step == "join user namespace after setup") return absl::StrCat("Setting userns2 failed: ", reason);
   for (const Phrase& p : kPhrases) {
     if (step == p.step) return absl::StrCat(p.text, detail, ": ", reason);

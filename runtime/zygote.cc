@@ -906,7 +906,10 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   if (cloned.pid == 0) ChildMain(plan);
   if (cloned.pid < 0) {
-    absl::Status st = ErrnoStatus(-cloned.pid, cloned.used_clone3 ? "clone3" : "clone");
+    // A joined pid namespace whose init is gone takes no new process (ENOMEM).
+    absl::Status st = ErrnoStatus(-cloned.pid, spec.join_pidns.has_value() ? "clone into the joined pid namespace"
+                                               : cloned.used_clone3               ? "clone3"
+                                                                                  : "clone");
     if (-cloned.pid == EPERM || -cloned.pid == ENOSPC || -cloned.pid == EUSERS) {
       st = absl::Status(st.code(), absl::StrCat(st.message(),
                                                 " (are user namespaces disabled? see "

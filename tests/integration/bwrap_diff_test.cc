@@ -101,10 +101,13 @@ enum class FdKind {
   kPidNs,        // its pid namespace, owned by U1, whose PID 1 lives on
   kUserNs2,      // U2, nested in U1
   kHostUserNs,   // the test's own user namespace (not below U1)
+  kDeadUserNs,   // the user namespace of a second holder, which is gone
+  kDeadPidNs,    // that holder's pid namespace: its PID 1 has exited
 };
 
 bool IsNamespaceFd(FdKind k) {
-  return k == FdKind::kUserNs || k == FdKind::kPidNs || k == FdKind::kUserNs2 || k == FdKind::kHostUserNs;
+  return k == FdKind::kUserNs || k == FdKind::kPidNs || k == FdKind::kUserNs2 || k == FdKind::kHostUserNs ||
+         k == FdKind::kDeadUserNs || k == FdKind::kDeadPidNs;
 }
 
 enum class Expect {
@@ -328,6 +331,12 @@ std::vector<Case> Cases() {
   c.back().fd4 = FdKind::kData;
   add("err_join_userns2_not_below", Base({"--userns", "3", "--userns2", "4"})).fd3 = FdKind::kUserNs;
   c.back().fd4 = FdKind::kHostUserNs;
+  // A pid namespace whose PID 1 is gone: no process can be made in it.
+  add("err_join_dead_pidns", Base({"--userns", "3", "--pidns", "4"})).fd3 = FdKind::kDeadUserNs;
+  c.back().fd4 = FdKind::kDeadPidNs;
+  add("err_join_dead_pidns_unshare_pid", Base({"--userns", "3", "--pidns", "4", "--unshare-pid"})).fd3 =
+      FdKind::kDeadUserNs;
+  c.back().fd4 = FdKind::kDeadPidNs;
   add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
   c.back().fd3 = FdKind::kSeccomp;
   // --- bad argv and failed setup: exit 1 and bwrap's message
@@ -446,7 +455,9 @@ std::string SeccompProgram(const std::vector<int>& syscalls, int err) {
 // `unshare --user --map-root-user --pid --fork` (user namespace U1, a pid
 // namespace owned by it) whose forked child, PID 1 of that pid namespace,
 // execs `unshare --user --map-root-user sleep` (U2, nested in U1). Killing
-// that PID 1 ends the pid namespace and everything left in it.
+// that PID 1 ends the pid namespace and everything left in it. A second
+// holder of the same shape is killed at once: its pid namespace, kept by
+// an fd, takes no new process.
 class NamespaceHolder {
  public:
   NamespaceHolder() : marker_(absl::StrCat("1000.", ::getpid(), "7")) {
@@ -454,32 +465,40 @@ class NamespaceHolder {
         "/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork", "/usr/bin/unshare", "--user",
         "--map-root-user", "/bin/sleep", marker_});
     if (!outer_->started()) return;
-    // Bounded: at most 10 s for the inner sleep to appear.
-    for (int i = 0; i < 1000 && inner_ <= 0; ++i) {
-      for (pid_t pid : test_support::ProcessesWithArgument(marker_)) {
-        if (test_support::ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n") inner_ = pid;
-      }
-      if (inner_ <= 0) ::usleep(10'000);
-    }
+    inner_ = FindSleep(marker_);
     if (inner_ <= 0) return;
     userns_ = ::open(absl::StrCat("/proc/", outer_->pid(), "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
     pidns_ = ::open(absl::StrCat("/proc/", inner_, "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC);
     userns2_ = ::open(absl::StrCat("/proc/", inner_, "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
     host_userns_ = ::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+    const std::string dead_marker = marker_ + "1";
+    test_support::RunningProcess dead({"/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork",
+                                       "/bin/sleep", dead_marker});
+    const pid_t dead_sleep = dead.started() ? FindSleep(dead_marker) : -1;
+    if (dead_sleep <= 0) return;
+    dead_userns_ = ::open(absl::StrCat("/proc/", dead_sleep, "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+    dead_pidns_ = ::open(absl::StrCat("/proc/", dead_sleep, "/ns/pid").c_str(), O_RDONLY | O_CLOEXEC);
+    ::kill(dead_sleep, SIGKILL);  // ours, by pid
+    dead.Wait();
   }
   ~NamespaceHolder() {
-    for (int fd : {userns_, pidns_, userns2_, host_userns_}) {
+    for (int fd : {userns_, pidns_, userns2_, host_userns_, dead_userns_, dead_pidns_}) {
       if (fd >= 0) ::close(fd);
     }
     if (inner_ > 0) ::kill(inner_, SIGKILL);  // ours, by pid: PID 1 of the held pid namespace
     if (outer_ != nullptr && outer_->started()) outer_->Wait();
   }
-  bool ok() const { return userns_ >= 0 && pidns_ >= 0 && userns2_ >= 0 && host_userns_ >= 0; }
+  bool ok() const {
+    return userns_ >= 0 && pidns_ >= 0 && userns2_ >= 0 && host_userns_ >= 0 && dead_userns_ >= 0 &&
+           dead_pidns_ >= 0;
+  }
   int fd(FdKind kind) const {
     switch (kind) {
       case FdKind::kUserNs: return userns_;
       case FdKind::kPidNs: return pidns_;
       case FdKind::kUserNs2: return userns2_;
+      case FdKind::kDeadUserNs: return dead_userns_;
+      case FdKind::kDeadPidNs: return dead_pidns_;
       default: return host_userns_;
     }
   }
@@ -492,10 +511,21 @@ class NamespaceHolder {
   }
 
  private:
+  // The pid of the `sleep MARKER` that unshare runs; bounded: at most 10 s.
+  static pid_t FindSleep(const std::string& marker) {
+    for (int i = 0; i < 1000; ++i) {
+      for (pid_t pid : test_support::ProcessesWithArgument(marker)) {
+        if (test_support::ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n") return pid;
+      }
+      ::usleep(10'000);
+    }
+    return -1;
+  }
+
   std::string marker_;
   std::unique_ptr<test_support::RunningProcess> outer_;
   pid_t inner_ = -1;
-  int userns_ = -1, pidns_ = -1, userns2_ = -1, host_userns_ = -1;
+  int userns_ = -1, pidns_ = -1, userns2_ = -1, host_userns_ = -1, dead_userns_ = -1, dead_pidns_ = -1;
 };
 
 class Fixture {
@@ -569,6 +599,8 @@ class Fixture {
         case FdKind::kPidNs:
         case FdKind::kUserNs2:
         case FdKind::kHostUserNs:
+        case FdKind::kDeadUserNs:
+        case FdKind::kDeadPidNs:
           if (holder != nullptr) fd = ::fcntl(holder->fd(kind), F_DUPFD_CLOEXEC, 10);
           break;
         case FdKind::kSeccomp: fd = MemfdWith(SeccompProgram({SCMP_SYS(mkdir), SCMP_SYS(mkdirat)}, EACCES)); break;

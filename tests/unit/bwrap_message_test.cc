@@ -37,6 +37,8 @@ TEST(BwrapMessage, JoinedNamespacesUseBwrapsTexts) {
             "Joining the specified user namespace failed, it might not be a descendant of the current user "
             "namespace.");
   EXPECT_EQ(Message(EINVAL, "join pid namespace(fd 4)"), "Setting pidns failed: Invalid argument");
+  EXPECT_EQ(Message(ENOMEM, "clone into the joined pid namespace"),
+            "Can't fork for --pidns: Cannot allocate memory");
   EXPECT_EQ(Message(EPERM, "join user namespace after setup(fd 4)"),
             "Setting userns2 failed: Operation not permitted");
 }
