@@ -45,9 +45,12 @@ struct MountOp {
   // idmapped mount made on the host), so a workspace owned by any host user
   // is writable inside and what the payload writes belongs to that owner.
   bool idmap_owner = false;
-  // kProc, kDev: exactly bubblewrap's (its /proc covers, and with source
-  // "/proc" the host's procfs bound read-write; its /dev, where
-  // /dev/shm is a plain directory), not cubicle's stricter masks.
+  // Set on every op of bubblewrap's parser. It changes what is made for
+  // kProc, kDev (exactly bubblewrap's: its /proc covers, and with source
+  // "/proc" the host's procfs bound read-write; its /dev, where /dev/shm is
+  // a plain directory; not cubicle's stricter masks), kMqueue and
+  // kRemountRo (bwrap's flags), and lets a kBind replace "/". Other kinds
+  // are made the same either way.
   bool bwrap_style = false;
   std::string upper;  // kOverlay
   std::string work;   // kOverlay
