@@ -62,8 +62,8 @@ bool ReceiveMessage(int fd, std::string* message, UniqueFd* passed) {
 }
 
 // Process-wide, before any thread exists: root goes (as root), then
-// no_new_privs and the sandboxes' baseline seccomp filter, which every
-// thread started later inherits.
+// no_new_privs and the gateway's seccomp filter (the sandboxes' baseline,
+// and no execve or new process), which every thread started later inherits.
 absl::Status DropProcessPrivileges() {
   if (::geteuid() == 0) {
     if (::setgroups(0, nullptr) != 0) return ErrnoStatus(errno, "setgroups(egress gateway)");
@@ -75,7 +75,7 @@ absl::Status DropProcessPrivileges() {
     }
   }
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ErrnoStatus(errno, "prctl(PR_SET_NO_NEW_PRIVS)");
-  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(seccomp::Policy::kDefault));
+  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(seccomp::Policy::kEgressGateway));
   if (int rc = seccomp::Load(bpf->AsFprog()); rc != 0) return ErrnoStatus(-rc, "seccomp(egress gateway)");
   return absl::OkStatus();
 }

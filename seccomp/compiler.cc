@@ -267,6 +267,16 @@ absl::Status AddNoNetwork(FilterBuilder& filter) {
   return filter.Refuse("socketpair", EPERM, {Arg(0, SCMP_CMP_NE, AF_UNIX)});
 }
 
+// The egress gateway runs no program and makes no process after its
+// start; its threads are clone(2) with CLONE_THREAD (clone3 already answers
+// ENOSYS, so libc falls back to clone, whose flags these rules read).
+absl::Status AddNoNewProcesses(FilterBuilder& filter) {
+  for (const char* syscall : {"execve", "execveat", "fork", "vfork"}) {
+    CUBICLE_RETURN_IF_ERROR(filter.Refuse(syscall, EPERM));
+  }
+  return filter.Refuse("clone", EPERM, {Arg(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)});
+}
+
 }  // namespace
 
 absl::StatusOr<BpfProgram> CompileWithLibseccomp(Policy policy) {
@@ -274,6 +284,7 @@ absl::StatusOr<BpfProgram> CompileWithLibseccomp(Policy policy) {
   CUBICLE_ASSIGN_OR_RETURN(FilterBuilder filter, NewFilter());
   CUBICLE_RETURN_IF_ERROR(AddBaseline(filter));
   if (policy == Policy::kNoNetwork) CUBICLE_RETURN_IF_ERROR(AddNoNetwork(filter));
+  if (policy == Policy::kEgressGateway) CUBICLE_RETURN_IF_ERROR(AddNoNewProcesses(filter));
   return filter.Export();
 }
 
@@ -295,6 +306,8 @@ std::string_view PolicyName(Policy policy) {
       return "default";
     case Policy::kNoNetwork:
       return "no-network";
+    case Policy::kEgressGateway:
+      return "egress-gateway";
   }
   return "unknown";
 }

@@ -19,7 +19,8 @@ namespace cubicle::seccomp {
 namespace {
 
 // Generated at build time by cubicle_seccomp_gen from CompileWithLibseccomp:
-// kEmbeddedDefault, kEmbeddedNoNetwork (sock_filter arrays).
+// kEmbeddedDefault, kEmbeddedNoNetwork, kEmbeddedEgressGateway (sock_filter
+// arrays).
 #include "seccomp/embedded_programs.inc"
 
 const BpfProgram* Embedded(Policy policy) {
@@ -28,6 +29,7 @@ const BpfProgram* Embedded(Policy policy) {
       nullptr,
       new BpfProgram{{std::begin(kEmbeddedDefault), std::end(kEmbeddedDefault)}},
       new BpfProgram{{std::begin(kEmbeddedNoNetwork), std::end(kEmbeddedNoNetwork)}},
+      new BpfProgram{{std::begin(kEmbeddedEgressGateway), std::end(kEmbeddedEgressGateway)}},
   };
   return programs[static_cast<size_t>(policy)];
 #else
@@ -41,7 +43,7 @@ struct CachedProgram {
   std::optional<BpfProgram> program ABSL_GUARDED_BY(mu);
 };
 
-constexpr size_t kPolicyCount = 3;
+constexpr size_t kPolicyCount = 4;
 
 // The one process-wide cache. Never destroyed: a thread or a forked child may
 // still be reading a program while the process exits.

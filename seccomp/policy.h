@@ -18,6 +18,12 @@ enum class Policy {
   kNone,       // no filter at all (only on explicit request)
   kDefault,    // the baseline: refuses the high-risk syscalls of DESIGN §8
   kNoNetwork,  // the baseline, and socket(2) for every family but AF_UNIX
+  // Not for sandboxes (ParsePolicy does not know it): the egress gateway's
+  // own process. The baseline, and no new program or process: execve,
+  // execveat, fork, vfork and clone(2) without CLONE_THREAD are refused
+  // (threads still work). The gateway parses what sandboxes send it; if
+  // that ever goes wrong, nothing can be started from there.
+  kEgressGateway,
 };
 
 // "none" | "default" | "no-network". Unknown names are InvalidArgument naming them.

@@ -351,6 +351,51 @@ TEST(DefaultPolicyTest, ThreadsAndForkStillWork) {
   EXPECT_TRUE(Succeeded(RunConfined(Policy::kDefault, [] { return CloneWithFlags(0); })));
 }
 
+// The egress gateway's own policy: the baseline, and no new program or
+// process, while its threads still start.
+TEST(EgressGatewayPolicyTest, NoExecNoForkButThreads) {
+  EXPECT_TRUE(FailedWith(RunConfined(Policy::kEgressGateway, [] {
+                           char* const argv[] = {const_cast<char*>("true"), nullptr};
+                           return ErrnoOf(syscall(SYS_execve, "/bin/true", argv, nullptr));
+                         }),
+                         EPERM));
+  EXPECT_TRUE(FailedWith(RunConfined(Policy::kEgressGateway, [] {
+                           char* const argv[] = {const_cast<char*>("true"), nullptr};
+                           return ErrnoOf(syscall(SYS_execveat, AT_FDCWD, "/bin/true", argv, nullptr, 0));
+                         }),
+                         EPERM));
+  // libc's fork is clone(2) without CLONE_THREAD; the raw ones too.
+  EXPECT_TRUE(FailedWith(RunConfined(Policy::kEgressGateway, [] {
+                           pid_t child = fork();
+                           if (child == 0) _exit(0);
+                           return child < 0 ? errno : 0;
+                         }),
+                         EPERM));
+  EXPECT_TRUE(FailedWith(RunConfined(Policy::kEgressGateway, [] { return CloneWithFlags(0); }), EPERM));
+  EXPECT_TRUE(FailedWith(RunConfined(Policy::kEgressGateway, [] { return ErrnoOf(syscall(SYS_vfork)); }),
+                         EPERM));
+  EXPECT_TRUE(Succeeded(RunConfined(Policy::kEgressGateway, [] {
+    pthread_t thread;
+    int err = pthread_create(
+        &thread, nullptr, [](void*) -> void* { return nullptr; }, nullptr);
+    if (err != 0) return err;
+    pthread_join(thread, nullptr);
+    return 0;
+  })));
+  // The baseline is in it too.
+  EXPECT_TRUE(FailedWith(RunConfined(Policy::kEgressGateway, [] { return ErrnoOf(syscall(SYS_setns, -1, 0)); }),
+                         EPERM));
+  EXPECT_TRUE(Succeeded(RunConfined(Policy::kEgressGateway, [] {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return errno;
+    close(fd);
+    return 0;
+  })));
+  // Not a name a sandbox can ask for.
+  EXPECT_FALSE(ParsePolicy("egress-gateway").ok());
+  EXPECT_EQ(PolicyName(Policy::kEgressGateway), "egress-gateway");
+}
+
 TEST(DefaultPolicyTest, OrdinarySyscallsStillWork) {
   EXPECT_TRUE(Succeeded(RunConfined(Policy::kDefault, [] { return ErrnoOf(getpid()); })));
   EXPECT_TRUE(Succeeded(RunConfined(Policy::kDefault, [] {
@@ -486,7 +531,7 @@ namespace {
 // now: a stale or hand-edited embedded table cannot go unnoticed.
 TEST(EmbeddedPrograms, MatchLibseccompOutput) {
   ASSERT_TRUE(ProgramsEmbedded());
-  for (Policy policy : {Policy::kDefault, Policy::kNoNetwork}) {
+  for (Policy policy : {Policy::kDefault, Policy::kNoNetwork, Policy::kEgressGateway}) {
     absl::StatusOr<const BpfProgram*> embedded = Compiled(policy);
     absl::StatusOr<BpfProgram> fresh = CompileWithLibseccomp(policy);
     ASSERT_TRUE(embedded.ok() && fresh.ok());
