@@ -74,6 +74,30 @@ void ExpectSetupFailure(const runtime::SandboxSpec& spec, std::vector<std::strin
   }
 }
 
+// ---- Device rules (accelerator passthrough) -------------------------------------
+// As root the sandbox gets a device cgroup allowing only the minimal /dev
+// and its rules; rootless the devices hierarchy is not the caller's to
+// write, and the run goes on with a warning saying so (the rootless run of
+// the Core suites checks that side).
+
+TEST_F(CoreLauncher, DeviceRulesWithoutADeviceCgroupWarnAndRun) {
+  runtime::SandboxSpec spec = ShellSpec("head -c 0 /dev/null && echo ok");
+  spec.devices = {{'c', 1, 3, "rw"}};  // /dev/null's rule: the minimal /dev has it anyway
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->out, "ok\n") << run->err;
+  bool warned = false;
+  for (const std::string& w : run->result.warnings) {
+    warned |= absl::StrContains(w, "only the sandbox's /dev limits which devices it can open");
+  }
+  if (IsRoot()) {
+    EXPECT_FALSE(warned) << "root makes the device cgroup";
+  } else {
+    EXPECT_TRUE(warned) << "rootless cannot make a device cgroup and must say so";
+  }
+}
+
 // ---- SELinux labels (bwrap --exec-label, --file-label) ------------------------
 // Both reach the kernel. A context no policy knows is refused by it, on a
 // host with SELinux and without, and the refusal is a setup error naming
