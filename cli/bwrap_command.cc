@@ -10,7 +10,6 @@
 #include <linux/openat2.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -32,6 +31,7 @@
 #include "base/unique_fd.h"
 #include "cli/bwrap_args.h"
 #include "cli/bwrap_command.h"
+#include "cli/forwarded_signals.h"
 #include "namespaces/selinux.h"
 #include "runtime/launcher.h"
 #include "runtime/zygote.h"
@@ -332,16 +332,7 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
 
   // Termination signals go to the sandbox (bwrap's monitor dies with them
   // and its die-with-parent child follows; forwarding ends the same way).
-  sigset_t forwarded;
-  sigemptyset(&forwarded);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&forwarded, sig);
-  sigset_t previous;
-  ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
-  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
-  struct Restore {
-    sigset_t mask;
-    ~Restore() { ::sigprocmask(SIG_SETMASK, &mask, nullptr); }
-  } restore{previous};
+  ForwardedSignals signals;
 
   // The launcher's two halves, so that the pid and namespaces can be
   // reported and the fds waited on between them. As in bwrap, the info is
@@ -369,7 +360,7 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   request.argv = spec.argv;
   request.env = spec.env;
   request.cwd = spec.cwd;
-  request.signal_fd = sigfd.get();
+  request.signal_fd = signals.fd();
   // bwrap's monitor exits with the command's status as soon as its PID 1
   // reports it, without waiting for the namespaces' teardown; so does this.
   // The sandbox's init exits by itself right after its report (killing

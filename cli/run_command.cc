@@ -2,7 +2,6 @@
 // flags named as bubblewrap names the same things.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <boost/json/serialize.hpp>
@@ -25,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/egress_flags.h"
 #include "cli/flag_values.h"
+#include "cli/forwarded_signals.h"
 #include "rpc/results_json.h"
 #include "cli/log.h"
 #include "runtime/cgroup_host.h"
@@ -307,25 +307,22 @@ int Run(const RunFlags& f) {
     std::fprintf(stderr, "cubicle run: %s\n", std::string(spec.status().message()).c_str());
     return kExitUsage;
   }
-  // Forward termination signals to the sandbox instead of dying with them.
-  sigset_t forwarded;
-  sigemptyset(&forwarded);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&forwarded, sig);
-  sigset_t previous;
-  ::sigprocmask(SIG_BLOCK, &forwarded, &previous);
-  UniqueFd sigfd(::signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK));
-  // The chips named, and only those, are probed in this very spec before
-  // the payload may run; any that cannot be used fails the run.
-  absl::StatusOr<std::vector<npu::Passthrough>> attached = AttachAccelerators(*accelerators, &*spec);
-  if (!attached.ok()) {
-    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-    std::fprintf(stderr, "cubicle run: %s\n", std::string(attached.status().message()).c_str());
-    return kExitSetupFailed;
+  absl::StatusOr<runtime::ExecResult> result;
+  absl::StatusOr<std::vector<npu::Passthrough>> attached;
+  {
+    // Termination signals go to the sandbox instead of ending cubicle.
+    ForwardedSignals signals;
+    // The chips named, and only those, are probed in this very spec before
+    // the payload may run; any that cannot be used fails the run.
+    attached = AttachAccelerators(*accelerators, &*spec);
+    if (!attached.ok()) {
+      std::fprintf(stderr, "cubicle run: %s\n", std::string(attached.status().message()).c_str());
+      return kExitSetupFailed;
+    }
+    runtime::LaunchOptions options;
+    options.signal_fd = signals.fd();
+    result = runtime::Launch(*spec, options);
   }
-  runtime::LaunchOptions options;
-  options.signal_fd = sigfd.get();
-  absl::StatusOr<runtime::ExecResult> result = runtime::Launch(*spec, options);
-  ::sigprocmask(SIG_SETMASK, &previous, nullptr);
   if (!result.ok()) {
     std::fprintf(stderr, "cubicle run: %s\n", std::string(result.status().message()).c_str());
     return kExitSetupFailed;
