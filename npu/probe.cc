@@ -25,14 +25,8 @@ absl::Status ProbeChip(const HostLayout& host, Vendor vendor, int id, const Prob
   request.argv = {*tool, vendor == Vendor::kAscend ? "info" : "-L"};
   request.env = spec.env;
   request.timeout = options.timeout;
-  runtime::Runner runner = [&spec](const runtime::ExecRequest& r) -> absl::StatusOr<runtime::ExecResult> {
-    runtime::ZygoteOptions zopts;
-    zopts.wait_until_ready = false;
-    absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(spec, zopts);
-    if (!z.ok()) return z.status();
-    return (*z)->Run(r);
-  };
-  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, "", 64 << 10);
+  absl::StatusOr<runtime::CapturedRun> run =
+      runtime::RunCaptured(runtime::FreshSandboxRunner(std::move(spec)), request, "", 64 << 10);
   if (!run.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(who, " cannot be probed: the probe sandbox failed: ", run.status().message()));

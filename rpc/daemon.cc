@@ -309,13 +309,7 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
   if (p.narrowed.has_value()) {
     // Its own policy revision: a sandbox made for this request (the cold
     // path), attached to that revision's gateway.
-    runner = [spec = *p.narrowed](const runtime::ExecRequest& r) -> absl::StatusOr<runtime::ExecResult> {
-      runtime::ZygoteOptions options;
-      options.wait_until_ready = false;
-      absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(spec, options);
-      if (!zygote.ok()) return zygote.status();
-      return (*zygote)->Run(r);
-    };
+    runner = runtime::FreshSandboxRunner(*p.narrowed);
   }
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;

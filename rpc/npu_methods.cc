@@ -119,14 +119,8 @@ absl::StatusOr<AcceleratedRun> RunWithAccelerators(npu::Inventory& inventory, co
   }
   runtime::ExecRequest accelerated = request;
   accelerated.env = spec.env;  // the request's environment with the driver's restated
-  runtime::Runner runner = [&spec](const runtime::ExecRequest& r) -> absl::StatusOr<runtime::ExecResult> {
-    runtime::ZygoteOptions zopts;
-    zopts.wait_until_ready = false;
-    absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(spec, zopts);
-    if (!z.ok()) return z.status();
-    return (*z)->Run(r);
-  };
-  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, accelerated, stdin_data, budget);
+  absl::StatusOr<runtime::CapturedRun> run =
+      runtime::RunCaptured(runtime::FreshSandboxRunner(std::move(spec)), accelerated, stdin_data, budget);
   if (!run.ok()) return run.status();
   return AcceleratedRun{*std::move(run), MappingToJson(applied)};
 }

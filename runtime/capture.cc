@@ -13,6 +13,16 @@
 #include "base/unique_fd.h"
 
 namespace cubicle::runtime {
+
+Runner FreshSandboxRunner(SandboxSpec spec) {
+  return [spec = std::move(spec)](const ExecRequest& r) -> absl::StatusOr<ExecResult> {
+    ZygoteOptions options;
+    options.wait_until_ready = false;
+    absl::StatusOr<std::unique_ptr<Zygote>> zygote = Zygote::Create(spec, options);
+    if (!zygote.ok()) return zygote.status();
+    return (*zygote)->Run(r);
+  };
+}
 namespace {
 
 struct Stream {

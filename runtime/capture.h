@@ -26,6 +26,10 @@ struct CapturedRun {
 
 using Runner = std::function<absl::StatusOr<ExecResult>(const ExecRequest&)>;
 
+// A Runner on a sandbox made for the request from `spec` (no pool):
+// Zygote::Create without waiting for "ready", then Run.
+Runner FreshSandboxRunner(SandboxSpec spec);
+
 // Called for each complete stdout line (without its "\n"; a last line
 // without one counts at EOF), and with `overlong` set for a line that grew
 // past the line limit (its text then holds the first bytes). Returning true
