@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "rootfs/host_tree.h"
 
 namespace cubicle::rootfs {
 namespace {
@@ -196,13 +197,6 @@ int MakeFileMountpoint(int root_fd, const PreparedOp& op, ChildError* error) {
   return fd;
 }
 
-uint64_t BindAttrs(bool readonly, bool devices) {
-  uint64_t attrs = MOUNT_ATTR_NOSUID;
-  if (readonly) attrs |= MOUNT_ATTR_RDONLY;
-  if (!devices) attrs |= MOUNT_ATTR_NODEV;
-  return attrs;
-}
-
 // Read-only remount for kernels without mount_setattr: per-mount flags that
 // the kernel locked (nosuid, nodev, noexec, atime) must be repeated or the
 // remount is refused in a user namespace. Covers the top mount only.
@@ -233,7 +227,7 @@ bool BindOnto(const PreparedPlan& plan, int src_dirfd, const char* src_path, int
     if (tree.fd < 0) return child::Fail(error, "open_tree", dest, errno);
     struct mount_attr attr;
     std::memset(&attr, 0, sizeof(attr));
-    attr.attr_set = BindAttrs(readonly, devices);
+    attr.attr_set = BindMountAttrs(readonly, devices);
     if (::mount_setattr(tree.fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
       return child::Fail(error, "mount_setattr", dest, errno);
     }
@@ -280,18 +274,27 @@ bool MountFs(const char* fstype, int dest_fd, unsigned long flags, const char* o
   return true;
 }
 
-bool ApplyBind(const PreparedPlan& plan, int root_fd, const PreparedOp& op, ChildError* error) {
-  if (op.tree_fd >= 0) {
-    ScopedFd dest(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
-    if (dest.fd < 0) return false;
-    if (::move_mount(op.tree_fd, "", dest.fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
-      return child::Fail(error, "move_mount", op.dest.c_str(), errno);
-    }
-    return true;
+// Attaches a detached mount prepared on the host (its flags are set
+// already) at the op's destination.
+bool AttachTree(int root_fd, const PreparedOp& op, int tree_fd, ChildError* error) {
+  int dest_fd = op.tree_is_dir ? MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error)
+                               : MakeFileMountpoint(root_fd, op, error);
+  if (dest_fd < 0) return false;
+  ScopedFd dest(dest_fd);
+  if (::move_mount(tree_fd, "", dest.fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+    return child::Fail(error, "move_mount", op.dest.c_str(), errno);
   }
+  return true;
+}
+
+bool ApplyBind(const PreparedPlan& plan, int root_fd, const PreparedOp& op, ChildError* error) {
+  if (op.tree_fd >= 0) return AttachTree(root_fd, op, op.tree_fd, error);
+  if (op.source_missing) return true;
   struct stat st;
   if (::stat(op.host_source.c_str(), &st) != 0) {
     if (op.op->optional && errno == ENOENT) return true;
+    // A directory on the way that only the launcher's ids may search.
+    if (errno == EACCES && op.fallback_tree_fd >= 0) return AttachTree(root_fd, op, op.fallback_tree_fd, error);
     return child::Fail(error, "stat bind source", op.op->source.c_str(), errno);
   }
   int dest_fd = S_ISDIR(st.st_mode)

@@ -24,6 +24,19 @@ struct PreparedOp {
   std::string staging_path;   // kBindData: its file, kOverlay (tmp): its tmpfs, in the staging root
   const MountOp* op;          // points into the plan Prepare() was given
   int tree_fd = -1;           // kBind: a detached mount prepared on the host, attached as is
+  // kBind: a detached clone of the source made by the launcher on the host,
+  // with the bind's flags already set, for a source the sandbox's own ids
+  // may not reach (a root-only directory on its path). Attached only when
+  // the sandbox's own lookup of the source is refused with EACCES: a bind
+  // the sandbox clones itself from its copy of the host's mounts keeps the
+  // flags the host set locked (read-only stays read-only even for a holder
+  // of CAP_SYS_ADMIN in the sandbox's user namespace); a clone made on the
+  // host is not locked that way.
+  int fallback_tree_fd = -1;
+  bool tree_is_dir = true;    // tree_fd, fallback_tree_fd: a directory, else a file mountpoint
+  // kBind, optional: the launcher found the source missing (where the
+  // sandbox's own lookup may only see EACCES), so the op is skipped.
+  bool source_missing = false;
 };
 
 struct PreparedPlan {

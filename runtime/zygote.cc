@@ -39,6 +39,7 @@
 #include "namespaces/init.h"
 #include "namespaces/process.h"
 #include "rootfs/builder.h"
+#include "rootfs/host_tree.h"
 #include "cgroups/cgroup.h"
 #include "egress/bridge.h"
 #include "egress/gateway_process.h"
@@ -777,6 +778,31 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     CUBICLE_ASSIGN_OR_RETURN(UniqueFd tree, OpenIdmappedTree(op.op->source, state->identity));
     op.tree_fd = tree.get();
     trees.push_back(std::move(tree));
+  }
+  // As root, a bind source the sandbox's ids may not look up (a root-only
+  // directory on its path, a mktemp -d) is also cloned here, with the
+  // launcher's privileges: what root can name, root can bind. The sandbox
+  // attaches the clone only if its own lookup is refused (rootfs/builder.h
+  // says why its own is preferred). Rootless, the sandbox's ids are the
+  // caller's: it reaches what the caller does. Every host id mapped
+  // (bwrap as root without --unshare-user): the sandbox's capabilities
+  // cover every host file already.
+  if (features.new_mount_api && ::geteuid() == 0 && !spec.join_userns.has_value() && !spec.map_all_host_ids) {
+    for (rootfs::PreparedOp& op : plan.rootfs.ops) {
+      if (op.kind != rootfs::MountKind::kBind || op.tree_fd >= 0) continue;
+      if (rootfs::MayLookUpAs(op.op->source, state->identity.host_uid, state->identity.host_gid)) continue;
+      absl::StatusOr<rootfs::HostTree> tree =
+          rootfs::CloneBindSource(op.op->source, op.op->readonly, op.op->devices);
+      if (!tree.ok()) {
+        // A missing --bind-try source is skipped; any other problem is not
+        // fatal here: the sandbox's own attempt names it, as without a clone.
+        op.source_missing = op.op->optional && absl::IsNotFound(tree.status());
+        continue;
+      }
+      op.fallback_tree_fd = tree->fd.get();
+      op.tree_is_dir = tree->is_dir;
+      trees.push_back(std::move(tree->fd));
+    }
   }
   plan.uid = spec.uid;
   plan.gid = spec.gid;

@@ -84,8 +84,10 @@ const std::vector<FakeChip> kChips = {
 
 class FakeHost {
  public:
-  explicit FakeHost(bool with_dcmi = true) {
-    ::chmod(dir_.path().c_str(), 0755);  // the sandbox user reaches its binds through it
+  // root_mode 0700: a driver root only root may enter (its binds are then
+  // cloned by the launcher, not looked up by the sandbox's ids).
+  explicit FakeHost(bool with_dcmi = true, mode_t root_mode = 0755) {
+    ::chmod(dir_.path().c_str(), root_mode);
     major_ = SpareMajor();
     for (const char* d : {"dev", "etc", "usr/local/bin", "usr/local/Ascend/driver/lib64/driver",
                           "usr/local/Ascend/driver/lib64/common", "usr/bin", "usr/lib64"}) {
@@ -515,6 +517,24 @@ TEST_F(NpuTest, NpuListJsonHasEveryChipWithItsVerdict) {
   EXPECT_EQ(nvidia, 4);
   EXPECT_EQ(json.at("sources").at("ascend").as_string(), "dcmi");
   EXPECT_EQ(json.at("sources").at("nvidia").as_string(), "nvidia-smi");
+}
+
+// What root can name, root can bind: a driver root under a directory only
+// root may enter (a mktemp -d) probes every free chip as one at 0755 does.
+TEST_F(NpuTest, NpuListUnderARootOnlyDirectoryProbesEveryFreeChip) {
+  FakeHost host(/*with_dcmi=*/true, /*root_mode=*/0700);
+  ProcessRun r = RunCubicle({"npu", "list", "--json", "--npu-root", host.root()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  boost::json::value json = boost::json::parse(r.out);
+  int selectable = 0;
+  for (const boost::json::value& v : json.at("chips").as_array()) {
+    const boost::json::object& c = v.as_object();
+    if (c.at("vendor").as_string() != "ascend") continue;
+    const int64_t id = c.at("logic_id").as_int64();
+    EXPECT_EQ(c.at("selectable").as_bool(), id != 5 && id != 7) << id << ": " << c.at("reason").as_string();
+    selectable += c.at("selectable").as_bool() ? 1 : 0;
+  }
+  EXPECT_EQ(selectable, 6);
 }
 
 TEST_F(NpuTest, BadAcceleratorFlagsAreUsageErrors) {
