@@ -289,21 +289,6 @@ std::vector<std::pair<std::string, std::string>> VerifyLibcgroup(
   return confirmed;
 }
 
-absl::Status CheckFilesystem(const Hierarchy& h) {
-  struct statfs fs;
-  if (::statfs(h.mount_point.c_str(), &fs) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("statfs(", h.mount_point, ")"));
-  }
-  auto magic = static_cast<unsigned long>(fs.f_type);
-  unsigned long want = h.version == 2 ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC;
-  if (magic != want) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(h.mount_point, ": not a cgroup", h.version == 2 ? "2" : "",
-                     " filesystem (magic 0x", absl::Hex(magic), ")"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::string_view V2Name(Controller c) {
@@ -319,6 +304,21 @@ absl::string_view V2Name(Controller c) {
 }
 
 absl::string_view V1Name(Controller c) { return c == Controller::kIo ? "blkio" : V2Name(c); }
+
+absl::Status CheckHierarchyFilesystem(const Hierarchy& h) {
+  struct statfs fs;
+  if (::statfs(h.mount_point.c_str(), &fs) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("statfs(", h.mount_point, ")"));
+  }
+  auto magic = static_cast<unsigned long>(fs.f_type);
+  unsigned long want = h.version == 2 ? CGROUP2_SUPER_MAGIC : CGROUP_SUPER_MAGIC;
+  if (magic != want) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(h.mount_point, ": not a cgroup", h.version == 2 ? "2" : "",
+                     " filesystem (magic 0x", absl::Hex(magic), ")"));
+  }
+  return absl::OkStatus();
+}
 
 absl::string_view VersionName(Version v) {
   switch (v) {
@@ -485,7 +485,7 @@ absl::StatusOr<Layout> DiscoverLayout(const LayoutOptions& options) {
   layout.source = source;
   layout.notes.insert(layout.notes.begin(), notes.begin(), notes.end());
   if (!options.emulated) {
-    for (const Hierarchy& h : layout.hierarchies) CUBICLE_RETURN_IF_ERROR(CheckFilesystem(h));
+    for (const Hierarchy& h : layout.hierarchies) CUBICLE_RETURN_IF_ERROR(CheckHierarchyFilesystem(h));
   }
   return layout;
 }

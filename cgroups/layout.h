@@ -113,6 +113,9 @@ absl::StatusOr<Layout> LayoutFromProc(
 // roots); mountinfo alone when libcgroup fails. Reads only.
 absl::StatusOr<Layout> DiscoverLayout(const LayoutOptions& options = {});
 
+// Whether `h.mount_point` is a cgroup filesystem of `h.version` (statfs).
+absl::Status CheckHierarchyFilesystem(const Hierarchy& h);
+
 // Makes the parent directory in every hierarchy (mkdir -p) and, on v2,
 // enables our controllers in cgroup.subtree_control from our own cgroup
 // down to the parent, so each sandbox group can use them. The parent holds

@@ -1,6 +1,6 @@
 // `cubicle cleanup`: what a cubicle killed with SIGKILL could not remove.
 // Sweeps sandbox cgroups whose owner is gone, then removes the empty
-// `cubicle` parents. Sandboxes of live cubicle processes are left alone.
+// `cubicle` parents and the host cache (runtime/host_cache.h). Sandboxes of live cubicle processes are left alone.
 #include <cstdio>
 #include <string>
 
@@ -8,6 +8,7 @@
 #include "cgroups/layout.h"
 #include "cli/commands.h"
 #include "runtime/cgroup_host.h"
+#include "runtime/host_cache.h"
 
 namespace cubicle::cli {
 
@@ -40,6 +41,11 @@ std::function<int()> AddCleanupCommand(CLI::App& root) {
     // A parent another user made (root's, seen by a rootless caller) is not
     // ours to remove.
     if (absl::Status st = cgroups::RemoveParents(*host.layout); !st.ok() && !absl::IsPermissionDenied(st)) {
+      std::fprintf(stderr, "cubicle cleanup: %s\n", std::string(st.message()).c_str());
+      status = 1;
+    }
+    // The next cubicle discovers the layout afresh (and remakes the parents).
+    if (absl::Status st = runtime::RemoveHostCache(runtime::HostCacheDir()); !st.ok()) {
       std::fprintf(stderr, "cubicle cleanup: %s\n", std::string(st.message()).c_str());
       status = 1;
     }

@@ -4,30 +4,57 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
 #include "cgroups/cgroup.h"
+#include "runtime/host_cache.h"
 
 namespace cubicle::runtime {
+
+namespace {
+
+// The layout with its parents prepared: the host cache's when it still
+// holds, else discovered (and stored for the next process).
+void FindLayout(CgroupHost* host) {
+  const cgroups::LayoutOptions options;
+  const std::string dir = HostCacheDir();
+  absl::StatusOr<std::string> key = dir.empty() ? absl::StatusOr<std::string>(absl::NotFoundError("no cache"))
+                                                : HostCacheKey(options);
+  if (key.ok()) {
+    if (std::optional<cgroups::Layout> cached = LoadCachedLayout(dir, *key); cached.has_value()) {
+      host->layout = std::move(*cached);
+      host->layout_cached = true;
+      return;
+    }
+  }
+  host->layout = cgroups::DiscoverLayout(options);
+  if (!host->layout.ok()) return;
+  // Creates the parents and enables the v2 controllers down to them once,
+  // instead of every Create() finding out.
+  if (absl::Status st = cgroups::PrepareParents(&*host->layout); !st.ok()) {
+    host->sweep_errors.push_back(std::string(st.message()));
+    return;  // not cached: the next process tries again
+  }
+  // A cache that cannot be written (a read-only /run) only costs speed.
+  if (key.ok()) (void)StoreCachedLayout(dir, *key, *host->layout);
+}
+
+}  // namespace
 
 const CgroupHost& SharedCgroupHost() {
   static std::once_flag once;
   static CgroupHost* host = nullptr;
   std::call_once(once, [] {
     host = new CgroupHost();  // never destroyed: sandboxes may outlive static destruction order
-    host->layout = cgroups::DiscoverLayout();
+    FindLayout(host);
     if (!host->layout.ok()) return;
-    // Creates the parents and enables the v2 controllers down to them once,
-    // instead of every Create() finding out.
-    if (absl::Status st = cgroups::PrepareParents(&*host->layout); !st.ok()) {
-      host->sweep_errors.push_back(std::string(st.message()));
-    }
     absl::StatusOr<cgroups::SweepReport> sweep = cgroups::SweepStale(*host->layout);
     if (sweep.ok()) {
       host->swept = sweep->removed;
-      host->sweep_errors = sweep->failed;
+      host->sweep_errors.insert(host->sweep_errors.end(), sweep->failed.begin(), sweep->failed.end());
     } else {
       host->sweep_errors.push_back(std::string(sweep.status().message()));
     }

@@ -14,11 +14,13 @@ namespace cubicle::runtime {
 
 struct CgroupHost {
   absl::StatusOr<cgroups::Layout> layout;
+  bool layout_cached = false;           // read from the host cache (runtime/host_cache.h)
   std::vector<std::string> swept;       // stale groups removed at start-up
   std::vector<std::string> sweep_errors;
 };
 
-// Discovers the layout and sweeps stale groups on first use; later calls
+// Finds the layout (the host cache's, else discovered and its parents
+// prepared, then cached) and sweeps stale groups on first use; later calls
 // return the same result (thread-safe).
 const CgroupHost& SharedCgroupHost();
 

@@ -182,8 +182,9 @@ ProbeReport RunAll() {
                                                           : "the sandbox ran without a cgroup";
       } else {
         c.ok = true;
-        c.detail = absl::StrCat("ok (", SharedCgroupHost().layout->source, "), ",
-                                absl::FormatDuration(r->wall));
+        const CgroupHost& host = SharedCgroupHost();
+        c.detail = absl::StrCat("ok (", host.layout->source, host.layout_cached ? ", from the host cache" : "",
+                                "), ", absl::FormatDuration(r->wall));
       }
     }
     if (!c.ok) {
