@@ -1,5 +1,6 @@
 // cubicle: a native Linux sandbox runtime.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -12,6 +13,18 @@
 #include "cli/log.h"
 #include "egress/gateway_process.h"
 #include "namespaces/init.h"
+
+namespace {
+
+// The one-shot commands end here: every sandbox is gone by now, so only
+// stdio needs flushing. Skipping the static destructors and the freeing of
+// the command-line parser's tree saves a cold run ~20 page faults.
+[[noreturn]] void ExitNow(int status) {
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // The egress gateway of one policy revision, started by a launcher
@@ -26,10 +39,10 @@ int main(int argc, char** argv) {
   const char* slash = argv[0] != nullptr ? std::strrchr(argv[0], '/') : nullptr;
   const char* name = slash != nullptr ? slash + 1 : (argv[0] != nullptr ? argv[0] : "");
   if (std::strcmp(name, "bwrap") == 0) {
-    return cubicle::cli::RunBwrap(std::vector<std::string>(argv + 1, argv + argc), argv[0]);
+    ExitNow(cubicle::cli::RunBwrap(std::vector<std::string>(argv + 1, argv + argc), argv[0]));
   }
   if (argc >= 2 && std::strcmp(argv[1], "bwrap") == 0) {
-    return cubicle::cli::RunBwrap(std::vector<std::string>(argv + 2, argv + argc), "cubicle bwrap");
+    ExitNow(cubicle::cli::RunBwrap(std::vector<std::string>(argv + 2, argv + argc), "cubicle bwrap"));
   }
   CLI::App app{"cubicle: run untrusted code in fresh, isolated Linux sandboxes"};
   app.set_version_flag("--version", "cubicle 0.1.0");
@@ -55,7 +68,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cubicle: %s\n", e.what());
     return cubicle::cli::kExitUsage;
   }
-  if (app.got_subcommand("run")) return run();
+  if (app.got_subcommand("run")) ExitNow(run());
   if (app.got_subcommand("probe")) return probe();
   if (app.got_subcommand("cleanup")) return cleanup();
   if (app.got_subcommand("serve")) return serve();
