@@ -159,7 +159,10 @@ absl::StatusOr<GroupPlan> PlanGroups(const Layout& layout, const Limits& limits)
   p.Want(Controller::kMemory);
   p.Want(Controller::kPids);
   p.Want(Controller::kCpuacct);
-  p.Want(Controller::kIo);  // IO accounting, for the IO breaker
+  // Not kIo: v1 blkio counts IO only for devices with a throttle rule, so
+  // a group there without one costs a mkdir, an attach and an rmdir and
+  // says nothing. The IO breaker adds never-throttling rules, which
+  // PlanIo then requires; on v2, io.stat is in the unified group anyway.
   p.Want(Controller::kFreezer);
   if (plan.hierarchies.empty()) {
     return absl::FailedPreconditionError("no cgroup hierarchy is usable on this host");

@@ -213,7 +213,7 @@ TEST_P(BackendTest, NamesGroupsAfterOwnerAndSequence) {
   EXPECT_NE(a->name(), b->name());
   EXPECT_EQ(a->v2_dir_fd() >= 0, v2());
   // Without limits a group is still made for placement, accounting and kill.
-  EXPECT_EQ(a->paths().size(), v2() ? 1u : 5u);  // v1: memory, pids, cpu+cpuacct, blkio, freezer
+  EXPECT_EQ(a->paths().size(), v2() ? 1u : 4u);  // v1: memory, pids, cpu+cpuacct, freezer
 }
 
 TEST_P(BackendTest, RemoveAndDestructorLeaveNoDirectory) {

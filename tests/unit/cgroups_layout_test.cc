@@ -217,10 +217,10 @@ TEST_F(FakeLayoutTest, PlanGroupsUsesWhatLimitsAndOutcomesNeed) {
   ASSERT_TRUE(layout.ok()) << layout.status();
   auto none = PlanGroups(*layout, Limits{});
   ASSERT_TRUE(none.ok()) << none.status();
-  // Placement (v2), then accounting (memory, pids, cpuacct, blkio for the
-  // IO breaker) and the v1 freezer.
-  EXPECT_THAT(Mounts(*layout, *none),
-              ElementsAre("unified", "memory", "pids", "cpu,cpuacct", "blkio", "freezer"));
+  // Placement (v2), then accounting (memory, pids, cpuacct) and the v1
+  // freezer; no blkio without an IO limit (v1 counts nothing there without
+  // a throttle rule).
+  EXPECT_THAT(Mounts(*layout, *none), ElementsAre("unified", "memory", "pids", "cpu,cpuacct", "freezer"));
   EXPECT_TRUE(none->writes.empty());
   Limits io;
   io.io.push_back(IoLimit{8, 0, 1024});
