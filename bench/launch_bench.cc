@@ -62,8 +62,12 @@ struct SpawnOutcome {
   std::string error;
 };
 
-SpawnOutcome SpawnAndWait(const std::vector<std::string>& args) {
+SpawnOutcome SpawnAndWait(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
   SpawnOutcome out;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (const std::string& e : extra_env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -71,7 +75,7 @@ SpawnOutcome SpawnAndWait(const std::vector<std::string>& args) {
   posix_spawn_file_actions_init(&actions);
   for (int fd = 0; fd < 3; ++fd) posix_spawn_file_actions_adddup2(&actions, DevNull(), fd);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     out.error = absl::StrCat("posix_spawn(", args[0], "): ", std::strerror(rc));
@@ -93,16 +97,17 @@ SpawnOutcome SpawnAndWait(const std::vector<std::string>& args) {
 
 // Times one spawn of `args`. The first call of each benchmark first runs
 // it once untimed, so that page cache and dentries are warm for everyone.
-void TimeSpawn(benchmark::State& state, const std::vector<std::string>& args, bool* warmed) {
+void TimeSpawn(benchmark::State& state, const std::vector<std::string>& args, bool* warmed,
+               const std::vector<std::string>& extra_env = {}) {
   if (!*warmed) {
     *warmed = true;
-    if (SpawnOutcome w = SpawnAndWait(args); !w.error.empty()) {
+    if (SpawnOutcome w = SpawnAndWait(args, extra_env); !w.error.empty()) {
       state.SkipWithError(w.error.c_str());
       return;
     }
   }
   for (auto _ : state) {
-    SpawnOutcome out = SpawnAndWait(args);
+    SpawnOutcome out = SpawnAndWait(args, extra_env);
     if (!out.error.empty()) {
       state.SkipWithError(out.error.c_str());
       break;
@@ -339,6 +344,30 @@ void BM_CubicleRunBinaryNoLimits(benchmark::State& state) {
   TimeSpawn(state, RunArgs(kNoLimits, TrueArgv()), &warmed);
 }
 
+// As BM_CubicleRunBinary, but every run discovers the cgroup layout itself
+// (libcgroup, mountinfo, the parents), as before the host cache.
+void BM_CubicleRunBinaryNoHostCache(benchmark::State& state) {
+  static bool warmed = false;
+  TimeSpawn(state, RunArgs({}, TrueArgv()), &warmed, {"CUBICLE_HOST_CACHE=off"});
+}
+
+// The binaries' own start and exit, no sandbox: what a cold run pays before
+// and after its sandbox (exec, the dynamic loader, static initialisers,
+// command-line parsing, exit).
+void BM_CubicleVersion(benchmark::State& state) {
+  static bool warmed = false;
+  TimeSpawn(state, {CubicleBinary(), "--version"}, &warmed);
+}
+
+void BM_BwrapVersion(benchmark::State& state) {
+  static bool warmed = false;
+  if (::access(kBwrap, X_OK) != 0) {
+    state.SkipWithError("bubblewrap not installed");
+    return;
+  }
+  TimeSpawn(state, {kBwrap, "--version"}, &warmed);
+}
+
 void BM_Bwrap(benchmark::State& state) {
   static bool warmed = false;
   TimeBwrap(state, TrueArgv(), &warmed);
@@ -431,7 +460,10 @@ BENCHMARK(BM_CubicleLaunch)->Apply(PerExecution);
 BENCHMARK(BM_CubicleLaunchLimits)->Apply(PerExecution);
 BENCHMARK(BM_CubicleRunBinary)->Apply(PerExecution);
 BENCHMARK(BM_CubicleRunBinaryNoLimits)->Apply(PerExecution);
+BENCHMARK(BM_CubicleRunBinaryNoHostCache)->Apply(PerExecution);
 BENCHMARK(BM_Bwrap)->Apply(PerExecution);
+BENCHMARK(BM_CubicleVersion)->Apply(PerExecution);
+BENCHMARK(BM_BwrapVersion)->Apply(PerExecution);
 BENCHMARK(BM_CubicleLaunchSteps)->Apply(PerExecution);
 BENCHMARK(BM_CubicleLaunchLimitsSteps)->Apply(PerExecution);
 BENCHMARK(BM_CubicleRunBinarySteps)->Apply(PerExecution);

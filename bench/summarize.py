@@ -19,7 +19,10 @@ TRUE_ROWS = [
     ("BM_CubicleLaunchLimits", "runtime::Launch in process, memory 256M + pids 64"),
     ("BM_CubicleRunBinary", "`cubicle run --` (default limits: 1G, 1024 pids)"),
     ("BM_CubicleRunBinaryNoLimits", "`cubicle run --memory unlimited --pids unlimited --`"),
+    ("BM_CubicleRunBinaryNoHostCache", "= BM_CubicleRunBinary with `CUBICLE_HOST_CACHE=off`"),
     ("BM_Bwrap", "`bwrap ...`"),
+    ("BM_CubicleVersion", "`cubicle --version`: the binary's start and exit"),
+    ("BM_BwrapVersion", "`bwrap --version`: the binary's start and exit"),
     ("BM_CubicleLaunchSteps", "= BM_CubicleLaunch, steps recorded"),
     ("BM_CubicleLaunchLimitsSteps", "= BM_CubicleLaunchLimits, steps recorded"),
     ("BM_CubicleRunBinarySteps", "= BM_CubicleRunBinary + `--json-status FILE`"),
@@ -38,6 +41,9 @@ PYTHON_ROWS = [
 ]
 RATIOS = [
     ("BM_CubicleRunBinary", "BM_Bwrap"),
+    ("BM_CubicleRunBinaryNoHostCache", "BM_Bwrap"),
+    ("BM_CubicleRunBinary", "BM_CubicleRunBinaryNoHostCache"),
+    ("BM_CubicleVersion", "BM_BwrapVersion"),
     ("BM_CubicleRunBinaryNoLimits", "BM_Bwrap"),
     ("BM_CubicleLaunchLimits", "BM_Bwrap"),
     ("BM_CubicleLaunch", "BM_Bwrap"),
