@@ -47,15 +47,23 @@ int main(int argc, char** argv) {
   CLI::App app{"cubicle: run untrusted code in fresh, isolated Linux sandboxes"};
   app.set_version_flag("--version", "cubicle 0.1.0");
   app.require_subcommand(1);
-  std::function<int()> run = cubicle::cli::AddRunCommand(app);
-  std::function<int()> probe = cubicle::cli::AddProbeCommand(app);
-  std::function<int()> cleanup = cubicle::cli::AddCleanupCommand(app);
-  std::function<int()> serve = cubicle::cli::AddServeCommand(app);
-  std::function<int()> npu = cubicle::cli::AddNpuCommand(app);
-  // Listed for --help only: main() hands `bwrap` argv to RunBwrap above.
-  app.add_subcommand("bwrap", "Run a bubblewrap 0.11 command line (bwrap ARGS...) in a sandbox")
-      ->allow_extras()
-      ->prefix_command();
+  // Only the subcommand named builds its options: CLI11 allocates each one,
+  // and a cold `cubicle run` pays for every page it touches. Anything else
+  // (--help, --version, a typo) gets them all, so help and errors are whole.
+  const std::string named = argc >= 2 ? argv[1] : "";
+  const bool all = named != "run" && named != "probe" && named != "cleanup" && named != "serve" && named != "npu";
+  std::function<int()> run, probe, cleanup, serve, npu;
+  if (all || named == "run") run = cubicle::cli::AddRunCommand(app);
+  if (all || named == "probe") probe = cubicle::cli::AddProbeCommand(app);
+  if (all || named == "cleanup") cleanup = cubicle::cli::AddCleanupCommand(app);
+  if (all || named == "serve") serve = cubicle::cli::AddServeCommand(app);
+  if (all || named == "npu") npu = cubicle::cli::AddNpuCommand(app);
+  if (all) {
+    // Listed for --help only: main() hands `bwrap` argv to RunBwrap above.
+    app.add_subcommand("bwrap", "Run a bubblewrap 0.11 command line (bwrap ARGS...) in a sandbox")
+        ->allow_extras()
+        ->prefix_command();
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -68,10 +76,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cubicle: %s\n", e.what());
     return cubicle::cli::kExitUsage;
   }
-  if (app.got_subcommand("run")) ExitNow(run());
-  if (app.got_subcommand("probe")) return probe();
-  if (app.got_subcommand("cleanup")) return cleanup();
-  if (app.got_subcommand("serve")) return serve();
-  if (app.got_subcommand("npu")) return npu();
+  if (run && app.got_subcommand("run")) ExitNow(run());
+  if (probe && app.got_subcommand("probe")) return probe();
+  if (cleanup && app.got_subcommand("cleanup")) return cleanup();
+  if (serve && app.got_subcommand("serve")) return serve();
+  if (npu && app.got_subcommand("npu")) return npu();
   return cubicle::cli::kExitUsage;
 }
