@@ -740,9 +740,11 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
 
   // 0. Validate everything before the first syscall that changes state.
   //    argv/env/cwd belong to the request: check the rest with a stand-in.
-  {
+  if (!spec.argv.empty()) {
+    CUBICLE_RETURN_IF_ERROR(ValidateSpec(spec));
+  } else {
     SandboxSpec check = spec;
-    if (check.argv.empty()) check.argv = {"/bin/true"};
+    check.argv = {"/bin/true"};
     CUBICLE_RETURN_IF_ERROR(ValidateSpec(check));
   }
   CUBICLE_ASSIGN_OR_RETURN(state->identity, ResolveIdentity(spec));
