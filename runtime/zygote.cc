@@ -60,7 +60,6 @@ struct ChildPlan {
   rootfs::PreparedPlan rootfs;
   uid_t uid = 0;
   gid_t gid = 0;
-  bool clear_groups = false;
   bool pid_namespace = true;
   bool net_namespace = true;
   bool uts_namespace = true;
@@ -333,7 +332,7 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   bool ok = namespaces::WaitForLauncher(plan.control_fd, e) &&
             (plan.joined_userns
                  ? namespaces::SwitchJoinedIds(plan.switch_uid, plan.uid, plan.switch_gid, plan.gid, e)
-                 : namespaces::BecomeSandboxIds(plan.uid, plan.gid, plan.clear_groups, e)) &&
+                 : namespaces::BecomeSandboxIds(plan.uid, plan.gid, e)) &&
             (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
@@ -439,6 +438,8 @@ struct Identity {
   namespaces::IdMapping mapping;
   uid_t host_uid;
   gid_t host_gid;
+  // The launching thread drops its supplementary groups around the clone
+  // (namespaces::ThreadGroupsCleared), so the sandbox starts with none.
   bool clear_groups;
 };
 
@@ -462,6 +463,8 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     }
     id.host_uid = spec.uid;
     id.host_gid = spec.gid;
+    // bwrap as root makes no user namespace: setgroups is the host's
+    // ("allow") and so are root's groups.
     id.mapping.deny_setgroups = false;
     id.clear_groups = false;
     id.mapping.uids = {{0, 0, 4294967295u}};
@@ -471,7 +474,10 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
   if (euid == 0) {
     id.host_uid = spec.host_uid.value_or(kDefaultHostIdBase + spec.uid);
     id.host_gid = spec.host_gid.value_or(kDefaultHostIdBase + spec.gid);
-    id.mapping.deny_setgroups = false;
+    // "deny", as bwrap writes it: nothing in the sandbox may change its
+    // groups. The host's groups (root's gid 0 among them) are gone before
+    // clone instead.
+    id.mapping.deny_setgroups = true;
     id.clear_groups = true;
   } else {
     id.host_uid = spec.host_uid.value_or(euid);
@@ -780,7 +786,6 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   plan.uid = spec.uid;
   plan.gid = spec.gid;
-  plan.clear_groups = state->identity.clear_groups;
   plan.pid_namespace = spec.namespaces.pid;
   plan.net_namespace = spec.namespaces.net;
   plan.uts_namespace = spec.namespaces.uts;
@@ -895,6 +900,8 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   // A new pid namespace under a joined one is made by a process inside it.
   auto clone_sandbox = spec.join_pidns.has_value() && spec.namespaces.pid ? namespaces::CloneViaIntermediate
                                                                           : namespaces::CloneInto;
+  namespaces::ThreadGroupsCleared groups;
+  if (state->identity.clear_groups) CUBICLE_RETURN_IF_ERROR(groups.Clear());
   namespaces::CloneResult cloned = clone_sandbox(spec.namespaces.CloneFlags(), cgroup_fd, features.clone3);
   bool placed_on_v2 = cgroup_fd >= 0 && cloned.pid >= 0;
   if (cloned.pid < 0 && cgroup_fd >= 0) {
@@ -905,6 +912,10 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     cloned = clone_sandbox(spec.namespaces.CloneFlags(), -1, features.clone3);
   }
   if (cloned.pid == 0) ChildMain(plan);
+  if (absl::Status restored = groups.Restore(); !restored.ok()) {
+    // Only this thread is affected, and it has fewer privileges, not more.
+    created.warnings.push_back(absl::StrCat("the launching thread keeps no supplementary groups: ", restored.message()));
+  }
   if (cloned.pid < 0) {
     // A joined pid namespace whose init is gone takes no new process (ENOMEM).
     absl::Status st = ErrnoStatus(-cloned.pid, spec.join_pidns.has_value() ? "clone into the joined pid namespace"

@@ -60,6 +60,7 @@ if [ -r /proc/self/status ]; then
   grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status
   echo "uid_map: $(tr -s ' ' < /proc/self/uid_map)"
   echo "gid_map: $(tr -s ' ' < /proc/self/gid_map)"
+  echo "setgroups: $(cat /proc/self/setgroups)"
   for pair in "$@"; do
     [ "$pair" = "--" ] && break
     ns=${pair%%=*}; host=${pair#*=}

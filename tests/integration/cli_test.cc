@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -347,6 +348,52 @@ TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
   // Clean up after a failure: without its payload, the orphaned init exits.
   for (pid_t pid : survivors) ::kill(pid, SIGKILL);
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+}
+
+// As root, a launcher's supplementary groups (here 0, 4 and 27) must not
+// reach the sandbox: even unmapped, gid 0 would still count in every host
+// permission check. And /proc/self/setgroups must read "deny", as bwrap
+// writes it: "allow" would let the sandbox's CAP_SETGID drop a group that
+// denies it access (the CVE-2014-8989 class). Failed before: "allow", which
+// cubicle wrote so that its child could clear the groups after the maps.
+TEST_F(CoreCli, AsRootTheSandboxHasNoHostGroupsAndSetgroupsIsDenied) {
+  if (::geteuid() != 0) GTEST_SKIP() << "root only: a rootless launcher cannot clear its groups";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv(1) is not installed";
+  const std::string script = "cat /proc/self/setgroups; grep '^Groups:' /proc/self/status; id -G";
+  const std::string bwrap_sys =
+      "--ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc";
+  struct Launch {
+    std::string name;
+    std::string command;  // after "setpriv --groups 0,4,27 -- CUBICLE"
+    std::string groups;   // what `id -G` must print
+  };
+  const std::vector<Launch> launches = {
+      {"run", "run -- /bin/sh -c \"$0\"", "1000"},
+      {"bwrap --unshare-user", "bwrap " + bwrap_sys + " --unshare-user sh -c \"$0\"", "0"},
+      {"bwrap --unshare-user --uid 5 --gid 6", "bwrap " + bwrap_sys + " --unshare-user --uid 5 --gid 6 sh -c \"$0\"", "6"},
+      {"bwrap --unshare-all", "bwrap " + bwrap_sys + " --unshare-all sh -c \"$0\"", "0"},
+  };
+  for (const Launch& l : launches) {
+    ProcessRun run = RunProcess({"/bin/sh", "-c",
+                                 absl::StrCat("exec /usr/bin/setpriv --groups 0,4,27 -- '", CubicleBinary(), "' ",
+                                              l.command),
+                                 script});
+    EXPECT_EQ(run.exit_code, 0) << l.name << ": " << run.err;
+    std::vector<std::string> lines = Lines(run.out);
+    ASSERT_EQ(lines.size(), 3u) << l.name << ": " << run.out << run.err;
+    EXPECT_EQ(lines[0], "deny") << l.name;
+    EXPECT_EQ(absl::StripAsciiWhitespace(lines[1]), "Groups:") << l.name << ": no supplementary group at all";
+    EXPECT_EQ(lines[2], l.groups) << l.name << ": only the primary group";
+  }
+  // bwrap as root without --unshare-user imitates the host's root, which
+  // keeps its groups and has no user namespace to deny setgroups in.
+  ProcessRun host_root = RunProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec /usr/bin/setpriv --groups 0,4,27 -- '", CubicleBinary(), "' bwrap ", bwrap_sys,
+                    " sh -c \"$0\""),
+       script});
+  EXPECT_EQ(host_root.exit_code, 0) << host_root.err;
+  EXPECT_EQ(host_root.out, "allow\nGroups:\t0 4 27 \n0 4 27\n");
 }
 
 // `cubicle bwrap --userns FD --pidns FD --unshare-pid`, as root and (in the
