@@ -63,6 +63,20 @@ std::optional<uint32_t> ParseOctal(const std::string& text) {
   return mode;
 }
 
+// The mode bwrap gives the missing parent directories of an op's
+// destination, from the op's own mode: 0755, without group or other access
+// where the op's mode has none. Ops that take no mode (binds, symlinks,
+// --proc, --dev, ...) count as mode 0 in bwrap's code (its zero-filled op),
+// so their parents are 0700: bwrap 0.8 does so, and 0.11's source still
+// does, although 0.11's manual says "normally 0755". The code is what a
+// launcher meets; cubicle follows it.
+uint32_t BwrapParentMode(uint32_t mode) {
+  uint32_t parent = 0755;
+  if ((mode & 0070) == 0) parent &= ~0050u;
+  if ((mode & 0007) == 0) parent &= ~0005u;
+  return parent;
+}
+
 std::optional<int> ParseCap(const std::string& name) {
   std::string lower = absl::AsciiStrToLower(name);
   for (int i = 0; i < static_cast<int>(std::size(kCapNames)); ++i) {
@@ -155,20 +169,14 @@ class Parser {
       const std::string& arg = argv[i];
       size_t used = 0;  // how many values the option consumed
       // --perms and --size bind to the very next option that is not the
-      // other modifier (they may come in either order).
+      // other modifier (they may come in either order). As in bwrap, the
+      // options that create a file take them, and an option that leaves
+      // one pending is an error once it is done; the command (or "--")
+      // ends the options first, so a pending one before it is ignored and
+      // the command runs (bwrap 0.8 and 0.11 alike).
       const bool modifier = arg == "--perms" || arg == "--size";
-      std::optional<uint32_t> perms = arg == "--size" ? std::nullopt : std::exchange(o_.next_perms, std::nullopt);
-      std::optional<uint64_t> size = arg == "--perms" ? std::nullopt : std::exchange(o_.next_size, std::nullopt);
-      auto perms_ok = [&](bool allowed) -> absl::Status {
-        if (perms.has_value() && !allowed) {
-          return Die("--perms must be followed by an option that creates a file");
-        }
-        if (size.has_value() && arg != "--tmpfs") return Die("--size must be followed by --tmpfs");
-        return absl::OkStatus();
-      };
-      const bool creates_file = arg == "--tmpfs" || arg == "--dir" || arg == "--file" || arg == "--bind-data" ||
-                                arg == "--ro-bind-data";
-      if (!modifier) CUBICLE_RETURN_IF_ERROR(perms_ok(creates_file));
+      auto take_perms = [&] { return std::exchange(o_.next_perms, std::nullopt); };
+      auto take_size = [&] { return std::exchange(o_.next_size, std::nullopt); };
       if (!o_.overlay_sources.empty() && arg != "--overlay-src" && arg != "--overlay" &&
           arg != "--tmp-overlay" && arg != "--ro-overlay") {
         return Die(
@@ -309,6 +317,7 @@ class Parser {
         op.readonly = absl::StartsWith(arg, "--ro-");
         op.devices = absl::StartsWith(arg, "--dev-");
         op.optional = absl::EndsWith(arg, "-try");
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = 2;
@@ -320,6 +329,7 @@ class Parser {
         op.source = absl::StrCat("/proc/self/fd/", fd);
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + 2], arg));
         op.readonly = arg == "--ro-bind-fd";
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         // Kept open until the launch resolves the path it names.
@@ -330,7 +340,7 @@ class Parser {
         MountOp op;
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + 1], arg));
         op.bwrap_style = true;
-        op.mode = perms.value_or(0755);
+        op.parent_mode = BwrapParentMode(0);
         if (arg == "--remount-ro") op.kind = MountKind::kRemountRo;
         if (arg == "--proc") op.kind = MountKind::kProc;
         if (arg == "--dev") op.kind = MountKind::kDev;
@@ -338,7 +348,11 @@ class Parser {
         if (arg == "--dir") op.kind = MountKind::kDir;
         if (arg == "--tmpfs") {
           op.kind = MountKind::kTmpfs;
-          op.size_bytes = size.value_or(0);
+          op.size_bytes = take_size().value_or(0);
+        }
+        if (arg == "--dir" || arg == "--tmpfs") {
+          op.mode = take_perms().value_or(0755);
+          op.parent_mode = BwrapParentMode(op.mode);
         }
         o_.mounts.push_back(std::move(op));
         used = 1;
@@ -351,7 +365,8 @@ class Parser {
         out_->consumed_fds.push_back(fd);
         op.kind = arg == "--file" ? MountKind::kFile : MountKind::kBindData;
         op.readonly = arg == "--ro-bind-data";
-        op.mode = perms.value_or(arg == "--file" ? 0666 : 0600);
+        op.mode = take_perms().value_or(arg == "--file" ? 0666 : 0600);
+        op.parent_mode = BwrapParentMode(op.mode);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = 2;
@@ -361,6 +376,7 @@ class Parser {
         op.kind = MountKind::kSymlink;
         op.source = argv[i + 1];
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + 2], arg));
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = 2;
@@ -377,14 +393,14 @@ class Parser {
         used = 2;
       } else if (arg == "--perms") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        if (perms.has_value()) return Die("--perms given twice for the same action");
+        if (o_.next_perms.has_value()) return Die("--perms given twice for the same action");
         std::optional<uint32_t> mode = ParseOctal(argv[i + 1]);
         if (!mode.has_value()) return Die("--perms takes an octal argument <= 07777");
         o_.next_perms = mode;
         used = 1;
       } else if (arg == "--size") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        if (size.has_value()) return Die("--size given twice for the same action");
+        if (o_.next_size.has_value()) return Die("--size given twice for the same action");
         // bwrap: strtoull base 0 (so 0x and 0 prefixes count), a leading
         // digit, nothing after the number, not zero.
         const std::string& text = argv[i + 1];
@@ -420,6 +436,7 @@ class Parser {
         }
         op.readonly = arg == "--ro-overlay";
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + n], arg));
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = n;
@@ -482,10 +499,12 @@ class Parser {
         o_.command.assign(argv.begin() + static_cast<long>(i), argv.end());
         return absl::OkStatus();
       }
+      if (!modifier && o_.next_perms.has_value()) {
+        return Die("--perms must be followed by an option that creates a file");
+      }
+      if (!modifier && o_.next_size.has_value()) return Die("--size must be followed by --tmpfs");
       i += used + 1;
     }
-    if (o_.next_perms.has_value() && !in_file) return Die("--perms must be followed by an option that creates a file");
-    if (o_.next_size.has_value() && !in_file) return Die("--size must be followed by --tmpfs");
     if (!o_.overlay_sources.empty() && !in_file) {
       return Die(
           "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or "

@@ -257,6 +257,7 @@ std::string BwrapMessage(const absl::Status& status) {
       {"create file", "Can't create file "},
       {"create data file", "Can't create file at "},
       {"mkdir", "Can't mkdir "},
+      {"mkdir parents", "Can't mkdir parents for "},
       {"open directory", "Can't mkdir "},
       {"stat bind source", "Can't find source path "},
       {"open_tree", "Can't bind mount on "},

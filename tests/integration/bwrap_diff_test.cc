@@ -132,6 +132,9 @@ struct Case {
   // kSame: substrings both sides' stdout must have (so that a case whose
   // command fails the same way on both cannot pass unnoticed).
   std::vector<std::string> both_output;
+  // The launcher's working directory (@WS@ expands); bwrap keeps it when
+  // the sandbox has it.
+  std::string cwd = "/";
 };
 
 // gtest prints a failing case by name, not as bytes.
@@ -209,6 +212,28 @@ std::vector<Case> Cases() {
   add("tmpfs_perms", With(Sys(), {"--proc", "/proc", "--perms", "0700", "--tmpfs", "/tmp"})).paths = {"/tmp"};
   add("dir", Base({"--dir", "/a/b/c"})).paths = {"/a", "/a/b/c"};
   add("dir_perms", Base({"--perms", "0750", "--dir", "/newdir"})).paths = {"/newdir"};
+  // The missing parents of a destination: 0755 less the group/other bits
+  // the op's --perms lacks (bwrap 0.11's manual says as much), and 0700 for
+  // ops that take no mode (binds, symlinks, --dev, --proc; bwrap's code,
+  // 0.8 and 0.11 alike, where the manual says "normally 0755").
+  add("dir_perms_parents", Base({"--perms", "0700", "--dir", "/a/b/c"})).paths = {"/a", "/a/b", "/a/b/c"};
+  add("parents_of_each_op", Base({"--bind", "@WS@", "/x/y", "--symlink", "a", "/s/l", "--dev", "/d/e",
+                                  "--ro-bind-data", "3", "/r/s", "--tmpfs", "/t/u", "--dir", "/p/q",
+                                  "--perms", "0750", "--tmpfs", "/v/w", "--unshare-ipc", "--mqueue", "/m/q",
+                                  "--proc", "/o/p"}))
+      .paths = {"/x", "/s", "/d", "/r", "/t", "/p", "/v", "/m", "/o"};
+  c.back().fd3 = FdKind::kData;
+  // The launcher's cwd kept: the bind that shows it makes /tmp (no --tmpfs
+  // there), 0700 under bwrap.
+  Case& cwd_kept = add("cwd_kept_parents", With(Sys(), {"--proc", "/proc", "--bind", "@WS@", "@WS@"}));
+  cwd_kept.paths = {"/tmp", "@WS@"};
+  cwd_kept.cwd = "@WS@";
+  // A --perms or --size left before the command modifies nothing; bwrap
+  // runs the command.
+  add("perms_before_command", Base({"--perms", "0750"})).command = {"sh", "-c", "echo ran"};
+  c.back().both_output = {"ran\n"};
+  add("size_before_command", Base({"--size", "4096", "--"})).command = {"sh", "-c", "echo ran"};
+  c.back().both_output = {"ran\n"};
   add("symlink", Base({"--symlink", "/usr/bin", "/ubin"})).paths = {"/ubin", "/ubin/"};
   // bwrap 0.8 refuses a --symlink whose link already exists; 0.11's NEWS
   // (0.9.0: "--symlink succeeds if the symlink already exists with the
@@ -219,7 +244,7 @@ std::vector<Case> Cases() {
   same_link.documented_output = {"linked"};
   add("file", Base({"--file", "3", "/hello"})).paths = {"/hello"};
   c.back().fd3 = FdKind::kData;
-  add("file_perms", Base({"--perms", "0640", "--file", "3", "/sub/hello"})).paths = {"/sub/hello"};
+  add("file_perms", Base({"--perms", "0640", "--file", "3", "/sub/hello"})).paths = {"/sub", "/sub/hello"};
   c.back().fd3 = FdKind::kData;
   add("bind_data", Base({"--bind-data", "3", "/data"})).paths = {"/data"};
   c.back().fd3 = FdKind::kData;
@@ -579,7 +604,7 @@ class Fixture {
       argv.insert(argv.end(), {"sh", "-c", kProbe, "probe"});
       argv.insert(argv.end(), host_ns_.begin(), host_ns_.end());
       argv.push_back("--");
-      argv.insert(argv.end(), c.paths.begin(), c.paths.end());
+      for (const std::string& p : Expand(c.paths)) argv.push_back(p);
     } else {
       for (const std::string& a : Expand(c.command, holder)) argv.push_back(a);
     }
@@ -633,7 +658,8 @@ class Fixture {
     posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
     posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
     for (auto [target, fd] : given) posix_spawn_file_actions_adddup2(&actions, fd, target);
-    posix_spawn_file_actions_addchdir_np(&actions, "/");
+    const std::string cwd = Expand({c.cwd})[0];
+    posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
     std::vector<char*> cargv;
     for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);

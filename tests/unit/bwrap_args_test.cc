@@ -391,6 +391,49 @@ TEST(BwrapArgs, PermsAndSizeErrors) {
   ExpectDie({"--chmod", "999", "/x", "true"}, "--chmod takes an octal argument <= 07777");
 }
 
+// bwrap checks a pending --perms/--size after each option is done, and the
+// command (or "--") ends the options before that check: one left before
+// the command is ignored and the command runs (0.8 and 0.11's source
+// alike). Failed before: cubicle refused it.
+TEST(BwrapArgs, APendingPermsOrSizeBeforeTheCommandIsIgnored) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--perms", "0750", "true"},
+           {"--size", "4096", "--", "true"},
+           {"--perms", "0700", "--size", "1", "true"},
+           {"--dir", "/d", "--perms", "0700", "--", "true"}}) {
+    absl::StatusOr<BwrapInvocation> got = Parse(args);
+    ASSERT_TRUE(got.ok()) << ::testing::PrintToString(args) << ": " << got.status();
+    EXPECT_EQ(got->action, Action::kRun);
+    EXPECT_EQ(got->spec.argv, std::vector<std::string>{"true"});
+  }
+  // Nothing after it at all is bwrap's usage error, as with no command.
+  EXPECT_EQ(Parse({"--perms", "0700"})->action, Action::kUsage);
+  // An --args file that ends with --perms leaves it pending for the
+  // option after --args, which must take it.
+  FakeHost fake;
+  fake.fds[3] = std::string("--perms\0" "0700", 12);
+  ExpectDie({"--args", "3", "--dir", "/d", "true"}, "--perms must be followed by an option that creates a file",
+            fake);
+}
+
+// The missing parents of a destination get bwrap's parent mode: 0755 less
+// the group/other bits the op's mode lacks, and 0700 for ops without a mode
+// (bwrap's zero-filled op). Failed before: every parent was 0755.
+TEST(BwrapArgs, MissingParentsGetBwrapsParentMode) {
+  FakeHost fake;
+  fake.fds[3] = "f";
+  fake.fds[4] = "g";
+  absl::StatusOr<BwrapInvocation> got = Parse(
+      {"--perms", "0700", "--dir", "/a/b", "--perms", "0750", "--dir", "/c/d", "--perms", "0640", "--file", "3",
+       "/e/f", "--dir", "/g/h", "--tmpfs", "/i/j", "--bind-data", "4", "/k/l", "--bind", "/usr", "/m/n",
+       "--symlink", "x", "/o/p", "--dev", "/q/r", "--proc", "/s/t", "--chmod", "0700", "/a", "true"},
+      fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<uint32_t> parents;
+  for (const rootfs::MountOp& op : got->spec.mounts) parents.push_back(op.parent_mode);
+  EXPECT_EQ(parents, (std::vector<uint32_t>{0700, 0750, 0750, 0755, 0755, 0700, 0700, 0700, 0700, 0700, 0755}));
+}
+
 TEST(BwrapArgs, RepeatedSingleValueOptionsWarnAndTheLastWins) {
   absl::StatusOr<BwrapInvocation> got = Parse({"--chdir", "/a", "--chdir", "/b", "true"});
   ASSERT_TRUE(got.ok());
