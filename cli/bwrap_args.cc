@@ -253,7 +253,8 @@ class Parser {
         o_.assert_userns_disabled = true;
       } else if (arg == "--userns" || arg == "--userns2" || arg == "--pidns") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
+        // bwrap never closes these: the command has them too.
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1], FdFate::kPassedOn));
         (arg == "--userns" ? o_.userns_fd : arg == "--userns2" ? o_.userns2_fd : o_.pidns_fd) = fd;
         used = 1;
       } else if (arg == "--uid" || arg == "--gid") {
@@ -299,7 +300,11 @@ class Parser {
       } else if (arg == "--sync-fd" || arg == "--block-fd" || arg == "--userns-block-fd" || arg == "--info-fd" ||
                  arg == "--json-status-fd") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
+        // bwrap closes --block-fd, --info-fd and --json-status-fd before
+        // the command and leaves --userns-block-fd open; --sync-fd is the
+        // command's only with --as-pid-1 (decided once the argv is read).
+        const FdFate fate = arg == "--userns-block-fd" || arg == "--sync-fd" ? FdFate::kPassedOn : FdFate::kClosed;
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1], fate));
         std::optional<int>& slot = arg == "--sync-fd"          ? out_->sync_fd
                                    : arg == "--block-fd"        ? out_->block_fd
                                    : arg == "--userns-block-fd" ? out_->userns_block_fd
@@ -514,10 +519,12 @@ class Parser {
   }
 
  private:
-  // An fd argument; every fd an option names is the option's, not the command's.
-  absl::StatusOr<int> Fd(const std::string& text) {
+  // An fd argument. Those bwrap closes before the command are the option's
+  // alone; the others reach the command at their number, as in bwrap.
+  enum class FdFate { kClosed, kPassedOn };
+  absl::StatusOr<int> Fd(const std::string& text, FdFate fate = FdFate::kClosed) {
     absl::StatusOr<int> fd = ParseFd(text);
-    if (fd.ok()) out_->option_fds.push_back(*fd);
+    if (fd.ok() && fate == FdFate::kClosed) out_->option_fds.push_back(*fd);
     return fd;
   }
 
@@ -587,6 +594,17 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     out.action = BwrapInvocation::Action::kUsage;
     return out;
   }
+  // bwrap's PID 1 holds --sync-fd and closes it for the command; with
+  // --as-pid-1 there is no such process and the command keeps it.
+  if (out.sync_fd.has_value() && !o.as_pid_1) out.option_fds.push_back(*out.sync_fd);
+  // --pidns naming the pid namespace the launcher is in already: joining it
+  // changes nothing, and cubicle's own user namespace could not mount a
+  // procfs for it, so it is not joined at all (bwrap, with no user
+  // namespace as root, mounts one). With --userns the join itself is
+  // refused by the kernel, in bwrap's words: left to it.
+  const bool own_pidns = o.pidns_fd.has_value() && !o.userns_fd.has_value() && host.is_own_pid_namespace &&
+                         host.is_own_pid_namespace(*o.pidns_fd);
+  const std::optional<int> join_pidns = own_pidns ? std::nullopt : o.pidns_fd;
 
 
   runtime::SandboxSpec& spec = out.spec;
@@ -594,7 +612,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   // without --unshare-user) a new one mapping every host id to itself.
   spec.namespaces.user = !join_userns;
   spec.join_userns = o.userns_fd;
-  spec.join_pidns = o.pidns_fd;
+  spec.join_pidns = join_pidns;
   spec.join_userns_after_setup = o.userns2_fd;
   spec.namespaces.mount = true;
   spec.namespaces.pid = o.unshare_pid;
@@ -641,13 +659,23 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     // Without a new pid namespace bwrap binds the host's procfs (the pid
     // namespace is shared anyway) and covers it as it covers a new one.
     // A joined pid namespace gets a procfs of its own, as in bwrap.
-    if (op.kind == MountKind::kProc && !o.unshare_pid && !o.pidns_fd.has_value()) op.source = "/proc";
+    if (op.kind == MountKind::kProc && !o.unshare_pid && !join_pidns.has_value()) {
+      op.source = "/proc";
+      op.noexec = own_pidns;  // bwrap mounts a new procfs of it, noexec
+    }
     spec.mounts.push_back(std::move(op));
   }
 
   spec.set_hostname = o.hostname.has_value();
   if (o.hostname.has_value()) spec.hostname = *o.hostname;
-  spec.new_session = o.new_session;
+  // bwrap calls setsid only for --new-session, in its first process in the
+  // sandbox, before that forks its PID 1 (with --unshare-pid, --lock-file
+  // or --sync-fd, unless --as-pid-1): then the command is in PID 1's
+  // session, not its leader. cubicle's init stands in for that PID 1.
+  const bool bwrap_has_init =
+      !o.as_pid_1 && (o.unshare_pid || !o.lock_files.empty() || out.sync_fd.has_value());
+  spec.new_session = o.new_session && !bwrap_has_init;
+  spec.init_new_session = o.new_session && bwrap_has_init;
   spec.as_pid_1 = o.as_pid_1;
   for (const std::string& path : o.lock_files) {
     CUBICLE_ASSIGN_OR_RETURN(std::string lock, SandboxPath(path, "--lock-file"));

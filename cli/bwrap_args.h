@@ -32,6 +32,8 @@ struct BwrapHost {
   // Checks an SELinux context with the kernel (namespaces/selinux.h); its
   // error message is "LABEL: reason". Unset: SELinux is not enabled here.
   std::function<absl::Status(const std::string& label)> check_selinux_label;
+  // Whether an fd names the caller's own pid namespace. Unset: never.
+  std::function<bool(int fd)> is_own_pid_namespace;
   // Reads an fd to its end (--args, --file, --bind-data, --seccomp). The
   // error message is bwrap's strerror part, e.g. "Bad file descriptor".
   std::function<absl::StatusOr<std::string>(int fd)> read_fd;
@@ -50,7 +52,9 @@ struct BwrapInvocation {
   std::optional<int> userns_block_fd;
   // Closed once their data is read (bwrap closes them too).
   std::vector<int> consumed_fds;
-  // Every fd an option names: never passed on to the command.
+  // The fds options name that bwrap closes before the command: never
+  // passed on (--userns, --userns2, --pidns, --userns-block-fd, and
+  // --sync-fd with --as-pid-1, are the command's too, as in bwrap).
   std::vector<int> option_fds;
   bool level_prefix = false;  // "<3>bwrap: ..." (syslog levels, for journald)
   // bwrap's warnings ("Only the last --chdir option will take effect"),

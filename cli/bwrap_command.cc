@@ -114,6 +114,11 @@ BwrapHost CurrentHost() {
   if (::getcwd(cwd, sizeof(cwd)) != nullptr) host.cwd = cwd;
   host.user_namespaces_enabled = UserNamespacesEnabled();
   host.read_fd = ReadAll;
+  host.is_own_pid_namespace = [](int fd) {
+    struct stat given, own;
+    return ::fstat(fd, &given) == 0 && ::stat("/proc/self/ns/pid", &own) == 0 && given.st_dev == own.st_dev &&
+           given.st_ino == own.st_ino;
+  };
   if (std::string selinuxfs = namespaces::SelinuxFsMountPoint(); !selinuxfs.empty()) {
     host.check_selinux_label = [selinuxfs](const std::string& label) {
       return namespaces::CheckSelinuxContext(selinuxfs, label);
@@ -353,6 +358,9 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
     return report.Fail(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
   }
+  // With --as-pid-1 the command alone holds --sync-fd (it has its copy
+  // since clone), so that it ends when the command closes it, as in bwrap.
+  if (inv.sync_fd && spec.as_pid_1) ::close(*inv.sync_fd);
   absl::StatusOr<std::vector<UniqueFd>> locks = TakeLocks(pid, inv.lock_files);
   if (!locks.ok()) return report.Fail(locks.status().message());
   if (inv.userns_block_fd) WaitForByte(*inv.userns_block_fd);

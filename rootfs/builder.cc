@@ -325,6 +325,32 @@ bool ApplyBind(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Chil
                   op.op->readonly, op.op->devices, op.dest.c_str(), error);
 }
 
+// Adds noexec to the mount open as `mount_fd` (its top mount only), keeping
+// the flags the kernel locked.
+bool SetNoexec(const PreparedPlan& plan, int mount_fd, const char* dest, ChildError* error) {
+  if (plan.new_mount_api) {
+    struct mount_attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.attr_set = MOUNT_ATTR_NOEXEC;
+    if (::mount_setattr(mount_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+      return child::Fail(error, "mount_setattr(noexec)", dest, errno);
+    }
+    return true;
+  }
+  FdPath path(mount_fd);
+  struct statvfs sv;
+  if (::statvfs(path.c_str(), &sv) != 0) return child::Fail(error, "statvfs", dest, errno);
+  unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (sv.f_flag & ST_RDONLY) flags |= MS_RDONLY;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  if (::mount(nullptr, path.c_str(), nullptr, flags, nullptr) != 0) {
+    return child::Fail(error, "mount(remount noexec)", dest, errno);
+  }
+  return true;
+}
+
 // bubblewrap's covers of a new procfs: read-only where they are writable.
 constexpr const char* kBwrapProcCovers[] = {"sys", "sysrq-trigger", "irq", "bus"};
 
@@ -361,6 +387,7 @@ bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Buil
   // Reopen: the fd above names the directory under the new mount.
   ScopedFd proc(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH | O_DIRECTORY));
   if (proc.fd < 0) return FailPath(error, "open proc", op.dest.c_str(), -proc.fd);
+  if (op.op->noexec && !SetNoexec(plan, proc.fd, op.dest.c_str(), error)) return false;
   if (op.op->bwrap_style) {
     for (const char* name : kBwrapProcCovers) {
       ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));

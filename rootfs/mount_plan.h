@@ -45,6 +45,10 @@ struct MountOp {
   bool readonly = false;
   bool devices = false;   // kBind: keep device nodes usable (bwrap --dev-bind)
   bool optional = false;  // kBind: a missing source skips the op (bwrap --bind-try)
+  // kProc with source "/proc" (bwrap_style): the host's procfs is bound
+  // noexec too, as a new procfs is mounted (bwrap --pidns naming the
+  // caller's own pid namespace, where bwrap mounts one).
+  bool noexec = false;
   // kBind, read-write: show the source's host owner as the sandbox user (an
   // idmapped mount made on the host), so a workspace owned by any host user
   // is writable inside and what the payload writes belongs to that owner.

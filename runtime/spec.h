@@ -104,6 +104,11 @@ struct SandboxSpec {
   // The payload is the sandbox's PID 1 (no cubicle init reaps or reports
   // for it); needs a pid namespace.
   bool as_pid_1 = false;
+  // setsid() in the sandbox's init before it forks the payload, so that the
+  // payload is in init's new session but not its leader (bwrap
+  // --new-session where bwrap has a PID 1 of its own). Not with as_pid_1;
+  // new_session (the payload's own setsid) should then be false.
+  bool init_new_session = false;
   // Open fds of the launching process (>= 3, not close-on-exec) that the
   // payload keeps at the same numbers, as bwrap passes its inherited fds
   // on. They are inherited at clone: only meaningful to the process that

@@ -79,6 +79,7 @@ struct ChildPlan {
   bool disable_userns = false;
   bool assert_userns_disabled = false;
   bool as_pid_1 = false;
+  bool init_new_session = false;  // SandboxSpec::init_new_session
   // A user namespace the launcher joined (SandboxSpec::join_userns): no
   // maps of ours; ids switch only where asked for.
   bool joined_userns = false;
@@ -379,6 +380,14 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   if (ok && plan.assert_userns_disabled && ::syscall(SYS_unshare, CLONE_NEWUSER) == 0) {
     ok = child::Fail(e, "creation of new user namespaces was not disabled as requested", "", 0);
   }
+  if (!ok) {
+    report.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, report);
+    ::_exit(1);
+  }
+  // bwrap --new-session with a PID 1 of bwrap's: the session is init's,
+  // and the payload forked below joins it.
+  if (ok && plan.init_new_session && ::setsid() < 0) ok = child::Fail(e, "setsid", "init", errno);
   if (!ok) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
@@ -822,6 +831,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.disable_userns = spec.disable_userns;
   plan.assert_userns_disabled = spec.assert_userns_disabled;
   plan.as_pid_1 = spec.as_pid_1;
+  plan.init_new_session = spec.init_new_session && !spec.as_pid_1;
   if (spec.join_userns.has_value()) {
     // As bwrap: ids the caller names differently from its own are switched
     // to; the others stay what the namespace's maps make of the caller's.

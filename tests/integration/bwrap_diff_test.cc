@@ -97,6 +97,13 @@ enum class FdKind {
   kWorkspaceDir, // an O_PATH fd of the workspace directory
   kOutput,       // an empty memfd whose contents are compared after the run
   kByte,         // a pipe with one byte ready (for --block-fd)
+  kHostPidNs,    // the test's own pid namespace
+  // --userns-block-fd as its callers use it (bwrap's demos): kInfoPipe is
+  // a pipe for --info-fd; the test reads child-pid from it, writes the
+  // child's setgroups/uid_map/gid_map (0 0 1; errors ignored: cubicle has
+  // written them already), then the byte to the kUsernsBlock pipe.
+  kInfoPipe,
+  kUsernsBlock,
   // The NamespaceHolder's (for --userns, --pidns, --userns2):
   kUserNs,       // its user namespace U1
   kPidNs,        // its pid namespace, owned by U1, whose PID 1 lives on
@@ -363,6 +370,61 @@ std::vector<Case> Cases() {
   add("err_join_dead_pidns_unshare_pid", Base({"--userns", "3", "--pidns", "4", "--unshare-pid"})).fd3 =
       FdKind::kDeadUserNs;
   c.back().fd4 = FdKind::kDeadPidNs;
+  // --pidns naming the test's own pid namespace: no join at all (bwrap,
+  // with no user namespace, mounts a procfs of it; cubicle binds the
+  // host's, the same namespace's).
+  add("pidns_own", Base({"--pidns", "3"})).fd3 = FdKind::kHostPidNs;
+  add("pidns_own_unshare_pid", Base({"--pidns", "3", "--unshare-pid"})).fd3 = FdKind::kHostPidNs;
+  // Which option fds the command still has: bwrap leaves the namespace
+  // fds, --userns-block-fd and (with --as-pid-1) --sync-fd open.
+  constexpr char kOpenFds[] = "for f in 3 4 5; do [ -e /proc/self/fd/$f ] && printf 'fd%s ' $f; done; echo";
+  add("join_fds_reach_the_command", Base({"--userns", "3", "--pidns", "4", "--userns2", "5"})).command = {
+      "sh", "-c", kOpenFds};
+  c.back().fd3 = FdKind::kUserNs;
+  c.back().fd4 = FdKind::kPidNs;
+  c.back().fd5 = FdKind::kUserNs2;
+  c.back().both_output = {"fd3 fd4 fd5 \n"};
+  add("sync_fd_as_pid_1", Base({"--unshare-pid", "--as-pid-1", "--sync-fd", "3"})).command = {"sh", "-c", kOpenFds};
+  c.back().fd3 = FdKind::kByte;
+  c.back().both_output = {"fd3 \n"};
+  add("sync_fd_not_as_pid_1", Base({"--unshare-pid", "--sync-fd", "3", "--block-fd", "4", "--info-fd", "5"}))
+      .command = {"sh", "-c", kOpenFds};
+  c.back().fd3 = FdKind::kByte;
+  c.back().fd4 = FdKind::kByte;
+  c.back().fd5 = FdKind::kOutput;
+  // --userns-block-fd as bwrap's demo uses it: the caller writes the maps
+  // once it has the child's pid, then the byte (cubicle wrote them already;
+  // the caller's writes fail and are ignored).
+  Case& ublock = add("userns_block_fd", Base({"--unshare-user", "--userns-block-fd", "3", "--info-fd", "4"}));
+  ublock.fd3 = FdKind::kUsernsBlock;
+  ublock.fd4 = FdKind::kInfoPipe;
+  Case& ublock_fds =
+      add("userns_block_fd_reaches_the_command", Base({"--unshare-user", "--userns-block-fd", "3", "--info-fd", "4"}));
+  ublock_fds.command = {"sh", "-c", kOpenFds};
+  ublock_fds.fd3 = FdKind::kUsernsBlock;
+  ublock_fds.fd4 = FdKind::kInfoPipe;
+  ublock_fds.both_output = {"fd3 \n"};
+  // The command's session and process group, relative to itself and its
+  // parent (bwrap's PID 1, or cubicle's init), else as numbers: the
+  // launcher's (the test's, the same for both), or 0 for ids outside a new
+  // pid namespace. bwrap calls setsid only for --new-session, and then in
+  // the process that forks its PID 1 where it has one.
+  constexpr char kSession[] =
+      "read -r l < /proc/self/stat; set -- ${l##*) }; "
+      "rel() { if [ \"$1\" = $$ ]; then echo own; elif [ \"$1\" = \"$PPID\" ]; then echo parent; "
+      "else echo \"$1\"; fi; }; echo \"pgrp=$(rel $3) sid=$(rel $4)\"";
+  for (auto [name, extra] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"session_default", {}},
+           {"session_unshare_pid", {"--unshare-pid"}},
+           {"session_sync_fd", {"--sync-fd", "3"}},
+           {"session_new", {"--new-session"}},
+           {"session_new_unshare_pid", {"--new-session", "--unshare-pid"}},
+           {"session_new_sync_fd", {"--new-session", "--sync-fd", "3"}},
+           {"session_new_as_pid_1", {"--new-session", "--unshare-pid", "--as-pid-1"}}}) {
+    add(name, Base(extra)).command = {"sh", "-c", kSession};
+    c.back().fd3 = FdKind::kByte;
+    c.back().both_output = {"pgrp="};
+  }
   add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
   c.back().fd3 = FdKind::kSeccomp;
   // --- bad argv and failed setup: exit 1 and bwrap's message
@@ -617,6 +679,7 @@ class Fixture {
     int out_fd = MemfdWith(""), err_fd = MemfdWith("");
     std::map<int, int> given;  // target fd -> our fd
     std::vector<int> to_close = {out_fd, err_fd};
+    int info_read = -1, info_write = -1, block_write = -1;
     for (auto [target, kind] : {std::pair{3, c.fd3}, std::pair{4, c.fd4}, std::pair{5, c.fd5}}) {
       int fd = -1;
       switch (kind) {
@@ -648,6 +711,23 @@ class Fixture {
           fd = p[0];
           break;
         }
+        case FdKind::kHostPidNs: fd = ::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC); break;
+        case FdKind::kInfoPipe: {
+          int p[2];
+          if (::pipe2(p, O_CLOEXEC) != 0) break;
+          info_read = p[0];
+          info_write = fd = p[1];
+          to_close.push_back(p[0]);
+          break;
+        }
+        case FdKind::kUsernsBlock: {
+          int p[2];
+          if (::pipe2(p, O_CLOEXEC) != 0) break;
+          block_write = p[1];
+          to_close.push_back(p[1]);
+          fd = p[0];
+          break;
+        }
       }
       given[target] = fd;
       to_close.push_back(fd);
@@ -671,6 +751,25 @@ class Fixture {
     pid_t pid = -1;
     int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
     posix_spawn_file_actions_destroy(&actions);
+    if (rc == 0 && info_read >= 0) {
+      // Our copy of the write end goes, so that the pipe ends with theirs.
+      ::close(info_write);
+      std::erase(to_close, info_write);
+      for (auto& [target, fd] : given) {
+        if (fd == info_write) fd = -1;
+      }
+      std::string info = ReadInfoPipe(info_read);
+      outcome.fd_outputs[-1] = info;
+      if (block_write >= 0) {
+        size_t at = info.find("\"child-pid\": ");
+        const std::string child = at == std::string::npos ? "" : std::to_string(std::atoi(info.c_str() + at + 13));
+        for (auto [file, text] : {std::pair{"setgroups", "deny"}, std::pair{"uid_map", "0 0 1"},
+                                  std::pair{"gid_map", "0 0 1"}}) {
+          test_support::WriteFile(absl::StrCat("/proc/", child, "/", file), text);
+        }
+        (void)!::write(block_write, "x", 1);
+      }
+    }
     if (rc == 0) {
       int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
       struct pollfd p = {pidfd, POLLIN, 0};
@@ -687,8 +786,25 @@ class Fixture {
       FdKind kind = target == 3 ? c.fd3 : target == 4 ? c.fd4 : c.fd5;
       if (kind == FdKind::kOutput) outcome.fd_outputs[target] = ReadMemfd(fd);
     }
-    for (int fd : to_close) ::close(fd);
+    for (int fd : to_close) {
+      if (fd >= 0) ::close(fd);
+    }
     return outcome;
+  }
+
+  // The --info-fd JSON from a pipe, up to its closing brace or EOF; at
+  // most 20 s in all.
+  static std::string ReadInfoPipe(int fd) {
+    std::string text;
+    for (int i = 0; i < 200 && text.find('}') == std::string::npos; ++i) {
+      struct pollfd p = {fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[512];
+      ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      text.append(buf, static_cast<size_t>(n));
+    }
+    return text;
   }
 
  private:

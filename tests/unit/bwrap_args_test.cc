@@ -107,7 +107,72 @@ TEST(BwrapArgs, FdArgumentsAreNonNegativeDecimals) {
   EXPECT_EQ(got->json_status_fd, 8);
   EXPECT_EQ(got->sync_fd, 9);
   EXPECT_EQ(got->block_fd, 10);
-  EXPECT_EQ(got->option_fds, (std::vector<int>{7, 8, 9, 10}));
+  // Closed before the command, as bwrap closes them (--sync-fd by its PID 1).
+  EXPECT_EQ(got->option_fds, (std::vector<int>{7, 8, 10, 9}));
+}
+
+// bwrap leaves some option fds open for the command: the namespace fds, the
+// --userns-block-fd, and --sync-fd with --as-pid-1. Failed before: every fd
+// an option named was closed.
+TEST(BwrapArgs, TheFdsBwrapLeavesOpenReachTheCommand) {
+  absl::StatusOr<BwrapInvocation> got = Parse({"--unshare-user", "--info-fd", "4", "--userns-block-fd", "5", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{4});
+  got = Parse({"--userns", "3", "--userns2", "6", "--pidns", "7", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{});
+  got = Parse({"--unshare-pid", "--as-pid-1", "--sync-fd", "8", "--block-fd", "9", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{9});
+  EXPECT_EQ(got->sync_fd, 8);
+}
+
+// --pidns naming the caller's own pid namespace is no join at all, and its
+// --proc is the host's (bwrap, as root without a user namespace, mounts a
+// procfs of that same namespace). Failed before: joined, and --proc failed.
+TEST(BwrapArgs, PidnsNamingTheCallersOwnIsNoJoin) {
+  FakeHost fake;
+  fake.host.is_own_pid_namespace = [](int fd) { return fd == 3; };
+  absl::StatusOr<BwrapInvocation> got = Parse({"--pidns", "3", "--proc", "/proc", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->spec.join_pidns.has_value());
+  ASSERT_EQ(got->spec.mounts.size(), 1u);
+  EXPECT_EQ(got->spec.mounts[0].source, "/proc");
+  EXPECT_TRUE(got->spec.mounts[0].noexec) << "as bwrap's new procfs";
+  EXPECT_FALSE(Parse({"--proc", "/proc", "true"}, fake)->spec.mounts[0].noexec) << "bwrap binds the host's as is";
+  got = Parse({"--pidns", "3", "--unshare-pid", "--proc", "/proc", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->spec.join_pidns.has_value());
+  EXPECT_TRUE(got->spec.namespaces.pid);
+  EXPECT_EQ(got->spec.mounts[0].source, "");  // a new procfs of the new namespace
+  // Another pid namespace is joined; so is the own one with --userns (the
+  // kernel refuses it there, in bwrap's words).
+  EXPECT_EQ(Parse({"--pidns", "4", "true"}, fake)->spec.join_pidns, 4);
+  EXPECT_EQ(Parse({"--userns", "5", "--pidns", "3", "true"}, fake)->spec.join_pidns, 3);
+}
+
+// bwrap calls setsid only for --new-session, in the process that then forks
+// its PID 1 where it has one: the command is that PID 1's session member,
+// not its leader. cubicle's init calls it then. Failed before: the payload
+// always made itself the leader.
+TEST(BwrapArgs, NewSessionIsInitsWhereBwrapHasAPid1) {
+  struct Want {
+    std::vector<std::string> args;
+    bool payload, init;
+  };
+  for (const Want& w : std::vector<Want>{
+           {{"true"}, false, false},
+           {{"--unshare-pid", "true"}, false, false},
+           {{"--new-session", "true"}, true, false},
+           {{"--new-session", "--unshare-pid", "true"}, false, true},
+           {{"--new-session", "--sync-fd", "3", "true"}, false, true},
+           {{"--new-session", "--lock-file", "/x", "true"}, false, true},
+           {{"--new-session", "--unshare-pid", "--as-pid-1", "true"}, true, false}}) {
+    absl::StatusOr<BwrapInvocation> got = Parse(w.args);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->spec.new_session, w.payload) << ::testing::PrintToString(w.args);
+    EXPECT_EQ(got->spec.init_new_session, w.init) << ::testing::PrintToString(w.args);
+  }
 }
 
 TEST(BwrapArgs, DefaultsAreBubblewrapsNotCubicles) {
@@ -220,7 +285,7 @@ TEST(BwrapArgs, JoinedNamespacesReplaceNewOnes) {
   ASSERT_TRUE(s.capabilities.has_value());
   EXPECT_EQ(s.capabilities->bounding, kHostCaps);
   EXPECT_EQ(s.capabilities->keep, kHostCaps);
-  EXPECT_EQ(got->option_fds, std::vector<int>{3}) << "the namespace fd is not the command's";
+  EXPECT_EQ(got->option_fds, std::vector<int>{}) << "bwrap leaves the namespace fd to the command";
   // Without --unshare-pid the host's procfs is bound, as before.
   ASSERT_EQ(s.mounts.size(), 1u);
   EXPECT_EQ(s.mounts[0].source, "/proc");
