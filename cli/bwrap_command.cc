@@ -32,6 +32,7 @@
 #include "cli/bwrap_args.h"
 #include "cli/bwrap_command.h"
 #include "cli/forwarded_signals.h"
+#include "cli/parent_death.h"
 #include "namespaces/selinux.h"
 #include "runtime/launcher.h"
 #include "runtime/zygote.h"
@@ -326,11 +327,12 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   }
   for (int fd : inv.consumed_fds) ::close(fd);
   // bwrap's --die-with-parent covers bwrap itself too: the launcher's
-  // death kills cubicle, whose death kills the sandbox (PDEATHSIG there).
+  // death kills cubicle, whose death kills the sandbox (its init, and the
+  // payload with init).
   if (inv.spec.die_with_parent) {
-    const pid_t parent = ::getppid();
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return report.Fail(absl::StrCat("prctl: ", std::strerror(errno)));
-    if (::getppid() != parent) return kBwrapFailure;  // the parent died before the line above
+    absl::Status st = DieWithParent();
+    if (absl::IsFailedPrecondition(st)) return kBwrapFailure;  // nobody is left to tell
+    if (!st.ok()) return report.Fail(BwrapMessage(st));
   }
   runtime::SandboxSpec& spec = inv.spec;
   if (absl::Status st = ResolveBindSources(&spec); !st.ok()) return report.Fail(st.message());

@@ -217,8 +217,23 @@ void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request,
 //     once its modules are imported and takes the request from there.
 // Setup failures are reported on the control socket (close-on-exec: the
 // payload never holds it).
-[[noreturn]] void PayloadMain(const ChildPlan& plan, int socket_fd, ControlMessage msg) {
+[[noreturn]] void PayloadMain(const ChildPlan& plan, int socket_fd, long init_pid, ControlMessage msg) {
   ChildError* e = &msg.error;
+  // The payload dies with init, as bwrap's command dies with its parent
+  // (--die-with-parent): without a pid namespace nothing else would end it
+  // when the launcher, and with it init, is killed (init is only a
+  // subreaper there). Set before the credential changes below, which only
+  // drop capabilities and so keep it; an init gone before it took effect
+  // is seen in the parent's pid.
+  if (plan.die_with_parent) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+      child::Fail(e, "prctl(PR_SET_PDEATHSIG)", "payload", errno);
+      msg.type = ControlType::kSetupError;
+      namespaces::SendControl(plan.control_fd, msg);
+      ::_exit(127);
+    }
+    if (::syscall(SYS_getppid) != init_pid) ::_exit(127);
+  }
   // Copies above the fds about to be installed (the control socket's
   // number is the launcher's: with the launcher's stdio closed it may be
   // 0..2).
@@ -283,10 +298,11 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return child::Fail(e, "socketpair", "payload", errno);
   }
+  const long init_pid = ::syscall(SYS_getpid);
   long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     ::close(sv[0]);
-    PayloadMain(plan, sv[1], report);
+    PayloadMain(plan, sv[1], init_pid, report);
   }
   ::close(sv[1]);
   if (pid < 0) {
