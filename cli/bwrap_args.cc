@@ -153,6 +153,7 @@ class Parser {
  public:
   Parser(const BwrapHost& host, BwrapInvocation* out, Options* o) : host_(host), out_(out), o_(*o) {
     env_ = host.environ;
+    UnsetEnv(&env_, kHostRootEnv);  // cubicle's switch, not the command's (--setenv may still set it)
   }
   std::vector<std::string>& env() { return env_; }
 
@@ -609,8 +610,11 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
 
   runtime::SandboxSpec& spec = out.spec;
   // A user namespace always: a new one, the one --userns names, or (root
-  // without --unshare-user) a new one mapping every host id to itself.
-  spec.namespaces.user = !join_userns;
+  // without --unshare-user) a new one mapping every host id to itself;
+  // with the opt-in, none there, as bwrap.
+  const bool host_root = host.host_root_opt_in && host.uid == 0 && !unshare_user && !join_userns;
+  spec.host_user_namespace = host_root;
+  spec.namespaces.user = !join_userns && !host_root;
   spec.join_userns = o.userns_fd;
   spec.join_pidns = join_pidns;
   spec.join_userns_after_setup = o.userns2_fd;
@@ -622,7 +626,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   spec.namespaces.cgroup = o.unshare_cgroup || o.unshare_cgroup_try;
   spec.uid = uid;
   spec.gid = gid;
-  if (!join_userns) {
+  if (!join_userns && !host_root) {
     spec.host_uid = host.uid;
     spec.host_gid = host.gid;
     spec.map_all_host_ids = !unshare_user;

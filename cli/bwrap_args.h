@@ -29,6 +29,10 @@ struct BwrapHost {
   std::vector<std::string> environ;        // "NAME=value", the caller's
   std::string cwd = "/";                   // the caller's working directory
   bool user_namespaces_enabled = true;     // user.max_user_namespaces != 0
+  // The out-of-band opt-in to bwrap's exact root behaviour (kHostRootEnv
+  // set to "1"): as root without --unshare-user/--userns, no user namespace
+  // at all (SandboxSpec::host_user_namespace). Off: cubicle's safer one.
+  bool host_root_opt_in = false;
   // Checks an SELinux context with the kernel (namespaces/selinux.h); its
   // error message is "LABEL: reason". Unset: SELinux is not enabled here.
   std::function<absl::Status(const std::string& label)> check_selinux_label;
@@ -74,5 +78,9 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
 std::string BwrapUsage(const std::string& argv0);
 
 inline constexpr char kBwrapVersion[] = "bubblewrap 0.11.0";
+
+// The environment variable of the opt-in above; never passed on to the
+// command. Outside the argv on purpose: the argv stays bwrap's.
+inline constexpr char kHostRootEnv[] = "CUBICLE_BWRAP_HOST_ROOT";
 
 }  // namespace cubicle::cli

@@ -114,6 +114,8 @@ BwrapHost CurrentHost() {
   char cwd[4096];
   if (::getcwd(cwd, sizeof(cwd)) != nullptr) host.cwd = cwd;
   host.user_namespaces_enabled = UserNamespacesEnabled();
+  const char* host_root = std::getenv(kHostRootEnv);
+  host.host_root_opt_in = host_root != nullptr && std::string(host_root) == "1";
   host.read_fd = ReadAll;
   host.is_own_pid_namespace = [](int fd) {
     struct stat given, own;

@@ -81,6 +81,13 @@ struct SandboxSpec {
   // root without --unshare-user, where ids must look like the host's.
   // Root only. The user namespace stays: its capabilities are not the host's.
   bool map_all_host_ids = false;
+  // No user namespace at all: the sandbox shares the launcher's (the
+  // host's), and its root is the host's root with the host's capabilities,
+  // as bwrap run as root without --unshare-user. Root only; needs
+  // namespaces.user false and no join_userns, map_all_host_ids or host ids.
+  // Only the bubblewrap front end sets it, and only on its explicit,
+  // out-of-band opt-in (docs/bwrap.md, docs/security.md).
+  bool host_user_namespace = false;
   // Unset: every capability is dropped.
   std::optional<CapabilitySpec> capabilities;
   // False keeps the new UTS namespace's copy of the host's hostname.

@@ -480,6 +480,17 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     id.clear_groups = false;
     return id;
   }
+  if (spec.host_user_namespace) {
+    // No user namespace: no maps, and the host's root with its groups, as
+    // bwrap run as root without --unshare-user.
+    if (euid != 0) {
+      return absl::InvalidArgumentError("a sandbox in the host's user namespace needs root");
+    }
+    id.host_uid = euid;
+    id.host_gid = egid;
+    id.clear_groups = false;
+    return id;
+  }
   if (spec.map_all_host_ids) {
     // Every id is itself: the ids look like the host's, while the
     // capabilities stay those of a user namespace, not the host's.
@@ -979,7 +990,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   if (state->devices != nullptr) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
 
   // 4. Id maps, then release the child.
-  if (!spec.join_userns.has_value()) {
+  if (!spec.join_userns.has_value() && !spec.host_user_namespace) {
     CUBICLE_RETURN_IF_ERROR(namespaces::WriteIdMaps(cloned.pid, state->identity.mapping));
   }
   char go = 'g';

@@ -142,6 +142,9 @@ struct Case {
   // The launcher's working directory (@WS@ expands); bwrap keeps it when
   // the sandbox has it.
   std::string cwd = "/";
+  // A documented difference by default (docs/bwrap.md), compared only with
+  // the host-root opt-in (CUBICLE_BWRAP_HOST_ROOT=1).
+  bool host_root_only = false;
 };
 
 // gtest prints a failing case by name, not as bytes.
@@ -425,6 +428,12 @@ std::vector<Case> Cases() {
     c.back().fd3 = FdKind::kByte;
     c.back().both_output = {"pgrp="};
   }
+  // --pidns of a pid namespace owned by another user namespace, with
+  // --proc: bwrap as root (no user namespace) mounts its procfs; cubicle's
+  // own user namespace may not (docs/bwrap.md), unless the host-root opt-in
+  // leaves it out.
+  add("host_root_pidns_joined_proc", Base({"--pidns", "3"})).fd3 = FdKind::kPidNs;
+  c.back().host_root_only = true;
   add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
   c.back().fd3 = FdKind::kSeccomp;
   // --- bad argv and failed setup: exit 1 and bwrap's message
@@ -674,7 +683,8 @@ class Fixture {
   }
 
   // Runs argv with fds 3/4/5 made per the case; at most 60 s.
-  Outcome Run(const std::vector<std::string>& argv, const Case& c, const NamespaceHolder* holder = nullptr) const {
+  Outcome Run(const std::vector<std::string>& argv, const Case& c, const NamespaceHolder* holder = nullptr,
+              const std::vector<std::string>& extra_env = {}) const {
     Outcome outcome;
     int out_fd = MemfdWith(""), err_fd = MemfdWith("");
     std::map<int, int> given;  // target fd -> our fd
@@ -745,6 +755,7 @@ class Fixture {
     cargv.push_back(nullptr);
     // A fixed environment: both bwraps start from the same one.
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=/root", "LANG=C", "DIFF_TEST=1"};
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
     std::vector<char*> cenv;
     for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
     cenv.push_back(nullptr);
@@ -819,10 +830,10 @@ class Fixture {
 //    host's while the capabilities stay a user namespace's, never the host's.
 //  - "_=": set by the shell to the program it ran, i.e. the bwrap path.
 //  - numbers in --info-fd/--json-status-fd JSON: pids and namespace inodes.
-std::string NormalizeProbe(const std::string& out) {
+std::string NormalizeProbe(const std::string& out, bool keep_user_ns = false) {
   std::vector<std::string> kept;
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    if (absl::StartsWith(line, "ns user:") || absl::StartsWith(line, "_=")) continue;
+    if ((!keep_user_ns && absl::StartsWith(line, "ns user:")) || absl::StartsWith(line, "_=")) continue;
     kept.emplace_back(line);
   }
   return absl::StrJoin(kept, "\n");
@@ -868,16 +879,17 @@ TEST(BwrapDiffTable, HasAtLeastSixtyCasesAndTheRunnerArgv) {
   EXPECT_TRUE(runner);
 }
 
-TEST_P(BwrapDiffTest, SameAsBubblewrap) {
-  if (!IsRoot()) GTEST_SKIP() << "the table's expectations are bwrap's as root";
-  const Case& c = GetParam();
+// Runs case `c` through cubicle (with `cubicle_env` added) and bwrap and
+// compares them; `keep_user_ns` compares the "ns user" line too.
+void CompareWithBubblewrap(const Fixture& fixture, const Case& c, const std::vector<std::string>& cubicle_env,
+                           bool keep_user_ns) {
   // Namespaces to join: held for this test only (gone before TearDown).
   std::unique_ptr<NamespaceHolder> holder;
   if (IsNamespaceFd(c.fd3) || IsNamespaceFd(c.fd4) || IsNamespaceFd(c.fd5)) {
     holder = std::make_unique<NamespaceHolder>();
     ASSERT_TRUE(holder->ok()) << "could not make the namespaces to join";
   }
-  Outcome ours = fixture_->Run(fixture_->Argv(fixture_->cubicle_bwrap(), c, holder.get()), c, holder.get());
+  Outcome ours = fixture.Run(fixture.Argv(fixture.cubicle_bwrap(), c, holder.get()), c, holder.get(), cubicle_env);
   ASSERT_NE(ours.status, -1) << "cubicle bwrap timed out";
   if (c.expect == Expect::kDocumented) {
     EXPECT_EQ(ours.status, c.documented_status) << ours.err;
@@ -888,11 +900,11 @@ TEST_P(BwrapDiffTest, SameAsBubblewrap) {
     return;
   }
   if (::access(kSystemBwrap, X_OK) != 0) GTEST_SKIP() << kSystemBwrap << " is not installed";
-  Outcome theirs = fixture_->Run(fixture_->Argv(kSystemBwrap, c, holder.get()), c, holder.get());
+  Outcome theirs = fixture.Run(fixture.Argv(kSystemBwrap, c, holder.get()), c, holder.get());
   ASSERT_NE(theirs.status, -1) << "bwrap timed out";
   EXPECT_EQ(ours.status, theirs.status) << "cubicle stderr: " << ours.err << "\nbwrap stderr: " << theirs.err;
   if (c.expect == Expect::kSameStatus) return;
-  EXPECT_EQ(NormalizeProbe(ours.out), NormalizeProbe(theirs.out));
+  EXPECT_EQ(NormalizeProbe(ours.out, keep_user_ns), NormalizeProbe(theirs.out, keep_user_ns));
   EXPECT_EQ(ErrorClass(ours.err), ErrorClass(theirs.err));
   for (auto& [fd, text] : theirs.fd_outputs) {
     EXPECT_EQ(NormalizeJson(ours.fd_outputs[fd]), NormalizeJson(text)) << "fd " << fd;
@@ -905,6 +917,34 @@ TEST_P(BwrapDiffTest, SameAsBubblewrap) {
     // The probe ran to its end on both sides: the comparison saw it all.
     EXPECT_TRUE(absl::StrContains(ours.out, "probe: end")) << ours.out;
   }
+}
+
+// Whether bwrap, as root, runs the case in a user namespace (a new or a
+// joined one): the host-root opt-in changes nothing there.
+bool BwrapMakesAUserNamespace(const Case& c) {
+  for (const std::vector<std::string>* args : {&c.args, &c.args_file}) {
+    for (const std::string& a : *args) {
+      if (a == "--unshare-user" || a == "--unshare-user-try" || a == "--unshare-all" || a == "--userns") return true;
+    }
+  }
+  return false;
+}
+
+TEST_P(BwrapDiffTest, SameAsBubblewrap) {
+  if (!IsRoot()) GTEST_SKIP() << "the table's expectations are bwrap's as root";
+  const Case& c = GetParam();
+  if (c.host_root_only) GTEST_SKIP() << "a documented difference without the host-root opt-in";
+  CompareWithBubblewrap(*fixture_, c, {}, /*keep_user_ns=*/false);
+}
+
+// With the opt-in to bwrap's exact root behaviour, cubicle as root without
+// --unshare-user makes no user namespace either: the same comparison, now
+// including which user namespace the command is in.
+TEST_P(BwrapDiffTest, SameAsBubblewrapWithTheHostRootOptIn) {
+  if (!IsRoot()) GTEST_SKIP() << "the opt-in is root's";
+  const Case& c = GetParam();
+  if (BwrapMakesAUserNamespace(c)) GTEST_SKIP() << "bwrap makes a user namespace here: the opt-in changes nothing";
+  CompareWithBubblewrap(*fixture_, c, {"CUBICLE_BWRAP_HOST_ROOT=1"}, /*keep_user_ns=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, BwrapDiffTest, ::testing::ValuesIn(Cases()),

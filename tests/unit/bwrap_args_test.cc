@@ -151,6 +151,40 @@ TEST(BwrapArgs, PidnsNamingTheCallersOwnIsNoJoin) {
   EXPECT_EQ(Parse({"--userns", "5", "--pidns", "3", "true"}, fake)->spec.join_pidns, 3);
 }
 
+// The out-of-band opt-in to bwrap's exact root behaviour: as root without
+// --unshare-user or --userns, no user namespace at all; otherwise, and by
+// default, nothing changes. The switch never reaches the command.
+TEST(BwrapArgs, TheHostRootOptInDropsTheUserNamespaceOnlyWhereBwrapHasNone) {
+  FakeHost fake;
+  fake.host.environ.push_back("CUBICLE_BWRAP_HOST_ROOT=1");
+  absl::StatusOr<BwrapInvocation> plain = Parse({"true"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->spec.host_user_namespace);
+  EXPECT_TRUE(plain->spec.map_all_host_ids) << "the default stays the safer user namespace";
+  EXPECT_EQ(Parse({"true"}, fake)->spec.host_user_namespace, false) << "the environment alone is not the opt-in";
+  fake.host.host_root_opt_in = true;
+  absl::StatusOr<BwrapInvocation> got = Parse({"--proc", "/proc", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const runtime::SandboxSpec& s = got->spec;
+  EXPECT_TRUE(s.host_user_namespace);
+  EXPECT_FALSE(s.namespaces.user);
+  EXPECT_FALSE(s.map_all_host_ids);
+  EXPECT_FALSE(s.host_uid.has_value());
+  EXPECT_EQ(EnvValue(s, "CUBICLE_BWRAP_HOST_ROOT"), "<unset>");
+  EXPECT_TRUE(runtime::ValidateSpec(s).ok()) << runtime::ValidateSpec(s);
+  // Where bwrap makes or joins a user namespace, the opt-in changes nothing.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--unshare-user", "true"}, {"--unshare-all", "true"}, {"--userns", "3", "true"}}) {
+    got = Parse(args, fake);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_FALSE(got->spec.host_user_namespace) << ::testing::PrintToString(args);
+  }
+  // Rootless bwrap always has a user namespace.
+  FakeHost user(1000);
+  user.host.host_root_opt_in = true;
+  EXPECT_FALSE(Parse({"true"}, user)->spec.host_user_namespace);
+}
+
 // bwrap calls setsid only for --new-session, in the process that then forks
 // its PID 1 where it has one: the command is that PID 1's session member,
 // not its leader. cubicle's init calls it then. Failed before: the payload
