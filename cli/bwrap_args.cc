@@ -63,6 +63,20 @@ std::optional<uint32_t> ParseOctal(const std::string& text) {
   return mode;
 }
 
+// The mode bwrap gives the missing parent directories of an op's
+// destination, from the op's own mode: 0755, without group or other access
+// where the op's mode has none. Ops that take no mode (binds, symlinks,
+// --proc, --dev, ...) count as mode 0 in bwrap's code (its zero-filled op),
+// so their parents are 0700: bwrap 0.8 does so, and 0.11's source still
+// does, although 0.11's manual says "normally 0755". The code is what a
+// launcher meets; cubicle follows it.
+uint32_t BwrapParentMode(uint32_t mode) {
+  uint32_t parent = 0755;
+  if ((mode & 0070) == 0) parent &= ~0050u;
+  if ((mode & 0007) == 0) parent &= ~0005u;
+  return parent;
+}
+
 std::optional<int> ParseCap(const std::string& name) {
   std::string lower = absl::AsciiStrToLower(name);
   for (int i = 0; i < static_cast<int>(std::size(kCapNames)); ++i) {
@@ -139,6 +153,7 @@ class Parser {
  public:
   Parser(const BwrapHost& host, BwrapInvocation* out, Options* o) : host_(host), out_(out), o_(*o) {
     env_ = host.environ;
+    UnsetEnv(&env_, kHostRootEnv);  // cubicle's switch, not the command's (--setenv may still set it)
   }
   std::vector<std::string>& env() { return env_; }
 
@@ -155,20 +170,14 @@ class Parser {
       const std::string& arg = argv[i];
       size_t used = 0;  // how many values the option consumed
       // --perms and --size bind to the very next option that is not the
-      // other modifier (they may come in either order).
+      // other modifier (they may come in either order). As in bwrap, the
+      // options that create a file take them, and an option that leaves
+      // one pending is an error once it is done; the command (or "--")
+      // ends the options first, so a pending one before it is ignored and
+      // the command runs (bwrap 0.8 and 0.11 alike).
       const bool modifier = arg == "--perms" || arg == "--size";
-      std::optional<uint32_t> perms = arg == "--size" ? std::nullopt : std::exchange(o_.next_perms, std::nullopt);
-      std::optional<uint64_t> size = arg == "--perms" ? std::nullopt : std::exchange(o_.next_size, std::nullopt);
-      auto perms_ok = [&](bool allowed) -> absl::Status {
-        if (perms.has_value() && !allowed) {
-          return Die("--perms must be followed by an option that creates a file");
-        }
-        if (size.has_value() && arg != "--tmpfs") return Die("--size must be followed by --tmpfs");
-        return absl::OkStatus();
-      };
-      const bool creates_file = arg == "--tmpfs" || arg == "--dir" || arg == "--file" || arg == "--bind-data" ||
-                                arg == "--ro-bind-data";
-      if (!modifier) CUBICLE_RETURN_IF_ERROR(perms_ok(creates_file));
+      auto take_perms = [&] { return std::exchange(o_.next_perms, std::nullopt); };
+      auto take_size = [&] { return std::exchange(o_.next_size, std::nullopt); };
       if (!o_.overlay_sources.empty() && arg != "--overlay-src" && arg != "--overlay" &&
           arg != "--tmp-overlay" && arg != "--ro-overlay") {
         return Die(
@@ -245,7 +254,8 @@ class Parser {
         o_.assert_userns_disabled = true;
       } else if (arg == "--userns" || arg == "--userns2" || arg == "--pidns") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
+        // bwrap never closes these: the command has them too.
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1], FdFate::kPassedOn));
         (arg == "--userns" ? o_.userns_fd : arg == "--userns2" ? o_.userns2_fd : o_.pidns_fd) = fd;
         used = 1;
       } else if (arg == "--uid" || arg == "--gid") {
@@ -291,7 +301,11 @@ class Parser {
       } else if (arg == "--sync-fd" || arg == "--block-fd" || arg == "--userns-block-fd" || arg == "--info-fd" ||
                  arg == "--json-status-fd") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1]));
+        // bwrap closes --block-fd, --info-fd and --json-status-fd before
+        // the command and leaves --userns-block-fd open; --sync-fd is the
+        // command's only with --as-pid-1 (decided once the argv is read).
+        const FdFate fate = arg == "--userns-block-fd" || arg == "--sync-fd" ? FdFate::kPassedOn : FdFate::kClosed;
+        CUBICLE_ASSIGN_OR_RETURN(int fd, Fd(argv[i + 1], fate));
         std::optional<int>& slot = arg == "--sync-fd"          ? out_->sync_fd
                                    : arg == "--block-fd"        ? out_->block_fd
                                    : arg == "--userns-block-fd" ? out_->userns_block_fd
@@ -309,6 +323,7 @@ class Parser {
         op.readonly = absl::StartsWith(arg, "--ro-");
         op.devices = absl::StartsWith(arg, "--dev-");
         op.optional = absl::EndsWith(arg, "-try");
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = 2;
@@ -320,6 +335,7 @@ class Parser {
         op.source = absl::StrCat("/proc/self/fd/", fd);
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + 2], arg));
         op.readonly = arg == "--ro-bind-fd";
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         // Kept open until the launch resolves the path it names.
@@ -330,7 +346,7 @@ class Parser {
         MountOp op;
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + 1], arg));
         op.bwrap_style = true;
-        op.mode = perms.value_or(0755);
+        op.parent_mode = BwrapParentMode(0);
         if (arg == "--remount-ro") op.kind = MountKind::kRemountRo;
         if (arg == "--proc") op.kind = MountKind::kProc;
         if (arg == "--dev") op.kind = MountKind::kDev;
@@ -338,7 +354,11 @@ class Parser {
         if (arg == "--dir") op.kind = MountKind::kDir;
         if (arg == "--tmpfs") {
           op.kind = MountKind::kTmpfs;
-          op.size_bytes = size.value_or(0);
+          op.size_bytes = take_size().value_or(0);
+        }
+        if (arg == "--dir" || arg == "--tmpfs") {
+          op.mode = take_perms().value_or(0755);
+          op.parent_mode = BwrapParentMode(op.mode);
         }
         o_.mounts.push_back(std::move(op));
         used = 1;
@@ -351,7 +371,8 @@ class Parser {
         out_->consumed_fds.push_back(fd);
         op.kind = arg == "--file" ? MountKind::kFile : MountKind::kBindData;
         op.readonly = arg == "--ro-bind-data";
-        op.mode = perms.value_or(arg == "--file" ? 0666 : 0600);
+        op.mode = take_perms().value_or(arg == "--file" ? 0666 : 0600);
+        op.parent_mode = BwrapParentMode(op.mode);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = 2;
@@ -361,6 +382,7 @@ class Parser {
         op.kind = MountKind::kSymlink;
         op.source = argv[i + 1];
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + 2], arg));
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = 2;
@@ -377,14 +399,14 @@ class Parser {
         used = 2;
       } else if (arg == "--perms") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        if (perms.has_value()) return Die("--perms given twice for the same action");
+        if (o_.next_perms.has_value()) return Die("--perms given twice for the same action");
         std::optional<uint32_t> mode = ParseOctal(argv[i + 1]);
         if (!mode.has_value()) return Die("--perms takes an octal argument <= 07777");
         o_.next_perms = mode;
         used = 1;
       } else if (arg == "--size") {
         CUBICLE_RETURN_IF_ERROR(need(1, "an argument"));
-        if (size.has_value()) return Die("--size given twice for the same action");
+        if (o_.next_size.has_value()) return Die("--size given twice for the same action");
         // bwrap: strtoull base 0 (so 0x and 0 prefixes count), a leading
         // digit, nothing after the number, not zero.
         const std::string& text = argv[i + 1];
@@ -420,6 +442,7 @@ class Parser {
         }
         op.readonly = arg == "--ro-overlay";
         CUBICLE_ASSIGN_OR_RETURN(op.dest, SandboxPath(argv[i + n], arg));
+        op.parent_mode = BwrapParentMode(0);
         op.bwrap_style = true;
         o_.mounts.push_back(std::move(op));
         used = n;
@@ -482,10 +505,12 @@ class Parser {
         o_.command.assign(argv.begin() + static_cast<long>(i), argv.end());
         return absl::OkStatus();
       }
+      if (!modifier && o_.next_perms.has_value()) {
+        return Die("--perms must be followed by an option that creates a file");
+      }
+      if (!modifier && o_.next_size.has_value()) return Die("--size must be followed by --tmpfs");
       i += used + 1;
     }
-    if (o_.next_perms.has_value() && !in_file) return Die("--perms must be followed by an option that creates a file");
-    if (o_.next_size.has_value() && !in_file) return Die("--size must be followed by --tmpfs");
     if (!o_.overlay_sources.empty() && !in_file) {
       return Die(
           "--overlay-src must be followed by another --overlay-src or one of --overlay, --tmp-overlay, or "
@@ -495,10 +520,12 @@ class Parser {
   }
 
  private:
-  // An fd argument; every fd an option names is the option's, not the command's.
-  absl::StatusOr<int> Fd(const std::string& text) {
+  // An fd argument. Those bwrap closes before the command are the option's
+  // alone; the others reach the command at their number, as in bwrap.
+  enum class FdFate { kClosed, kPassedOn };
+  absl::StatusOr<int> Fd(const std::string& text, FdFate fate = FdFate::kClosed) {
     absl::StatusOr<int> fd = ParseFd(text);
-    if (fd.ok()) out_->option_fds.push_back(*fd);
+    if (fd.ok() && fate == FdFate::kClosed) out_->option_fds.push_back(*fd);
     return fd;
   }
 
@@ -568,14 +595,28 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     out.action = BwrapInvocation::Action::kUsage;
     return out;
   }
+  // bwrap's PID 1 holds --sync-fd and closes it for the command; with
+  // --as-pid-1 there is no such process and the command keeps it.
+  if (out.sync_fd.has_value() && !o.as_pid_1) out.option_fds.push_back(*out.sync_fd);
+  // --pidns naming the pid namespace the launcher is in already: joining it
+  // changes nothing, and cubicle's own user namespace could not mount a
+  // procfs for it, so it is not joined at all (bwrap, with no user
+  // namespace as root, mounts one). With --userns the join itself is
+  // refused by the kernel, in bwrap's words: left to it.
+  const bool own_pidns = o.pidns_fd.has_value() && !o.userns_fd.has_value() && host.is_own_pid_namespace &&
+                         host.is_own_pid_namespace(*o.pidns_fd);
+  const std::optional<int> join_pidns = own_pidns ? std::nullopt : o.pidns_fd;
 
 
   runtime::SandboxSpec& spec = out.spec;
   // A user namespace always: a new one, the one --userns names, or (root
-  // without --unshare-user) a new one mapping every host id to itself.
-  spec.namespaces.user = !join_userns;
+  // without --unshare-user) a new one mapping every host id to itself;
+  // with the opt-in, none there, as bwrap.
+  const bool host_root = host.host_root_opt_in && host.uid == 0 && !unshare_user && !join_userns;
+  spec.host_user_namespace = host_root;
+  spec.namespaces.user = !join_userns && !host_root;
   spec.join_userns = o.userns_fd;
-  spec.join_pidns = o.pidns_fd;
+  spec.join_pidns = join_pidns;
   spec.join_userns_after_setup = o.userns2_fd;
   spec.namespaces.mount = true;
   spec.namespaces.pid = o.unshare_pid;
@@ -585,7 +626,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   spec.namespaces.cgroup = o.unshare_cgroup || o.unshare_cgroup_try;
   spec.uid = uid;
   spec.gid = gid;
-  if (!join_userns) {
+  if (!join_userns && !host_root) {
     spec.host_uid = host.uid;
     spec.host_gid = host.gid;
     spec.map_all_host_ids = !unshare_user;
@@ -622,13 +663,23 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     // Without a new pid namespace bwrap binds the host's procfs (the pid
     // namespace is shared anyway) and covers it as it covers a new one.
     // A joined pid namespace gets a procfs of its own, as in bwrap.
-    if (op.kind == MountKind::kProc && !o.unshare_pid && !o.pidns_fd.has_value()) op.source = "/proc";
+    if (op.kind == MountKind::kProc && !o.unshare_pid && !join_pidns.has_value()) {
+      op.source = "/proc";
+      op.noexec = own_pidns;  // bwrap mounts a new procfs of it, noexec
+    }
     spec.mounts.push_back(std::move(op));
   }
 
   spec.set_hostname = o.hostname.has_value();
   if (o.hostname.has_value()) spec.hostname = *o.hostname;
-  spec.new_session = o.new_session;
+  // bwrap calls setsid only for --new-session, in its first process in the
+  // sandbox, before that forks its PID 1 (with --unshare-pid, --lock-file
+  // or --sync-fd, unless --as-pid-1): then the command is in PID 1's
+  // session, not its leader. cubicle's init stands in for that PID 1.
+  const bool bwrap_has_init =
+      !o.as_pid_1 && (o.unshare_pid || !o.lock_files.empty() || out.sync_fd.has_value());
+  spec.new_session = o.new_session && !bwrap_has_init;
+  spec.init_new_session = o.new_session && bwrap_has_init;
   spec.as_pid_1 = o.as_pid_1;
   for (const std::string& path : o.lock_files) {
     CUBICLE_ASSIGN_OR_RETURN(std::string lock, SandboxPath(path, "--lock-file"));

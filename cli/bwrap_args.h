@@ -29,9 +29,15 @@ struct BwrapHost {
   std::vector<std::string> environ;        // "NAME=value", the caller's
   std::string cwd = "/";                   // the caller's working directory
   bool user_namespaces_enabled = true;     // user.max_user_namespaces != 0
+  // The out-of-band opt-in to bwrap's exact root behaviour (kHostRootEnv
+  // set to "1"): as root without --unshare-user/--userns, no user namespace
+  // at all (SandboxSpec::host_user_namespace). Off: cubicle's safer one.
+  bool host_root_opt_in = false;
   // Checks an SELinux context with the kernel (namespaces/selinux.h); its
   // error message is "LABEL: reason". Unset: SELinux is not enabled here.
   std::function<absl::Status(const std::string& label)> check_selinux_label;
+  // Whether an fd names the caller's own pid namespace. Unset: never.
+  std::function<bool(int fd)> is_own_pid_namespace;
   // Reads an fd to its end (--args, --file, --bind-data, --seccomp). The
   // error message is bwrap's strerror part, e.g. "Bad file descriptor".
   std::function<absl::StatusOr<std::string>(int fd)> read_fd;
@@ -50,7 +56,9 @@ struct BwrapInvocation {
   std::optional<int> userns_block_fd;
   // Closed once their data is read (bwrap closes them too).
   std::vector<int> consumed_fds;
-  // Every fd an option names: never passed on to the command.
+  // The fds options name that bwrap closes before the command: never
+  // passed on (--userns, --userns2, --pidns, --userns-block-fd, and
+  // --sync-fd with --as-pid-1, are the command's too, as in bwrap).
   std::vector<int> option_fds;
   bool level_prefix = false;  // "<3>bwrap: ..." (syslog levels, for journald)
   // bwrap's warnings ("Only the last --chdir option will take effect"),
@@ -70,5 +78,9 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
 std::string BwrapUsage(const std::string& argv0);
 
 inline constexpr char kBwrapVersion[] = "bubblewrap 0.11.0";
+
+// The environment variable of the opt-in above; never passed on to the
+// command. Outside the argv on purpose: the argv stays bwrap's.
+inline constexpr char kHostRootEnv[] = "CUBICLE_BWRAP_HOST_ROOT";
 
 }  // namespace cubicle::cli

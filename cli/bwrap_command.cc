@@ -32,6 +32,7 @@
 #include "cli/bwrap_args.h"
 #include "cli/bwrap_command.h"
 #include "cli/forwarded_signals.h"
+#include "cli/parent_death.h"
 #include "namespaces/selinux.h"
 #include "runtime/launcher.h"
 #include "runtime/zygote.h"
@@ -113,7 +114,14 @@ BwrapHost CurrentHost() {
   char cwd[4096];
   if (::getcwd(cwd, sizeof(cwd)) != nullptr) host.cwd = cwd;
   host.user_namespaces_enabled = UserNamespacesEnabled();
+  const char* host_root = std::getenv(kHostRootEnv);
+  host.host_root_opt_in = host_root != nullptr && std::string(host_root) == "1";
   host.read_fd = ReadAll;
+  host.is_own_pid_namespace = [](int fd) {
+    struct stat given, own;
+    return ::fstat(fd, &given) == 0 && ::stat("/proc/self/ns/pid", &own) == 0 && given.st_dev == own.st_dev &&
+           given.st_ino == own.st_ino;
+  };
   if (std::string selinuxfs = namespaces::SelinuxFsMountPoint(); !selinuxfs.empty()) {
     host.check_selinux_label = [selinuxfs](const std::string& label) {
       return namespaces::CheckSelinuxContext(selinuxfs, label);
@@ -257,6 +265,7 @@ std::string BwrapMessage(const absl::Status& status) {
       {"create file", "Can't create file "},
       {"create data file", "Can't create file at "},
       {"mkdir", "Can't mkdir "},
+      {"mkdir parents", "Can't mkdir parents for "},
       {"open directory", "Can't mkdir "},
       {"stat bind source", "Can't find source path "},
       {"open_tree", "Can't bind mount on "},
@@ -320,11 +329,12 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   }
   for (int fd : inv.consumed_fds) ::close(fd);
   // bwrap's --die-with-parent covers bwrap itself too: the launcher's
-  // death kills cubicle, whose death kills the sandbox (PDEATHSIG there).
+  // death kills cubicle, whose death kills the sandbox (its init, and the
+  // payload with init).
   if (inv.spec.die_with_parent) {
-    const pid_t parent = ::getppid();
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return report.Fail(absl::StrCat("prctl: ", std::strerror(errno)));
-    if (::getppid() != parent) return kBwrapFailure;  // the parent died before the line above
+    absl::Status st = DieWithParent();
+    if (absl::IsFailedPrecondition(st)) return kBwrapFailure;  // nobody is left to tell
+    if (!st.ok()) return report.Fail(BwrapMessage(st));
   }
   runtime::SandboxSpec& spec = inv.spec;
   if (absl::Status st = ResolveBindSources(&spec); !st.ok()) return report.Fail(st.message());
@@ -352,6 +362,9 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
     return report.Fail(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
   }
+  // With --as-pid-1 the command alone holds --sync-fd (it has its copy
+  // since clone), so that it ends when the command closes it, as in bwrap.
+  if (inv.sync_fd && spec.as_pid_1) ::close(*inv.sync_fd);
   absl::StatusOr<std::vector<UniqueFd>> locks = TakeLocks(pid, inv.lock_files);
   if (!locks.ok()) return report.Fail(locks.status().message());
   if (inv.userns_block_fd) WaitForByte(*inv.userns_block_fd);

@@ -25,6 +25,7 @@
 #include "cli/egress_flags.h"
 #include "cli/flag_values.h"
 #include "cli/forwarded_signals.h"
+#include "cli/parent_death.h"
 #include "rpc/results_json.h"
 #include "cli/log.h"
 #include "runtime/cgroup_host.h"
@@ -306,6 +307,14 @@ int Run(const RunFlags& f) {
   if (!spec.ok()) {
     std::fprintf(stderr, "cubicle run: %s\n", std::string(spec.status().message()).c_str());
     return kExitUsage;
+  }
+  // The launcher dies with its parent (the spec's default, as bwrap's
+  // --die-with-parent): an orchestrator SIGKILLed takes the sandbox with it.
+  if (spec->die_with_parent) {
+    if (absl::Status st = DieWithParent(); !st.ok()) {
+      std::fprintf(stderr, "cubicle run: %s\n", std::string(st.message()).c_str());
+      return kExitSetupFailed;
+    }
   }
   absl::StatusOr<runtime::ExecResult> result;
   absl::StatusOr<std::vector<npu::Passthrough>> attached;

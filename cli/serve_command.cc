@@ -37,6 +37,8 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     options.socket_path = f->socket.empty() ? config->socket_path : f->socket;
     options.socket_mode = config->socket_mode;
     options.stdio = options.socket_path.empty() || f->stdio;
+    // Serving its spawner's stdio, the daemon must not outlive it.
+    options.die_with_parent = options.stdio;
     if (!f->metrics.empty()) {
       absl::StatusOr<rpc::MetricsTarget> target = rpc::ParseMetricsTarget(f->metrics);
       if (!target.ok()) {

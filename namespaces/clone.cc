@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "base/fd_passing.h"
+#include "base/status.h"
 
 namespace cubicle::namespaces {
 
@@ -171,6 +173,29 @@ int SignalProcess(int pidfd, pid_t pid, int sig) {
     if (errno != ENOSYS) return -errno;
   }
   return ::kill(pid, sig) == 0 ? 0 : -errno;
+}
+
+absl::Status ThreadGroupsCleared::Clear() {
+  const long n = ::syscall(SYS_getgroups, 0, nullptr);
+  if (n < 0) return ErrnoStatus(errno, "getgroups");
+  if (n == 0) return absl::OkStatus();
+  saved_.resize(static_cast<size_t>(n));
+  const long got = ::syscall(SYS_getgroups, n, saved_.data());
+  if (got < 0) return ErrnoStatus(errno, "getgroups");
+  saved_.resize(static_cast<size_t>(got));
+  // Raw: this thread only (see the header).
+  if (::syscall(SYS_setgroups, 0, nullptr) != 0) return ErrnoStatus(errno, "setgroups([], before clone)");
+  cleared_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ThreadGroupsCleared::Restore() {
+  if (!cleared_) return absl::OkStatus();
+  cleared_ = false;
+  if (::syscall(SYS_setgroups, saved_.size(), saved_.data()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("setgroups(", saved_.size(), " groups, after clone)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cubicle::namespaces

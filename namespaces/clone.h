@@ -4,6 +4,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
 
 namespace cubicle::namespaces {
 
@@ -46,6 +49,44 @@ CloneResult CloneInto(uint64_t flags, int cgroup_fd, bool try_clone3);
 // without pidfds fails with ENOSYS: nothing else names the process across
 // the namespaces). The child returns 0, as with CloneInto.
 CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3);
+
+// Clears the calling thread's supplementary groups for the clone of a
+// sandbox, and puts them back afterwards (Restore, or the destructor).
+//
+// Why: a user namespace whose /proc/PID/setgroups reads "allow" lets a
+// process with CAP_SETGID in it call setgroups(2), which can *drop* a
+// group that a file's permissions deny (the CVE-2014-8989 class), so
+// cubicle writes "deny" as bwrap does. "deny" can only be written before
+// gid_map, and once it is, the child can no longer clear the groups it
+// inherited, which as root include gid 0 and still count in every host
+// permission check. So the groups go before the child exists: it inherits
+// the cloning thread's credentials.
+//
+// Why this thread only: credentials are per thread in the kernel; the raw
+// setgroups syscall changes only the caller (glibc's wrapper would
+// broadcast to every thread of a daemon, and a concurrent clone on another
+// thread would then lose its groups too, or get them back early). The
+// alternatives cost more: an intermediate process that drops its groups and
+// clones with CLONE_PARENT adds a fork to every launch; writing "allow"
+// and clearing them in the child leaves setgroups open to the payload.
+// Needs CAP_SETGID (root); rootless callers cannot clear groups at all.
+class ThreadGroupsCleared {
+ public:
+  ThreadGroupsCleared() = default;
+  ThreadGroupsCleared(const ThreadGroupsCleared&) = delete;
+  ThreadGroupsCleared& operator=(const ThreadGroupsCleared&) = delete;
+  ~ThreadGroupsCleared() { Restore().IgnoreError(); }
+
+  // Saves and clears this thread's groups (no syscall but getgroups when
+  // it has none).
+  absl::Status Clear();
+  // Puts the saved groups back (a no-op unless Clear() cleared some).
+  absl::Status Restore();
+
+ private:
+  std::vector<gid_t> saved_;
+  bool cleared_ = false;
+};
 
 // pidfd_send_signal, falling back to kill(pid) where pidfd is -1.
 int SignalProcess(int pidfd, pid_t pid, int sig);

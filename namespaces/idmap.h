@@ -21,9 +21,10 @@ struct IdMap {
 struct IdMapping {
   std::vector<IdMap> uids;
   std::vector<IdMap> gids;
-  // "deny" is required for an unprivileged writer; a privileged one writes
-  // "allow" so the child can drop the supplementary groups it inherited
-  // (as root those include gid 0, which the sandbox must not keep).
+  // "deny" is required for an unprivileged writer, and cubicle writes it as
+  // root too, as bwrap does: "allow" would let the sandbox's CAP_SETGID drop
+  // groups that deny it access (CVE-2014-8989). "allow" only where the
+  // sandbox imitates the host's root (SandboxSpec::map_all_host_ids).
   bool deny_setgroups = true;
 };
 

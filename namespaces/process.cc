@@ -30,12 +30,9 @@ bool WaitForLauncher(int control_fd, ChildError* error) {
   }
 }
 
-bool BecomeSandboxIds(uid_t uid, gid_t gid, bool clear_groups, ChildError* error) {
+bool BecomeSandboxIds(uid_t uid, gid_t gid, ChildError* error) {
   // Raw syscalls: glibc's setresuid would try to broadcast to other threads
   // using state the raw clone did not set up.
-  if (clear_groups && ::syscall(SYS_setgroups, 0, nullptr) != 0) {
-    return child::Fail(error, "setgroups", "[]", errno);
-  }
   if (::syscall(SYS_setresgid, gid, gid, gid) != 0) return child::Fail(error, "setresgid", "", errno);
   if (::syscall(SYS_setresuid, uid, uid, uid) != 0) return child::Fail(error, "setresuid", "", errno);
   return true;

@@ -14,11 +14,12 @@ namespace cubicle::namespaces {
 // control socket). EOF means the launcher died: the caller must exit.
 bool WaitForLauncher(int control_fd, ChildError* error);
 
-// Makes the id switch the maps allow: drops supplementary groups when
-// `clear_groups` (setgroups was allowed), then setresgid/setresuid. Until
-// this runs the child still carries the launcher's kuid and every file it
-// creates fails with EOVERFLOW.
-bool BecomeSandboxIds(uid_t uid, gid_t gid, bool clear_groups, ChildError* error);
+// Makes the id switch the maps allow: setresgid/setresuid. Until this runs
+// the child still carries the launcher's kuid and every file it creates
+// fails with EOVERFLOW. Supplementary groups are not touched: setgroups is
+// "deny" in cubicle's user namespaces, and as root the launcher cleared
+// them before clone (namespaces::ThreadGroupsCleared).
+bool BecomeSandboxIds(uid_t uid, gid_t gid, ChildError* error);
 
 // In a user namespace the launcher joined (no maps of ours), the ids are
 // what its maps make of the launcher's; each changes only when asked for.

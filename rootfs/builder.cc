@@ -130,13 +130,15 @@ bool FailPath(ChildError* error, const char* step, const char* dest, int err) {
   return child::Fail(error, step, dest, err);
 }
 
-// mkdir -p of `rel` beneath root; the last component gets `mode`. Returns an
-// O_PATH fd of the directory, or -1 with `error` filled.
-int MakeDirs(int root_fd, const char* rel, mode_t mode, const char* dest, ChildError* error) {
+// mkdir -p of `rel` beneath root; the last component gets `mode`, the ones
+// before it `parent_mode`. Returns an O_PATH fd of the directory, or -1
+// with `error` filled (a failed mkdir named `step`).
+int MakeDirsModes(int root_fd, const char* rel, mode_t mode, mode_t parent_mode, const char* dest,
+                  const char* step, ChildError* error) {
   char prefix[PATH_MAX];
   size_t len = std::strlen(rel);
   if (len >= sizeof(prefix)) {
-    child::Fail(error, "mkdir", dest, ENAMETOOLONG);
+    child::Fail(error, step, dest, ENAMETOOLONG);
     return -1;
   }
   int parent = ::fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
@@ -156,10 +158,10 @@ int MakeDirs(int root_fd, const char* rel, mode_t mode, const char* dest, ChildE
     // foreign-owned bind where mkdir would fail for the wrong reason).
     int next = OpenBeneath(root_fd, prefix, O_PATH | O_DIRECTORY);
     if (next == -ENOENT) {
-      if (::mkdirat(parent, name, last ? mode : 0755) != 0 && errno != EEXIST) {
+      if (::mkdirat(parent, name, last ? mode : parent_mode) != 0 && errno != EEXIST) {
         int saved = errno;
         ::close(parent);
-        child::Fail(error, "mkdir", dest, saved);
+        child::Fail(error, step, dest, saved);
         return -1;
       }
       next = OpenBeneath(root_fd, prefix, O_PATH | O_DIRECTORY);
@@ -173,6 +175,26 @@ int MakeDirs(int root_fd, const char* rel, mode_t mode, const char* dest, ChildE
     ++pos;
   }
   return parent;
+}
+
+int MakeDirs(int root_fd, const char* rel, mode_t mode, const char* dest, ChildError* error) {
+  return MakeDirsModes(root_fd, rel, mode, 0755, dest, "mkdir", error);
+}
+
+// bubblewrap makes the missing parents of an op's destination before the op
+// itself, with the op's parent mode (MountOp::parent_mode: 0700 for its ops
+// without a mode of their own); the op's own MakeDirs then finds them. An
+// optional bind whose source is missing makes nothing, as in bwrap, and
+// --chmod creates nothing at all.
+bool MakeParents(int root_fd, const PreparedOp& op, ChildError* error) {
+  if (op.op->parent_mode == 0755 || op.parent_relative.empty() || op.kind == MountKind::kChmod) return true;
+  if (op.kind == MountKind::kBind && op.op->optional && op.tree_fd < 0) {
+    struct stat st;
+    if (::stat(op.host_source.c_str(), &st) != 0 && errno == ENOENT) return true;
+  }
+  ScopedFd parent(MakeDirsModes(root_fd, op.parent_relative.c_str(), op.op->parent_mode, op.op->parent_mode,
+                                op.dest.c_str(), "mkdir parents", error));
+  return parent.fd >= 0;
 }
 
 // Makes (or finds) a regular file at the op's destination for a file bind.
@@ -306,6 +328,32 @@ bool ApplyBind(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Chil
                   op.op->readonly, op.op->devices, op.dest.c_str(), error);
 }
 
+// Adds noexec to the mount open as `mount_fd` (its top mount only), keeping
+// the flags the kernel locked.
+bool SetNoexec(const PreparedPlan& plan, int mount_fd, const char* dest, ChildError* error) {
+  if (plan.new_mount_api) {
+    struct mount_attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.attr_set = MOUNT_ATTR_NOEXEC;
+    if (::mount_setattr(mount_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+      return child::Fail(error, "mount_setattr(noexec)", dest, errno);
+    }
+    return true;
+  }
+  FdPath path(mount_fd);
+  struct statvfs sv;
+  if (::statvfs(path.c_str(), &sv) != 0) return child::Fail(error, "statvfs", dest, errno);
+  unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (sv.f_flag & ST_RDONLY) flags |= MS_RDONLY;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  if (::mount(nullptr, path.c_str(), nullptr, flags, nullptr) != 0) {
+    return child::Fail(error, "mount(remount noexec)", dest, errno);
+  }
+  return true;
+}
+
 // bubblewrap's covers of a new procfs: read-only where they are writable.
 constexpr const char* kBwrapProcCovers[] = {"sys", "sysrq-trigger", "irq", "bus"};
 
@@ -342,6 +390,7 @@ bool ApplyProc(const PreparedPlan& plan, int root_fd, const PreparedOp& op, Buil
   // Reopen: the fd above names the directory under the new mount.
   ScopedFd proc(OpenBeneath(root_fd, op.dest_relative.c_str(), O_PATH | O_DIRECTORY));
   if (proc.fd < 0) return FailPath(error, "open proc", op.dest.c_str(), -proc.fd);
+  if (op.op->noexec && !SetNoexec(plan, proc.fd, op.dest.c_str(), error)) return false;
   if (op.op->bwrap_style) {
     for (const char* name : kBwrapProcCovers) {
       ScopedFd sub(::openat(proc.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
@@ -663,7 +712,7 @@ bool BuildRoot(const PreparedPlan& plan, BuildReport* report, ChildError* error)
   ScopedFd root(::open(kNewRoot, O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (root.fd < 0) return child::Fail(error, "open", kNewRoot, errno);
   for (const PreparedOp& op : plan.ops) {
-    if (!ApplyOp(plan, root.fd, op, report, error)) return false;
+    if (!MakeParents(root.fd, op, error) || !ApplyOp(plan, root.fd, op, report, error)) return false;
     if (op.dest_relative.empty() && op.kind == MountKind::kBind) {
       // A bind over the root itself (bubblewrap's --bind / /): the later
       // operations and the final pivot go to the new top mount.

@@ -67,9 +67,10 @@ absl::Status ValidatePlan(const MountPlan& plan) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " '/': the sandbox root itself cannot be replaced"));
     }
-    if (op.mode > 07777) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " '", op.dest, "': mode ", op.mode, " is not a permission mode"));
+    if (op.mode > 07777 || op.parent_mode > 07777) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " '", op.dest, "': mode ",
+                                                     op.mode > 07777 ? op.mode : op.parent_mode,
+                                                     " is not a permission mode"));
     }
     switch (op.kind) {
       case MountKind::kBind: {

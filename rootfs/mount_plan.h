@@ -38,9 +38,17 @@ struct MountOp {
   std::string data;    // kFile: contents
   uint64_t size_bytes = 0;
   uint32_t mode = 0755;
+  // The mode of the missing parent directories of `dest` this op creates
+  // (bwrap: 0755 less the group and other bits its mode lacks, so 0700 for
+  // an op with no mode of its own; cubicle's own plans: 0755).
+  uint32_t parent_mode = 0755;
   bool readonly = false;
   bool devices = false;   // kBind: keep device nodes usable (bwrap --dev-bind)
   bool optional = false;  // kBind: a missing source skips the op (bwrap --bind-try)
+  // kProc with source "/proc" (bwrap_style): the host's procfs is bound
+  // noexec too, as a new procfs is mounted (bwrap --pidns naming the
+  // caller's own pid namespace, where bwrap mounts one).
+  bool noexec = false;
   // kBind, read-write: show the source's host owner as the sandbox user (an
   // idmapped mount made on the host), so a workspace owned by any host user
   // is writable inside and what the payload writes belongs to that owner.

@@ -4,11 +4,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -23,6 +26,8 @@
 #include <array>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -914,6 +919,41 @@ int Daemon::Serve(const ServeOptions& options) {
   signals.async_wait([&](boost::system::error_code ec, int) {
     if (!ec) begin_shutdown();
   });
+  // A daemon serving its spawner's stdio belongs to that process: when it
+  // exits (however it dies), the daemon exits at once, and so does every
+  // sandbox (each init dies with the daemon thread that made it; their
+  // cgroups are swept at the next start, as after a SIGKILL of the
+  // daemon). Watched through a pidfd of the parent process rather than
+  // PR_SET_PDEATHSIG, which follows the parent *thread*: an orchestrator
+  // that spawned the daemon from a worker thread would lose it when that
+  // thread ends. A socket-only daemon is a service and outlives its parent.
+  std::unique_ptr<asio::posix::stream_descriptor> parent_watch;
+  if (options.die_with_parent) {
+    const pid_t parent = ::getppid();
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, parent, 0));
+    if (pidfd < 0) {
+      // No pidfds (Linux < 5.3): the thread-bound signal is the best there is.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+        std::fprintf(stderr, "cubicle serve: prctl(PR_SET_PDEATHSIG): %s\n", std::strerror(errno));
+        return 1;
+      }
+    } else {
+      parent_watch = std::make_unique<asio::posix::stream_descriptor>(io, pidfd);
+    }
+    if (::getppid() != parent) {  // gone before the watch existed
+      std::fprintf(stderr, "cubicle serve: the parent process exited before the daemon started\n");
+      return 1;
+    }
+    if (parent_watch) {
+      parent_watch->async_wait(asio::posix::stream_descriptor::wait_read,
+                               [&options, parent](boost::system::error_code ec) {
+                                 if (ec) return;
+                                 options.warn(absl::StrCat("the parent process ", parent,
+                                                           " exited: the daemon and its sandboxes end with it"));
+                                 ::_exit(1);
+                               });
+    }
+  }
   std::unique_ptr<StdioTransport> stdio;
   if (options.stdio) {
     stdio = std::make_unique<StdioTransport>(this, options.max_line_bytes,

@@ -26,6 +26,9 @@ namespace cubicle::rpc {
 
 struct ServeOptions {
   bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
+  // Exit at once, ending every sandbox, when the parent process exits (the
+  // orchestrator that spawned a stdio daemon).
+  bool die_with_parent = false;
   std::string socket_path;    // also (or only) on this Unix socket; empty: none
   uint32_t socket_mode = 0600;
   size_t max_line_bytes = 4 << 20;

@@ -50,7 +50,13 @@ absl::Status ValidateSpec(const SandboxSpec& spec) {
   if (!spec.namespaces.mount) {
     return absl::InvalidArgumentError("a sandbox always has its own mount namespace (it cannot be shared)");
   }
-  if (spec.namespaces.user == spec.join_userns.has_value()) {
+  if (spec.host_user_namespace) {
+    if (spec.namespaces.user || spec.join_userns.has_value() || spec.map_all_host_ids ||
+        spec.host_uid.has_value() || spec.host_gid.has_value()) {
+      return absl::InvalidArgumentError(
+          "a sandbox in the host's user namespace makes or joins no other and maps no ids");
+    }
+  } else if (spec.namespaces.user == spec.join_userns.has_value()) {
     return absl::InvalidArgumentError(
         spec.join_userns.has_value()
             ? "a sandbox joins an existing user namespace or makes its own, not both"

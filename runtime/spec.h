@@ -81,6 +81,13 @@ struct SandboxSpec {
   // root without --unshare-user, where ids must look like the host's.
   // Root only. The user namespace stays: its capabilities are not the host's.
   bool map_all_host_ids = false;
+  // No user namespace at all: the sandbox shares the launcher's (the
+  // host's), and its root is the host's root with the host's capabilities,
+  // as bwrap run as root without --unshare-user. Root only; needs
+  // namespaces.user false and no join_userns, map_all_host_ids or host ids.
+  // Only the bubblewrap front end sets it, and only on its explicit,
+  // out-of-band opt-in (docs/bwrap.md, docs/security.md).
+  bool host_user_namespace = false;
   // Unset: every capability is dropped.
   std::optional<CapabilitySpec> capabilities;
   // False keeps the new UTS namespace's copy of the host's hostname.
@@ -104,6 +111,11 @@ struct SandboxSpec {
   // The payload is the sandbox's PID 1 (no cubicle init reaps or reports
   // for it); needs a pid namespace.
   bool as_pid_1 = false;
+  // setsid() in the sandbox's init before it forks the payload, so that the
+  // payload is in init's new session but not its leader (bwrap
+  // --new-session where bwrap has a PID 1 of its own). Not with as_pid_1;
+  // new_session (the payload's own setsid) should then be false.
+  bool init_new_session = false;
   // Open fds of the launching process (>= 3, not close-on-exec) that the
   // payload keeps at the same numbers, as bwrap passes its inherited fds
   // on. They are inherited at clone: only meaningful to the process that

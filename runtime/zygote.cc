@@ -61,7 +61,6 @@ struct ChildPlan {
   rootfs::PreparedPlan rootfs;
   uid_t uid = 0;
   gid_t gid = 0;
-  bool clear_groups = false;
   bool pid_namespace = true;
   bool net_namespace = true;
   bool uts_namespace = true;
@@ -81,6 +80,7 @@ struct ChildPlan {
   bool disable_userns = false;
   bool assert_userns_disabled = false;
   bool as_pid_1 = false;
+  bool init_new_session = false;  // SandboxSpec::init_new_session
   // A user namespace the launcher joined (SandboxSpec::join_userns): no
   // maps of ours; ids switch only where asked for.
   bool joined_userns = false;
@@ -221,8 +221,23 @@ void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request,
 //     once its modules are imported and takes the request from there.
 // Setup failures are reported on the control socket (close-on-exec: the
 // payload never holds it).
-[[noreturn]] void PayloadMain(const ChildPlan& plan, int socket_fd, ControlMessage msg) {
+[[noreturn]] void PayloadMain(const ChildPlan& plan, int socket_fd, long init_pid, ControlMessage msg) {
   ChildError* e = &msg.error;
+  // The payload dies with init, as bwrap's command dies with its parent
+  // (--die-with-parent): without a pid namespace nothing else would end it
+  // when the launcher, and with it init, is killed (init is only a
+  // subreaper there). Set before the credential changes below, which only
+  // drop capabilities and so keep it; an init gone before it took effect
+  // is seen in the parent's pid.
+  if (plan.die_with_parent) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+      child::Fail(e, "prctl(PR_SET_PDEATHSIG)", "payload", errno);
+      msg.type = ControlType::kSetupError;
+      namespaces::SendControl(plan.control_fd, msg);
+      ::_exit(127);
+    }
+    if (::syscall(SYS_getppid) != init_pid) ::_exit(127);
+  }
   // Copies above the fds about to be installed (the control socket's
   // number is the launcher's: with the launcher's stdio closed it may be
   // 0..2).
@@ -287,10 +302,11 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return child::Fail(e, "socketpair", "payload", errno);
   }
+  const long init_pid = ::syscall(SYS_getpid);
   long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     ::close(sv[0]);
-    PayloadMain(plan, sv[1], report);
+    PayloadMain(plan, sv[1], init_pid, report);
   }
   ::close(sv[1]);
   if (pid < 0) {
@@ -337,7 +353,7 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   bool ok = namespaces::WaitForLauncher(plan.control_fd, e) &&
             (plan.joined_userns
                  ? namespaces::SwitchJoinedIds(plan.switch_uid, plan.uid, plan.switch_gid, plan.gid, e)
-                 : namespaces::BecomeSandboxIds(plan.uid, plan.gid, plan.clear_groups, e)) &&
+                 : namespaces::BecomeSandboxIds(plan.uid, plan.gid, e)) &&
             (!plan.die_with_parent || (namespaces::DieWithParent(e) &&
                                        namespaces::LauncherStillThere(plan.control_fd, e)));
   report.step_ns[namespaces::kStepIdsReady] = namespaces::MonotonicNanos();
@@ -384,6 +400,14 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   if (ok && plan.assert_userns_disabled && ::syscall(SYS_unshare, CLONE_NEWUSER) == 0) {
     ok = child::Fail(e, "creation of new user namespaces was not disabled as requested", "", 0);
   }
+  if (!ok) {
+    report.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, report);
+    ::_exit(1);
+  }
+  // bwrap --new-session with a PID 1 of bwrap's: the session is init's,
+  // and the payload forked below joins it.
+  if (ok && plan.init_new_session && ::setsid() < 0) ok = child::Fail(e, "setsid", "init", errno);
   if (!ok) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
@@ -443,6 +467,8 @@ struct Identity {
   namespaces::IdMapping mapping;
   uid_t host_uid;
   gid_t host_gid;
+  // The launching thread drops its supplementary groups around the clone
+  // (namespaces::ThreadGroupsCleared), so the sandbox starts with none.
   bool clear_groups;
 };
 
@@ -458,6 +484,17 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     id.clear_groups = false;
     return id;
   }
+  if (spec.host_user_namespace) {
+    // No user namespace: no maps, and the host's root with its groups, as
+    // bwrap run as root without --unshare-user.
+    if (euid != 0) {
+      return absl::InvalidArgumentError("a sandbox in the host's user namespace needs root");
+    }
+    id.host_uid = euid;
+    id.host_gid = egid;
+    id.clear_groups = false;
+    return id;
+  }
   if (spec.map_all_host_ids) {
     // Every id is itself: the ids look like the host's, while the
     // capabilities stay those of a user namespace, not the host's.
@@ -466,6 +503,8 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     }
     id.host_uid = spec.uid;
     id.host_gid = spec.gid;
+    // bwrap as root makes no user namespace: setgroups is the host's
+    // ("allow") and so are root's groups.
     id.mapping.deny_setgroups = false;
     id.clear_groups = false;
     id.mapping.uids = {{0, 0, 4294967295u}};
@@ -475,7 +514,10 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
   if (euid == 0) {
     id.host_uid = spec.host_uid.value_or(kDefaultHostIdBase + spec.uid);
     id.host_gid = spec.host_gid.value_or(kDefaultHostIdBase + spec.gid);
-    id.mapping.deny_setgroups = false;
+    // "deny", as bwrap writes it: nothing in the sandbox may change its
+    // groups. The host's groups (root's gid 0 among them) are gone before
+    // clone instead.
+    id.mapping.deny_setgroups = true;
     id.clear_groups = true;
   } else {
     id.host_uid = spec.host_uid.value_or(euid);
@@ -811,7 +853,6 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   plan.uid = spec.uid;
   plan.gid = spec.gid;
-  plan.clear_groups = state->identity.clear_groups;
   plan.pid_namespace = spec.namespaces.pid;
   plan.net_namespace = spec.namespaces.net;
   plan.uts_namespace = spec.namespaces.uts;
@@ -848,6 +889,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.disable_userns = spec.disable_userns;
   plan.assert_userns_disabled = spec.assert_userns_disabled;
   plan.as_pid_1 = spec.as_pid_1;
+  plan.init_new_session = spec.init_new_session && !spec.as_pid_1;
   if (spec.join_userns.has_value()) {
     // As bwrap: ids the caller names differently from its own are switched
     // to; the others stay what the namespace's maps make of the caller's.
@@ -926,6 +968,8 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   // A new pid namespace under a joined one is made by a process inside it.
   auto clone_sandbox = spec.join_pidns.has_value() && spec.namespaces.pid ? namespaces::CloneViaIntermediate
                                                                           : namespaces::CloneInto;
+  namespaces::ThreadGroupsCleared groups;
+  if (state->identity.clear_groups) CUBICLE_RETURN_IF_ERROR(groups.Clear());
   namespaces::CloneResult cloned = clone_sandbox(spec.namespaces.CloneFlags(), cgroup_fd, features.clone3);
   bool placed_on_v2 = cgroup_fd >= 0 && cloned.pid >= 0;
   if (cloned.pid < 0 && cgroup_fd >= 0) {
@@ -936,6 +980,10 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     cloned = clone_sandbox(spec.namespaces.CloneFlags(), -1, features.clone3);
   }
   if (cloned.pid == 0) ChildMain(plan);
+  if (absl::Status restored = groups.Restore(); !restored.ok()) {
+    // Only this thread is affected, and it has fewer privileges, not more.
+    created.warnings.push_back(absl::StrCat("the launching thread keeps no supplementary groups: ", restored.message()));
+  }
   if (cloned.pid < 0) {
     // A joined pid namespace whose init is gone takes no new process (ENOMEM).
     absl::Status st = ErrnoStatus(-cloned.pid, spec.join_pidns.has_value() ? "clone into the joined pid namespace"
@@ -973,7 +1021,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   if (state->devices != nullptr) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
 
   // 4. Id maps, then release the child.
-  if (!spec.join_userns.has_value()) {
+  if (!spec.join_userns.has_value() && !spec.host_user_namespace) {
     CUBICLE_RETURN_IF_ERROR(namespaces::WriteIdMaps(cloned.pid, state->identity.mapping));
   }
   char go = 'g';

@@ -2,6 +2,7 @@
 // 128+N, 124, 125, 2), flag errors, --json-status, and the flags that shape
 // what the payload sees.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -13,8 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -347,6 +350,96 @@ TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
   // Clean up after a failure: without its payload, the orphaned init exits.
   for (pid_t pid : survivors) ::kill(pid, SIGKILL);
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+}
+
+// The launcher's parent (an orchestrator) is SIGKILLed while the payload
+// runs `sleep 2; touch F`: the payload must die with it and F never
+// appear. For `cubicle run` (die-with-parent is its default) and `cubicle
+// bwrap --die-with-parent`, with and without a pid namespace. Failed
+// before: `cubicle run` did not die with its parent at all, and bwrap's
+// payload without --unshare-pid outlived the death of cubicle and its init
+// (a subreaper only, there).
+TEST_F(CoreCli, KillingTheLaunchersParentEndsThePayload) {
+  if (::geteuid() != 0) GTEST_SKIP() << "root only: the payload writes into a bound host directory";
+  const std::string bwrap_sys =
+      "bwrap --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib "
+      "--symlink usr/lib64 /lib64 --bind DIR /out";
+  int n = 0;
+  for (const std::string& launch :
+       {std::string("run --bind DIR /out --"), bwrap_sys, bwrap_sys + " --unshare-pid"}) {
+    TempDir dir;
+    ::chmod(dir.path().c_str(), 0777);  // writable by the sandbox's unprivileged host id
+    const std::string mark = absl::StrCat("2.", ::getpid(), "0", ++n);  // a unique sleep argument
+    const std::string command = absl::StrReplaceAll(launch, {{"DIR", dir.path()}});
+    RunningProcess parent({"/bin/sh", "-c",
+                           absl::StrCat("'", CubicleBinary(), "' ", command, " /bin/sh -c 'sleep ", mark,
+                                        "; touch /out/F' & echo started; wait")});
+    ASSERT_TRUE(parent.started());
+    ASSERT_TRUE(parent.WaitForStdout("started\n"));
+    bool running = false;  // the payload's sleep, at most 10 s
+    for (int i = 0; i < 1000 && !running; ++i) {
+      for (pid_t pid : ProcessesWithArgument(mark)) running |= ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n";
+      if (!running) ::usleep(10'000);
+    }
+    ASSERT_TRUE(running) << launch << ": the payload never started";
+    parent.Signal(SIGKILL);
+    parent.Wait();
+    // Everything carrying the mark (launcher, payload shell, its sleep) is
+    // gone within the bound: killed, or (an orphaned sleep) ended.
+    std::vector<pid_t> survivors = WaitUntilGone(mark);
+    EXPECT_EQ(survivors, std::vector<pid_t>{}) << launch;
+    for (pid_t pid : survivors) ::kill(pid, SIGKILL);  // ours, by pid
+    EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+    EXPECT_NE(::access(dir.Join("F").c_str(), F_OK), 0) << launch << ": the payload outlived its launcher's parent";
+  }
+  // The sandboxes' cgroups, if any, are swept like a killed daemon's.
+  EXPECT_EQ(RunCubicle({"cleanup"}).exit_code, 0);
+}
+
+// As root, a launcher's supplementary groups (here 0, 4 and 27) must not
+// reach the sandbox: even unmapped, gid 0 would still count in every host
+// permission check. And /proc/self/setgroups must read "deny", as bwrap
+// writes it: "allow" would let the sandbox's CAP_SETGID drop a group that
+// denies it access (the CVE-2014-8989 class). Failed before: "allow", which
+// cubicle wrote so that its child could clear the groups after the maps.
+TEST_F(CoreCli, AsRootTheSandboxHasNoHostGroupsAndSetgroupsIsDenied) {
+  if (::geteuid() != 0) GTEST_SKIP() << "root only: a rootless launcher cannot clear its groups";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv(1) is not installed";
+  const std::string script = "cat /proc/self/setgroups; grep '^Groups:' /proc/self/status; id -G";
+  const std::string bwrap_sys =
+      "--ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc";
+  struct Launch {
+    std::string name;
+    std::string command;  // after "setpriv --groups 0,4,27 -- CUBICLE"
+    std::string groups;   // what `id -G` must print
+  };
+  const std::vector<Launch> launches = {
+      {"run", "run -- /bin/sh -c \"$0\"", "1000"},
+      {"bwrap --unshare-user", "bwrap " + bwrap_sys + " --unshare-user sh -c \"$0\"", "0"},
+      {"bwrap --unshare-user --uid 5 --gid 6", "bwrap " + bwrap_sys + " --unshare-user --uid 5 --gid 6 sh -c \"$0\"", "6"},
+      {"bwrap --unshare-all", "bwrap " + bwrap_sys + " --unshare-all sh -c \"$0\"", "0"},
+  };
+  for (const Launch& l : launches) {
+    ProcessRun run = RunProcess({"/bin/sh", "-c",
+                                 absl::StrCat("exec /usr/bin/setpriv --groups 0,4,27 -- '", CubicleBinary(), "' ",
+                                              l.command),
+                                 script});
+    EXPECT_EQ(run.exit_code, 0) << l.name << ": " << run.err;
+    std::vector<std::string> lines = Lines(run.out);
+    ASSERT_EQ(lines.size(), 3u) << l.name << ": " << run.out << run.err;
+    EXPECT_EQ(lines[0], "deny") << l.name;
+    EXPECT_EQ(absl::StripAsciiWhitespace(lines[1]), "Groups:") << l.name << ": no supplementary group at all";
+    EXPECT_EQ(lines[2], l.groups) << l.name << ": only the primary group";
+  }
+  // bwrap as root without --unshare-user imitates the host's root, which
+  // keeps its groups and has no user namespace to deny setgroups in.
+  ProcessRun host_root = RunProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec /usr/bin/setpriv --groups 0,4,27 -- '", CubicleBinary(), "' bwrap ", bwrap_sys,
+                    " sh -c \"$0\""),
+       script});
+  EXPECT_EQ(host_root.exit_code, 0) << host_root.err;
+  EXPECT_EQ(host_root.out, "allow\nGroups:\t0 4 27 \n0 4 27\n");
 }
 
 // `cubicle bwrap --userns FD --pidns FD --unshare-pid`, as root and (in the

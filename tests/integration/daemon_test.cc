@@ -1,6 +1,7 @@
 // `cubicle serve` end to end: JSON-RPC 2.0 conformance over stdio, the
 // methods, many concurrent clients on the Unix socket, and shutdown that
 // leaves nothing behind.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -218,6 +219,55 @@ TEST_F(CoreDaemon, SixtyFourConcurrentRunsOverTheSocketAreAllCorrect) {
   ProcessRun done = daemon.Wait(absl::Seconds(60));
   EXPECT_EQ(done.exit_code, 0) << done.err;
   EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file was left behind";
+}
+
+// A daemon serving its spawner's stdio ends with that process, and so do
+// its running sandboxes: the orchestrator (here a shell, whose stdin is a
+// pipe this test keeps open, so there is no EOF) is SIGKILLed while a
+// sandbox sleeps. Failed before: the daemon and the sleep lived on.
+TEST_F(CoreDaemon, AStdioDaemonEndsWithItsParentAndSoDoItsSandboxes) {
+  TempDir dir;
+  const std::string socket = dir.Join("cubicle.sock");
+  int in[2];
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  UniqueFd in_read(in[0]), in_write(in[1]);
+  RunningProcess parent({"/bin/sh", "-c",
+                         absl::StrCat("'", CubicleBinary(), "' serve --socket '", socket, "' --stdio </proc/",
+                                      ::getpid(), "/fd/", in_read.get(), " & echo started; wait")});
+  ASSERT_TRUE(parent.started());
+  ASSERT_TRUE(parent.WaitForStdout("started\n"));
+  bool up = false;
+  for (int i = 0; i < 500 && !up; ++i) {  // at most 5 s
+    up = Client(socket).connected();
+    if (!up) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(up) << "the daemon never listened";
+  const std::string mark = absl::StrCat("1000.", ::getpid(), "3");  // a unique sleep argument
+  std::thread caller([&] {
+    Client c(socket);
+    // Answered only if the sandbox survived; the daemon's death closes it.
+    c.Call(absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["sleep",")", mark,
+                        R"("]}})"));
+  });
+  bool running = false;
+  for (int i = 0; i < 1000 && !running; ++i) {  // at most 10 s
+    for (pid_t pid : ProcessesWithArgument(mark)) running |= ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n";
+    if (!running) absl::SleepFor(absl::Milliseconds(10));
+  }
+  parent.Signal(SIGKILL);
+  parent.Wait();
+  std::vector<pid_t> sleepers = WaitUntilGone(mark);
+  std::vector<pid_t> daemons = WaitUntilGone(socket);
+  EXPECT_TRUE(running) << "the sandbox never started";
+  EXPECT_EQ(sleepers, std::vector<pid_t>{}) << "the sandbox outlived the daemon's parent";
+  EXPECT_EQ(daemons, std::vector<pid_t>{}) << "the daemon outlived its parent";
+  for (pid_t pid : daemons) ::kill(pid, SIGKILL);  // ours, by pid (after a failure)
+  for (pid_t pid : sleepers) ::kill(pid, SIGKILL);
+  caller.join();
+  EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+  // The killed sandboxes' cgroups are swept, as after a killed daemon.
+  ProcessRun next = RunCubicle({"cleanup"});
+  EXPECT_EQ(next.exit_code, 0) << next.err;
 }
 
 TEST_F(CoreDaemon, KilledDaemonLeavesNoZygoteBehind) {

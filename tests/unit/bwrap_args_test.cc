@@ -107,7 +107,106 @@ TEST(BwrapArgs, FdArgumentsAreNonNegativeDecimals) {
   EXPECT_EQ(got->json_status_fd, 8);
   EXPECT_EQ(got->sync_fd, 9);
   EXPECT_EQ(got->block_fd, 10);
-  EXPECT_EQ(got->option_fds, (std::vector<int>{7, 8, 9, 10}));
+  // Closed before the command, as bwrap closes them (--sync-fd by its PID 1).
+  EXPECT_EQ(got->option_fds, (std::vector<int>{7, 8, 10, 9}));
+}
+
+// bwrap leaves some option fds open for the command: the namespace fds, the
+// --userns-block-fd, and --sync-fd with --as-pid-1. Failed before: every fd
+// an option named was closed.
+TEST(BwrapArgs, TheFdsBwrapLeavesOpenReachTheCommand) {
+  absl::StatusOr<BwrapInvocation> got = Parse({"--unshare-user", "--info-fd", "4", "--userns-block-fd", "5", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{4});
+  got = Parse({"--userns", "3", "--userns2", "6", "--pidns", "7", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{});
+  got = Parse({"--unshare-pid", "--as-pid-1", "--sync-fd", "8", "--block-fd", "9", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{9});
+  EXPECT_EQ(got->sync_fd, 8);
+}
+
+// --pidns naming the caller's own pid namespace is no join at all, and its
+// --proc is the host's (bwrap, as root without a user namespace, mounts a
+// procfs of that same namespace). Failed before: joined, and --proc failed.
+TEST(BwrapArgs, PidnsNamingTheCallersOwnIsNoJoin) {
+  FakeHost fake;
+  fake.host.is_own_pid_namespace = [](int fd) { return fd == 3; };
+  absl::StatusOr<BwrapInvocation> got = Parse({"--pidns", "3", "--proc", "/proc", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->spec.join_pidns.has_value());
+  ASSERT_EQ(got->spec.mounts.size(), 1u);
+  EXPECT_EQ(got->spec.mounts[0].source, "/proc");
+  EXPECT_TRUE(got->spec.mounts[0].noexec) << "as bwrap's new procfs";
+  EXPECT_FALSE(Parse({"--proc", "/proc", "true"}, fake)->spec.mounts[0].noexec) << "bwrap binds the host's as is";
+  got = Parse({"--pidns", "3", "--unshare-pid", "--proc", "/proc", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->spec.join_pidns.has_value());
+  EXPECT_TRUE(got->spec.namespaces.pid);
+  EXPECT_EQ(got->spec.mounts[0].source, "");  // a new procfs of the new namespace
+  // Another pid namespace is joined; so is the own one with --userns (the
+  // kernel refuses it there, in bwrap's words).
+  EXPECT_EQ(Parse({"--pidns", "4", "true"}, fake)->spec.join_pidns, 4);
+  EXPECT_EQ(Parse({"--userns", "5", "--pidns", "3", "true"}, fake)->spec.join_pidns, 3);
+}
+
+// The out-of-band opt-in to bwrap's exact root behaviour: as root without
+// --unshare-user or --userns, no user namespace at all; otherwise, and by
+// default, nothing changes. The switch never reaches the command.
+TEST(BwrapArgs, TheHostRootOptInDropsTheUserNamespaceOnlyWhereBwrapHasNone) {
+  FakeHost fake;
+  fake.host.environ.push_back("CUBICLE_BWRAP_HOST_ROOT=1");
+  absl::StatusOr<BwrapInvocation> plain = Parse({"true"});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->spec.host_user_namespace);
+  EXPECT_TRUE(plain->spec.map_all_host_ids) << "the default stays the safer user namespace";
+  EXPECT_EQ(Parse({"true"}, fake)->spec.host_user_namespace, false) << "the environment alone is not the opt-in";
+  fake.host.host_root_opt_in = true;
+  absl::StatusOr<BwrapInvocation> got = Parse({"--proc", "/proc", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const runtime::SandboxSpec& s = got->spec;
+  EXPECT_TRUE(s.host_user_namespace);
+  EXPECT_FALSE(s.namespaces.user);
+  EXPECT_FALSE(s.map_all_host_ids);
+  EXPECT_FALSE(s.host_uid.has_value());
+  EXPECT_EQ(EnvValue(s, "CUBICLE_BWRAP_HOST_ROOT"), "<unset>");
+  EXPECT_TRUE(runtime::ValidateSpec(s).ok()) << runtime::ValidateSpec(s);
+  // Where bwrap makes or joins a user namespace, the opt-in changes nothing.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--unshare-user", "true"}, {"--unshare-all", "true"}, {"--userns", "3", "true"}}) {
+    got = Parse(args, fake);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_FALSE(got->spec.host_user_namespace) << ::testing::PrintToString(args);
+  }
+  // Rootless bwrap always has a user namespace.
+  FakeHost user(1000);
+  user.host.host_root_opt_in = true;
+  EXPECT_FALSE(Parse({"true"}, user)->spec.host_user_namespace);
+}
+
+// bwrap calls setsid only for --new-session, in the process that then forks
+// its PID 1 where it has one: the command is that PID 1's session member,
+// not its leader. cubicle's init calls it then. Failed before: the payload
+// always made itself the leader.
+TEST(BwrapArgs, NewSessionIsInitsWhereBwrapHasAPid1) {
+  struct Want {
+    std::vector<std::string> args;
+    bool payload, init;
+  };
+  for (const Want& w : std::vector<Want>{
+           {{"true"}, false, false},
+           {{"--unshare-pid", "true"}, false, false},
+           {{"--new-session", "true"}, true, false},
+           {{"--new-session", "--unshare-pid", "true"}, false, true},
+           {{"--new-session", "--sync-fd", "3", "true"}, false, true},
+           {{"--new-session", "--lock-file", "/x", "true"}, false, true},
+           {{"--new-session", "--unshare-pid", "--as-pid-1", "true"}, true, false}}) {
+    absl::StatusOr<BwrapInvocation> got = Parse(w.args);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->spec.new_session, w.payload) << ::testing::PrintToString(w.args);
+    EXPECT_EQ(got->spec.init_new_session, w.init) << ::testing::PrintToString(w.args);
+  }
 }
 
 TEST(BwrapArgs, DefaultsAreBubblewrapsNotCubicles) {
@@ -220,7 +319,7 @@ TEST(BwrapArgs, JoinedNamespacesReplaceNewOnes) {
   ASSERT_TRUE(s.capabilities.has_value());
   EXPECT_EQ(s.capabilities->bounding, kHostCaps);
   EXPECT_EQ(s.capabilities->keep, kHostCaps);
-  EXPECT_EQ(got->option_fds, std::vector<int>{3}) << "the namespace fd is not the command's";
+  EXPECT_EQ(got->option_fds, std::vector<int>{}) << "bwrap leaves the namespace fd to the command";
   // Without --unshare-pid the host's procfs is bound, as before.
   ASSERT_EQ(s.mounts.size(), 1u);
   EXPECT_EQ(s.mounts[0].source, "/proc");
@@ -389,6 +488,49 @@ TEST(BwrapArgs, PermsAndSizeErrors) {
   ExpectDie({"--size", "0", "--tmpfs", "/x", "true"}, "--size takes a non-zero number of bytes");
   ExpectDie({"--size", "1k", "--tmpfs", "/x", "true"}, "--size takes a non-zero number of bytes");
   ExpectDie({"--chmod", "999", "/x", "true"}, "--chmod takes an octal argument <= 07777");
+}
+
+// bwrap checks a pending --perms/--size after each option is done, and the
+// command (or "--") ends the options before that check: one left before
+// the command is ignored and the command runs (0.8 and 0.11's source
+// alike). Failed before: cubicle refused it.
+TEST(BwrapArgs, APendingPermsOrSizeBeforeTheCommandIsIgnored) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--perms", "0750", "true"},
+           {"--size", "4096", "--", "true"},
+           {"--perms", "0700", "--size", "1", "true"},
+           {"--dir", "/d", "--perms", "0700", "--", "true"}}) {
+    absl::StatusOr<BwrapInvocation> got = Parse(args);
+    ASSERT_TRUE(got.ok()) << ::testing::PrintToString(args) << ": " << got.status();
+    EXPECT_EQ(got->action, Action::kRun);
+    EXPECT_EQ(got->spec.argv, std::vector<std::string>{"true"});
+  }
+  // Nothing after it at all is bwrap's usage error, as with no command.
+  EXPECT_EQ(Parse({"--perms", "0700"})->action, Action::kUsage);
+  // An --args file that ends with --perms leaves it pending for the
+  // option after --args, which must take it.
+  FakeHost fake;
+  fake.fds[3] = std::string("--perms\0" "0700", 12);
+  ExpectDie({"--args", "3", "--dir", "/d", "true"}, "--perms must be followed by an option that creates a file",
+            fake);
+}
+
+// The missing parents of a destination get bwrap's parent mode: 0755 less
+// the group/other bits the op's mode lacks, and 0700 for ops without a mode
+// (bwrap's zero-filled op). Failed before: every parent was 0755.
+TEST(BwrapArgs, MissingParentsGetBwrapsParentMode) {
+  FakeHost fake;
+  fake.fds[3] = "f";
+  fake.fds[4] = "g";
+  absl::StatusOr<BwrapInvocation> got = Parse(
+      {"--perms", "0700", "--dir", "/a/b", "--perms", "0750", "--dir", "/c/d", "--perms", "0640", "--file", "3",
+       "/e/f", "--dir", "/g/h", "--tmpfs", "/i/j", "--bind-data", "4", "/k/l", "--bind", "/usr", "/m/n",
+       "--symlink", "x", "/o/p", "--dev", "/q/r", "--proc", "/s/t", "--chmod", "0700", "/a", "true"},
+      fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<uint32_t> parents;
+  for (const rootfs::MountOp& op : got->spec.mounts) parents.push_back(op.parent_mode);
+  EXPECT_EQ(parents, (std::vector<uint32_t>{0700, 0750, 0750, 0755, 0755, 0700, 0700, 0700, 0700, 0700, 0755}));
 }
 
 TEST(BwrapArgs, RepeatedSingleValueOptionsWarnAndTheLastWins) {

@@ -1,5 +1,8 @@
 #include "runtime/spec.h"
 
+#include <functional>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "runtime/defaults.h"
@@ -67,6 +70,17 @@ TEST(ValidateSpec, JoinedNamespacesNeedTheirRules) {
   s = Valid();
   s.namespaces.user = false;
   EXPECT_NE(ValidateSpec(s).message().find("cannot share the caller's"), std::string::npos);
+  // Unless it says so: the host's user namespace (bwrap's exact root, an
+  // opt-in), which then makes, joins and maps nothing.
+  s.host_user_namespace = true;
+  EXPECT_TRUE(ValidateSpec(s).ok()) << ValidateSpec(s);
+  for (auto edit : std::vector<std::function<void(SandboxSpec&)>>{
+           [](SandboxSpec& x) { x.namespaces.user = true; }, [](SandboxSpec& x) { x.join_userns = 3; },
+           [](SandboxSpec& x) { x.map_all_host_ids = true; }, [](SandboxSpec& x) { x.host_uid = 0; }}) {
+    SandboxSpec bad = s;
+    edit(bad);
+    EXPECT_NE(ValidateSpec(bad).message().find("host's user namespace"), std::string::npos);
+  }
 }
 
 TEST(ValidateSpec, RejectsBadBubblewrapFields) {
