@@ -6,6 +6,8 @@
 //   REQUIRE_HOST(test_support::I386Syscalls());
 #pragma once
 
+#include <sys/resource.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -53,5 +55,40 @@ HostProperty X32SyscallsFromWaitStatus(int wait_status);
 // absent, saying so).
 const HostProperty& I386Syscalls();
 const HostProperty& UnfilteredX32Syscalls();
+
+// ---- Programs, networking, limits -------------------------------------------
+
+// `path` is an executable file here ("/usr/bin/openssl is not installed").
+HostProperty Executable(const std::string& path);
+// The host's /usr/bin/python3, which sandboxes see through their /usr bind.
+HostProperty Python3();
+
+// A TCP connection over 127.0.0.1 on the host (listen, connect, accept).
+const HostProperty& Loopback();
+
+// Raises this process's soft RLIMIT_NOFILE to `needed` when it is lower;
+// absent when the hard limit does not allow it.
+HostProperty OpenFiles(rlim_t needed);
+
+// ---- Mounts and device nodes (as root) --------------------------------------
+
+// A detached clone of `dir` (open_tree) can be idmapped (mount_setattr
+// with MOUNT_ATTR_IDMAP and a user namespace made here): what a root
+// launcher does to a workspace whose owner is not the sandbox user's host
+// id. Absent without the new mount API or when `dir`'s filesystem (ramfs,
+// tmpfs before 6.3, ...) does not support idmapped mounts.
+HostProperty IdmappedMounts(const std::string& dir);
+
+// A character node of `major` (a number no driver registered) can be made
+// with mknod in `dir`: not refused by a device cgroup or the lack of
+// CAP_MKNOD (a container).
+HostProperty DeviceNodes(const std::string& dir, uint32_t major);
+// ... and opened as far as the driver lookup (ENXIO): `dir` is not on a
+// nodev mount, so nodes bound from it work inside a sandbox too.
+HostProperty OpenableDeviceNodes(const std::string& dir, uint32_t major);
+
+// A file in `dir` takes an O_DIRECT write (tmpfs before 6.6 and ramfs
+// refuse O_DIRECT): writes that reach the block layer at once.
+HostProperty DirectWrites(const std::string& dir);
 
 }  // namespace cubicle::test_support
