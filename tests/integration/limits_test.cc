@@ -38,6 +38,13 @@ std::vector<std::string> GroupsOf(pid_t owner) {
 
 class RootLimits : public HostHygieneTest {
  protected:
+  // Whether this host's cgroups offer controller `c` (CgroupsUsable, which
+  // SetUp requires, vouches for memory and pids only).
+  static bool Have(cgroups::Controller c) {
+    const runtime::CgroupHost& host = runtime::SharedCgroupHost();
+    return host.layout.ok() && host.layout->Has(c);
+  }
+
   void SetUp() override {
     HostHygieneTest::SetUp();
     if (!IsRoot()) GTEST_SKIP() << "needs root: cgroups are not delegated to this user";
@@ -92,6 +99,9 @@ TEST_F(RootLimits, ForkBombIsBoundedByPidsAndDiesOnTimeout) {
 TEST_F(RootLimits, CpuQuotaBoundsCpuTime) {
   // Two busy loops for 2 s of wall time under a 0.2-CPU quota: the group's
   // own accounting should show about 0.4 s (generous bounds: a loaded VM).
+  if (!Have(cgroups::Controller::kCpu) || !Have(cgroups::Controller::kCpuacct)) {
+    GTEST_SKIP() << "no cpu and cpuacct controllers here: no CPU quota to set and measure";
+  }
   runtime::SandboxSpec spec = ShellSpec("while :; do :; done & while :; do :; done");
   spec.limits.cpus = 0.2;
   spec.timeout = absl::Seconds(2);
@@ -134,6 +144,7 @@ TEST_F(RootLimits, KilledCubicleLeavesNothingAfterTheNextStart) {
 }
 
 TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
+  if (!Have(cgroups::Controller::kCpuacct)) GTEST_SKIP() << "no CPU accounting (cpuacct) here";
   TempDir dir;
   std::string json = dir.Join("status.json");
   ProcessRun run = RunCubicle({"run", "--memory", "128M", "--pids", "64", "--json-status", json, "--",
@@ -146,6 +157,7 @@ TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
 }
 
 TEST_F(RootLimits, CpuBreakerWarnsWithSigusr1ThenKills) {
+  if (!Have(cgroups::Controller::kCpuacct)) GTEST_SKIP() << "no CPU accounting (cpuacct) for the breaker to read";
   // The payload hears SIGUSR1 (and says so) but keeps spinning. The share
   // is low so that a spinning loop stays above it even on a loaded CI
   // machine; if it still dips under at the end of the grace, the breaker
