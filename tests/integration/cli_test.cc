@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -293,6 +294,7 @@ TEST_F(CoreCli, BadWorkspaceIsAUsageErrorNamingIt) {
 }
 
 TEST_F(CoreCli, SeccompFlagSelectsThePolicy) {
+  REQUIRE_HOST(Python3());
   constexpr char kInetSocket[] =
       "import socket\n"
       "try:\n"
@@ -354,6 +356,7 @@ TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
 // with unshare(1) are joined, a new pid namespace is nested under the
 // joined one, and nothing of the sandbox outlives the run.
 TEST_F(CoreCli, BwrapJoinsTheNamespacesItIsGiven) {
+  REQUIRE_HOST(Executable("/usr/bin/unshare"));  // util-linux: the holder of the namespaces
   const std::string mark = absl::StrCat("1000.", ::getpid(), "9");
   RunningProcess holder({"/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork", "/bin/sleep", mark});
   ASSERT_TRUE(holder.started());

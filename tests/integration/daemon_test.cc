@@ -284,6 +284,7 @@ time.sleep(60)
 )PY";
 
 TEST_F(CoreDaemon, SkillCallReturnsTheMatchingResponseAndItsLogs) {
+  REQUIRE_HOST(Python3());
   std::vector<json::value> r = Serve({SkillCall(1, "python", {"python3", "-c", kGoodSkill})});
   ASSERT_EQ(r.size(), 1u);
   ASSERT_TRUE(r[0].as_object().contains("result")) << json::serialize(r[0]);
@@ -294,6 +295,7 @@ TEST_F(CoreDaemon, SkillCallReturnsTheMatchingResponseAndItsLogs) {
 }
 
 TEST_F(CoreDaemon, SkillCallErrorsCarryTheSkillsStatusAndStderr) {
+  REQUIRE_HOST(Python3());
   constexpr char kOverlong[] = "import sys; sys.stdout.write('x' * (5 << 20)); sys.stdout.flush()";
   constexpr char kErrorReply[] =
       "import json,sys; r=json.loads(sys.stdin.readline()); "
@@ -400,6 +402,7 @@ class SocketDaemon {
 };
 
 TEST_F(CoreDaemon, PythonRequestsAreServedByAWarmInterpreter) {
+  REQUIRE_HOST(Python3());
   SocketDaemon d;
   ASSERT_TRUE(d.up());
   json::value warmed = d.Call(R"({"jsonrpc":"2.0","id":1,"method":"pool.warm","params":{"profile":"python","count":1,"timeout_ms":20000}})");

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/cgroup_host.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -58,6 +59,7 @@ class RootLimits : public HostHygieneTest {
 };
 
 TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
+  REQUIRE_HOST(Python3());
   runtime::SandboxSpec spec =
       TestSpec({"python3", "-c", "b = bytearray(512 << 20)\nprint('survived', len(b))"});
   spec.limits.memory_max = 64ull << 20;
@@ -73,6 +75,7 @@ TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
 }
 
 TEST_F(RootLimits, ForkBombIsBoundedByPidsAndDiesOnTimeout) {
+  REQUIRE_HOST(Python3());
   // Every shell forks copies of itself forever; once the pids limit
   // refuses forks they keep trying, and only the timeout ends the sandbox.
   // (Python, not sh: dash gives up at the first refused fork.)
@@ -186,6 +189,7 @@ TEST_F(RootLimits, CpuBreakerWarnsWithSigusr1ThenKills) {
 }
 
 TEST_F(RootLimits, MemoryBreakerSendsSigtermThenKillsAfterTheGrace) {
+  REQUIRE_HOST(Python3());
   runtime::SandboxSpec spec = TestSpec(
       {"python3", "-c",
        "import signal, time\n"
@@ -207,6 +211,7 @@ TEST_F(RootLimits, MemoryBreakerSendsSigtermThenKillsAfterTheGrace) {
 }
 
 TEST_F(RootLimits, MemoryBreakerReasonWhenThePayloadObeysSigterm) {
+  REQUIRE_HOST(Python3());
   runtime::SandboxSpec spec = TestSpec(
       {"python3", "-c", "import time\nb = bytearray(96 << 20)\ntime.sleep(30)\n"});
   spec.breakers.memory_mark = 48ull << 20;
