@@ -233,6 +233,7 @@ TEST_F(CoreCli, TmpSizeCapsTmp) {
 
 TEST_F(CoreCli, WorkspaceIsTheWorkingDirectory) {
   TempDir ws;
+  if (IsRoot()) REQUIRE_HOST(IdmappedMounts(ws.path()));  // root's, shown as the sandbox user's
   ProcessRun run = RunScript({"--workspace", ws.path()}, "pwd; echo made > f");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "/workspace\n");

@@ -472,6 +472,7 @@ TEST_F(CoreDaemon, AWorkspaceUnderAConfiguredRootIsAttachedAtHandoff) {
   TempDir outside;
   const std::string ws = root.Join("ws");
   ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  REQUIRE_HOST(IdmappedMounts(ws));  // root's, shown as the sandbox user's
   const std::string config = root.Join("config.json");
   {
     std::ofstream f(config);

@@ -368,6 +368,8 @@ TEST_F(CoreIsolation, StdioPassesThrough) {
 
 TEST_F(CoreIsolation, WorkspaceIsWritableAndKeepsTheHostOwner) {
   TempDir ws;
+  // As root the workspace (root's) is idmapped to the sandbox user's host id.
+  if (IsRoot()) REQUIRE_HOST(IdmappedMounts(ws.path()));
   struct stat dir_st;
   ASSERT_EQ(::stat(ws.path().c_str(), &dir_st), 0);
   runtime::DefaultsOptions options;
@@ -386,6 +388,7 @@ TEST_F(RootIsolation, IdmappedWorkspaceOfAnotherUserIsWritable) {
   // A workspace owned by an arbitrary host user shows as the sandbox user
   // inside; what the payload writes belongs to that host user.
   TempDir ws;
+  REQUIRE_HOST(IdmappedMounts(ws.path()));
   constexpr uid_t kOwner = 4343;
   ASSERT_EQ(::chown(ws.path().c_str(), kOwner, kOwner), 0);
   runtime::DefaultsOptions options;

@@ -34,6 +34,7 @@
 #include "npu/probe.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -299,6 +300,7 @@ TEST_F(NpuTest, CheckSelectionProbesOnlyTheChipsNamed) {
   // touch it (nor anything else): one probe per chip named, each seeing
   // only its chip (the fake npu-smi logs what it saw into the workspace).
   TempDir ws;
+  REQUIRE_HOST(test_support::IdmappedMounts(ws.path()));  // root's, shown as the sandbox user's
   ::chmod(ws.path().c_str(), 0777);
   runtime::DefaultsOptions defaults;
   defaults.workspace = ws.path();
@@ -420,6 +422,7 @@ TEST_F(NpuTest, RunWithNpu64ShowsTwoChipsRenumberedWithTheirHostMinors) {
 TEST_F(NpuTest, AnOccupiedChipFailsTheRunBeforeThePayloadNamingIt) {
   FakeHost host;
   TempDir ws;
+  REQUIRE_HOST(test_support::IdmappedMounts(ws.path()));  // root's, shown as the sandbox user's
   ::chmod(ws.path().c_str(), 0777);
   ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--npu", "4,5", "--workspace", ws.path(), "--",
                              "/bin/sh", "-c", "touch /workspace/ran"});

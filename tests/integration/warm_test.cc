@@ -116,6 +116,7 @@ TEST_F(CoreWarmPython, AScriptFileRunsAsMainWithItsPathAsArgvZero) {
   }
   ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
   ASSERT_EQ(::chmod(script.c_str(), 0644), 0);
+  if (IsRoot()) REQUIRE_HOST(IdmappedMounts(dir.path()));  // root's, shown as the sandbox user's
   runtime::DefaultsOptions defaults;
   defaults.workspace = dir.path();
   absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = MakeWarm(Python(), defaults);
