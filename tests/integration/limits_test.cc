@@ -225,6 +225,7 @@ TEST_F(RootLimits, MemoryBreakerReasonWhenThePayloadObeysSigterm) {
 TEST_F(RootLimits, IoBreakerKillsAWriteStorm) {
   // Block IO needs a real disk: a host directory (not the sandbox's tmpfs).
   TempDir host;
+  REQUIRE_HOST(DirectWrites(host.path()));  // dd's oflag=direct
   ASSERT_EQ(::chmod(host.path().c_str(), 0777), 0);
   runtime::SandboxSpec spec = ShellSpec(
       "i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/data/f bs=1M count=64 oflag=direct "
