@@ -181,7 +181,13 @@ class NpuTest : public HostHygieneTest {
   void SetUp() override {
     if (!IsRoot()) GTEST_SKIP() << "a fake driver needs mknod: run as root";
     HostHygieneTest::SetUp();
-    ASSERT_NE(SpareMajor(), 0u) << "no spare character major in 234..254";
+    if (SpareMajor() == 0) GTEST_SKIP() << "no spare character major in 234..254 for the fake driver";
+    // A container refuses mknod (its device cgroup, no CAP_MKNOD).
+    TempDir probe;
+    REQUIRE_HOST(test_support::DeviceNodes(probe.path(), SpareMajor()));
+  }
+  void TearDown() override {
+    if (IsRoot()) HostHygieneTest::TearDown();
   }
 };
 
@@ -478,6 +484,9 @@ TEST_F(NpuTest, WithoutNpuNoAcceleratorNodeExistsInside) {
 
 TEST_F(NpuTest, TheDeviceCgroupRefusesNodesNotPassedThrough) {
   FakeHost host;
+  // The nodes are bound in from the fake host: on a nodev mount no open
+  // gets as far as the device cgroup.
+  REQUIRE_HOST(test_support::OpenableDeviceNodes(host.root(), host.major()));
   host.Node("stray", 77);  // a node the sandbox is shown by hand, never allowed
   ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--npu", "4", "--dev-bind", host.Path("dev/stray"),
                              "/dev/stray", "--", "/bin/sh", "-c",
