@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -235,6 +236,7 @@ TEST_F(CoreCli, TmpSizeCapsTmp) {
 
 TEST_F(CoreCli, WorkspaceIsTheWorkingDirectory) {
   TempDir ws;
+  if (IsRoot()) REQUIRE_HOST(IdmappedMounts(ws.path()));  // root's, shown as the sandbox user's
   ProcessRun run = RunScript({"--workspace", ws.path()}, "pwd; echo made > f");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "/workspace\n");
@@ -296,6 +298,7 @@ TEST_F(CoreCli, BadWorkspaceIsAUsageErrorNamingIt) {
 }
 
 TEST_F(CoreCli, SeccompFlagSelectsThePolicy) {
+  REQUIRE_HOST(Python3());
   constexpr char kInetSocket[] =
       "import socket\n"
       "try:\n"
@@ -447,6 +450,7 @@ TEST_F(CoreCli, AsRootTheSandboxHasNoHostGroupsAndSetgroupsIsDenied) {
 // with unshare(1) are joined, a new pid namespace is nested under the
 // joined one, and nothing of the sandbox outlives the run.
 TEST_F(CoreCli, BwrapJoinsTheNamespacesItIsGiven) {
+  REQUIRE_HOST(Executable("/usr/bin/unshare"));  // util-linux: the holder of the namespaces
   const std::string mark = absl::StrCat("1000.", ::getpid(), "9");
   RunningProcess holder({"/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork", "/bin/sleep", mark});
   ASSERT_TRUE(holder.started());

@@ -34,6 +34,7 @@
 #include "egress/bridge.h"
 #include "egress/gateway.h"
 #include "egress/gateway_process.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -41,6 +42,7 @@ namespace cubicle::test_support {
 namespace {
 
 constexpr char kName[] = "files.egress.test";
+constexpr char kOpenssl[] = "/usr/bin/openssl";
 constexpr char kOtherName[] = "other.egress.test";
 
 // The test servers: HTTP and HTTPS on ephemeral ports of 127.0.0.1. Each
@@ -113,14 +115,15 @@ class EgressTest : public HostHygieneTest {
   // The CA and the server certificate (for both test names) are made once.
   static void SetUpTestSuite() {
     certs_ = new TempDir();
+    if (!Executable(kOpenssl).present) return;  // every test skips, saying so
     const std::string d = certs_->path();
     const std::string ext = certs_->Join("san.ext");
     WriteFile(ext, absl::StrCat("subjectAltName=DNS:", kName, ",DNS:", kOtherName, "\n"));
-    ok_ = RunQuietly({"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+    ok_ = RunQuietly({kOpenssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
                       "/CN=cubicle egress test CA", "-keyout", d + "/ca.key", "-out", d + "/ca.pem"}) &&
-          RunQuietly({"/usr/bin/openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj",
+          RunQuietly({kOpenssl, "req", "-newkey", "rsa:2048", "-nodes", "-subj",
                       absl::StrCat("/CN=", kName), "-keyout", d + "/server.key", "-out", d + "/server.csr"}) &&
-          RunQuietly({"/usr/bin/openssl", "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.pem", "-CAkey",
+          RunQuietly({kOpenssl, "x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.pem", "-CAkey",
                       d + "/ca.key", "-CAcreateserial", "-days", "2", "-extfile", ext, "-out", d + "/server.pem"});
     ca_pem_ = ReadFile(d + "/ca.pem");
   }
@@ -134,8 +137,12 @@ class EgressTest : public HostHygieneTest {
     // Sandboxes launched in this process exec the cubicle binary as their
     // gateway (this process is a test binary, not cubicle).
     egress::SetGatewayExecutable(CubicleBinary());
+    // The test servers are the host's python3 on 127.0.0.1, with a CA made
+    // by the openssl CLI.
+    REQUIRE_HOST(Python3());
+    REQUIRE_HOST(Executable(kOpenssl));
+    REQUIRE_HOST(Loopback());
     ASSERT_TRUE(ok_) << "could not make the test certificates";
-    if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "needs /usr/bin/python3";
     for (const char* f : {"server.pem", "server.key"}) {
       ASSERT_TRUE(WriteFile(dir_.Join(f), ReadFile(certs_->Join(f))));
     }
@@ -748,7 +755,13 @@ TEST_F(EgressTest, GatewayThatCannotStartFailsTheSandboxCleanly) {
 // The gateway engine alone, in this process (no sandbox; the bridge's
 // hand-off done here with the function init runs): hundreds of open tunnels, and it still answers a new
 // connection at once; detaching the sandbox closes every one of them.
-class EgressGatewayTest : public HostHygieneTest {};
+class EgressGatewayTest : public HostHygieneTest {
+ protected:
+  void SetUp() override {
+    HostHygieneTest::SetUp();
+    REQUIRE_HOST(Loopback());
+  }
+};
 
 UniqueFd ListenLoopback(uint16_t* port) {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -784,6 +797,10 @@ std::string ReadHead(int fd) {
 
 TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox) {
   constexpr int kTunnels = 300;
+  // Each tunnel holds about eight fds in this process (the client's and the
+  // gateway's sockets, the upstream one, the splice pipes): past a soft
+  // RLIMIT_NOFILE of 1024, a common default, though rarely past the hard one.
+  REQUIRE_HOST(OpenFiles(kTunnels * 10));
   TempDir dir;
   // The upstream: a listener nobody accepts on (the kernel completes the
   // handshakes into its backlog), and an echo server.

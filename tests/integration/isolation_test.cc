@@ -23,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "runtime/defaults.h"
 #include "runtime/launcher.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -71,7 +72,15 @@ SYS = {"x86_64": {"bpf": 321, "keyctl": 250}, "aarch64": {"bpf": 280, "keyctl": 
 std::string Probe(absl::string_view body) { return Python(absl::StrCat(kPyPrelude, body)); }
 
 class CoreIsolation : public HostHygieneTest {};
-class CoreSeccomp : public HostHygieneTest {};
+// Its probes are Python (ctypes): where the host has no python3 for the
+// sandbox to run, there is nothing to probe with.
+class CoreSeccomp : public HostHygieneTest {
+ protected:
+  void SetUp() override {
+    HostHygieneTest::SetUp();
+    REQUIRE_HOST(Python3());
+  }
+};
 class RootIsolation : public HostHygieneTest {
  protected:
   void SetUp() override {
@@ -359,6 +368,8 @@ TEST_F(CoreIsolation, StdioPassesThrough) {
 
 TEST_F(CoreIsolation, WorkspaceIsWritableAndKeepsTheHostOwner) {
   TempDir ws;
+  // As root the workspace (root's) is idmapped to the sandbox user's host id.
+  if (IsRoot()) REQUIRE_HOST(IdmappedMounts(ws.path()));
   struct stat dir_st;
   ASSERT_EQ(::stat(ws.path().c_str(), &dir_st), 0);
   runtime::DefaultsOptions options;
@@ -377,6 +388,7 @@ TEST_F(RootIsolation, IdmappedWorkspaceOfAnotherUserIsWritable) {
   // A workspace owned by an arbitrary host user shows as the sandbox user
   // inside; what the payload writes belongs to that host user.
   TempDir ws;
+  REQUIRE_HOST(IdmappedMounts(ws.path()));
   constexpr uid_t kOwner = 4343;
   ASSERT_EQ(::chown(ws.path().c_str(), kOwner, kOwner), 0);
   runtime::DefaultsOptions options;

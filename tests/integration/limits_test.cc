@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/cgroup_host.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -38,6 +39,13 @@ std::vector<std::string> GroupsOf(pid_t owner) {
 
 class RootLimits : public HostHygieneTest {
  protected:
+  // Whether this host's cgroups offer controller `c` (CgroupsUsable, which
+  // SetUp requires, vouches for memory and pids only).
+  static bool Have(cgroups::Controller c) {
+    const runtime::CgroupHost& host = runtime::SharedCgroupHost();
+    return host.layout.ok() && host.layout->Has(c);
+  }
+
   void SetUp() override {
     HostHygieneTest::SetUp();
     if (!IsRoot()) GTEST_SKIP() << "needs root: cgroups are not delegated to this user";
@@ -51,6 +59,7 @@ class RootLimits : public HostHygieneTest {
 };
 
 TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
+  REQUIRE_HOST(Python3());
   runtime::SandboxSpec spec =
       TestSpec({"python3", "-c", "b = bytearray(512 << 20)\nprint('survived', len(b))"});
   spec.limits.memory_max = 64ull << 20;
@@ -66,6 +75,7 @@ TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
 }
 
 TEST_F(RootLimits, ForkBombIsBoundedByPidsAndDiesOnTimeout) {
+  REQUIRE_HOST(Python3());
   // Every shell forks copies of itself forever; once the pids limit
   // refuses forks they keep trying, and only the timeout ends the sandbox.
   // (Python, not sh: dash gives up at the first refused fork.)
@@ -92,6 +102,9 @@ TEST_F(RootLimits, ForkBombIsBoundedByPidsAndDiesOnTimeout) {
 TEST_F(RootLimits, CpuQuotaBoundsCpuTime) {
   // Two busy loops for 2 s of wall time under a 0.2-CPU quota: the group's
   // own accounting should show about 0.4 s (generous bounds: a loaded VM).
+  if (!Have(cgroups::Controller::kCpu) || !Have(cgroups::Controller::kCpuacct)) {
+    GTEST_SKIP() << "no cpu and cpuacct controllers here: no CPU quota to set and measure";
+  }
   runtime::SandboxSpec spec = ShellSpec("while :; do :; done & while :; do :; done");
   spec.limits.cpus = 0.2;
   spec.timeout = absl::Seconds(2);
@@ -134,6 +147,7 @@ TEST_F(RootLimits, KilledCubicleLeavesNothingAfterTheNextStart) {
 }
 
 TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
+  if (!Have(cgroups::Controller::kCpuacct)) GTEST_SKIP() << "no CPU accounting (cpuacct) here";
   TempDir dir;
   std::string json = dir.Join("status.json");
   ProcessRun run = RunCubicle({"run", "--memory", "128M", "--pids", "64", "--json-status", json, "--",
@@ -146,6 +160,7 @@ TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
 }
 
 TEST_F(RootLimits, CpuBreakerWarnsWithSigusr1ThenKills) {
+  if (!Have(cgroups::Controller::kCpuacct)) GTEST_SKIP() << "no CPU accounting (cpuacct) for the breaker to read";
   // The payload hears SIGUSR1 (and says so) but keeps spinning. The share
   // is low so that a spinning loop stays above it even on a loaded CI
   // machine; if it still dips under at the end of the grace, the breaker
@@ -174,6 +189,7 @@ TEST_F(RootLimits, CpuBreakerWarnsWithSigusr1ThenKills) {
 }
 
 TEST_F(RootLimits, MemoryBreakerSendsSigtermThenKillsAfterTheGrace) {
+  REQUIRE_HOST(Python3());
   runtime::SandboxSpec spec = TestSpec(
       {"python3", "-c",
        "import signal, time\n"
@@ -195,6 +211,7 @@ TEST_F(RootLimits, MemoryBreakerSendsSigtermThenKillsAfterTheGrace) {
 }
 
 TEST_F(RootLimits, MemoryBreakerReasonWhenThePayloadObeysSigterm) {
+  REQUIRE_HOST(Python3());
   runtime::SandboxSpec spec = TestSpec(
       {"python3", "-c", "import time\nb = bytearray(96 << 20)\ntime.sleep(30)\n"});
   spec.breakers.memory_mark = 48ull << 20;
@@ -208,6 +225,7 @@ TEST_F(RootLimits, MemoryBreakerReasonWhenThePayloadObeysSigterm) {
 TEST_F(RootLimits, IoBreakerKillsAWriteStorm) {
   // Block IO needs a real disk: a host directory (not the sandbox's tmpfs).
   TempDir host;
+  REQUIRE_HOST(DirectWrites(host.path()));  // dd's oflag=direct
   ASSERT_EQ(::chmod(host.path().c_str(), 0777), 0);
   runtime::SandboxSpec spec = ShellSpec(
       "i=0; while [ $i -lt 40 ]; do dd if=/dev/zero of=/data/f bs=1M count=64 oflag=direct "

@@ -34,6 +34,7 @@
 #include "npu/probe.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -182,7 +183,13 @@ class NpuTest : public HostHygieneTest {
   void SetUp() override {
     if (!IsRoot()) GTEST_SKIP() << "a fake driver needs mknod: run as root";
     HostHygieneTest::SetUp();
-    ASSERT_NE(SpareMajor(), 0u) << "no spare character major in 234..254";
+    if (SpareMajor() == 0) GTEST_SKIP() << "no spare character major in 234..254 for the fake driver";
+    // A container refuses mknod (its device cgroup, no CAP_MKNOD).
+    TempDir probe;
+    REQUIRE_HOST(test_support::DeviceNodes(probe.path(), SpareMajor()));
+  }
+  void TearDown() override {
+    if (IsRoot()) HostHygieneTest::TearDown();
   }
 };
 
@@ -301,6 +308,7 @@ TEST_F(NpuTest, CheckSelectionProbesOnlyTheChipsNamed) {
   // touch it (nor anything else): one probe per chip named, each seeing
   // only its chip (the fake npu-smi logs what it saw into the workspace).
   TempDir ws;
+  REQUIRE_HOST(test_support::IdmappedMounts(ws.path()));  // root's, shown as the sandbox user's
   ::chmod(ws.path().c_str(), 0777);
   runtime::DefaultsOptions defaults;
   defaults.workspace = ws.path();
@@ -422,6 +430,7 @@ TEST_F(NpuTest, RunWithNpu64ShowsTwoChipsRenumberedWithTheirHostMinors) {
 TEST_F(NpuTest, AnOccupiedChipFailsTheRunBeforeThePayloadNamingIt) {
   FakeHost host;
   TempDir ws;
+  REQUIRE_HOST(test_support::IdmappedMounts(ws.path()));  // root's, shown as the sandbox user's
   ::chmod(ws.path().c_str(), 0777);
   ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--npu", "4,5", "--workspace", ws.path(), "--",
                              "/bin/sh", "-c", "touch /workspace/ran"});
@@ -477,6 +486,9 @@ TEST_F(NpuTest, WithoutNpuNoAcceleratorNodeExistsInside) {
 
 TEST_F(NpuTest, TheDeviceCgroupRefusesNodesNotPassedThrough) {
   FakeHost host;
+  // The nodes are bound in from the fake host: on a nodev mount no open
+  // gets as far as the device cgroup.
+  REQUIRE_HOST(test_support::OpenableDeviceNodes(host.root(), host.major()));
   host.Node("stray", 77);  // a node the sandbox is shown by hand, never allowed
   ProcessRun r = RunCubicle({"run", "--npu-root", host.root(), "--npu", "4", "--dev-bind", host.Path("dev/stray"),
                              "/dev/stray", "--", "/bin/sh", "-c",

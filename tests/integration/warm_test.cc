@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -53,7 +54,15 @@ pid_t InterpreterPid(pid_t init) {
   return pid;
 }
 
-class CoreWarmPython : public HostHygieneTest {};
+// The host's python3, seen through the sandbox's /usr bind.
+class CoreWarmPython : public HostHygieneTest {
+ protected:
+  void SetUp() override {
+    HostHygieneTest::SetUp();
+    REQUIRE_HOST(Python3());
+  }
+};
+class CoreWarm : public HostHygieneTest {};
 
 TEST_F(CoreWarmPython, TheInterpreterIsRunningBeforeTheRequestAndServesIt) {
   absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = MakeWarm(Python());
@@ -107,6 +116,7 @@ TEST_F(CoreWarmPython, AScriptFileRunsAsMainWithItsPathAsArgvZero) {
   }
   ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
   ASSERT_EQ(::chmod(script.c_str(), 0644), 0);
+  if (IsRoot()) REQUIRE_HOST(IdmappedMounts(dir.path()));  // root's, shown as the sandbox user's
   runtime::DefaultsOptions defaults;
   defaults.workspace = dir.path();
   absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = MakeWarm(Python(), defaults);
@@ -243,7 +253,7 @@ TEST_F(CoreWarmPython, APreloadThatFailsIsACreateErrorNamingTheModule) {
   EXPECT_TRUE(absl::StrContains(z.status().message(), "preload")) << z.status();
 }
 
-TEST_F(CoreWarmPython, ANonPythonInterpreterIsRefused) {
+TEST_F(CoreWarm, ANonPythonInterpreterIsRefused) {
   absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = MakeWarm({{"/bin/sh"}, {}});
   ASSERT_FALSE(z.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(z.status())) << z.status();

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "namespaces/idmap.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -140,6 +141,7 @@ TEST_F(CoreZygote, TheWorkspaceIsAttachedAtHandOff) {
     return;
   }
   TempDir host;
+  REQUIRE_HOST(IdmappedMounts(host.path()));  // root's, shown as the sandbox user's
   ASSERT_TRUE(WriteFile(host.Join("input.txt"), "from the host\n"));
   runtime::ZygoteOptions options;
   options.accept_workspace = true;
@@ -163,6 +165,7 @@ TEST_F(CoreZygote, TheWorkspaceIsAttachedAtHandOff) {
 TEST_F(CoreZygote, ConcurrentExecutionsSeeOnlyTheirOwnWorkspace) {
   if (!IsRoot()) GTEST_SKIP() << "a workspace is attached at hand-off only as root";
   TempDir a_dir, b_dir;
+  REQUIRE_HOST(IdmappedMounts(a_dir.path()));
   ASSERT_TRUE(WriteFile(a_dir.Join("a-only.txt"), "a\n"));
   ASSERT_TRUE(WriteFile(b_dir.Join("b-only.txt"), "b\n"));
   runtime::ZygoteOptions options;

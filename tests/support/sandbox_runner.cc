@@ -325,7 +325,20 @@ std::vector<pid_t> ProcessesWithArgument(absl::string_view marker) {
 }
 
 std::vector<std::string> HostMounts() {
-  std::vector<std::string> lines = Lines(ReadFile("/proc/self/mountinfo"));
+  static const std::set<std::string, std::less<>> kAutomounted = {
+      "autofs", "binfmt_misc", "bpf", "configfs", "debugfs", "efivarfs",
+      "fusectl", "pstore", "rpc_pipefs", "securityfs", "tracefs"};
+  std::vector<std::string> lines;
+  for (std::string& line : Lines(ReadFile("/proc/self/mountinfo"))) {
+    // "... - FSTYPE SOURCE OPTIONS"
+    size_t dash = line.find(" - ");
+    if (dash != std::string::npos) {
+      absl::string_view type = absl::string_view(line).substr(dash + 3);
+      type = type.substr(0, type.find(' '));
+      if (kAutomounted.contains(type)) continue;
+    }
+    lines.push_back(std::move(line));
+  }
   std::sort(lines.begin(), lines.end());
   return lines;
 }

@@ -120,7 +120,10 @@ std::vector<pid_t> WaitUntilGone(absl::string_view marker, absl::Duration limit 
 std::vector<pid_t> ProcessesWithArgument(absl::string_view marker);
 
 // The host mount table as this process sees it (/proc/self/mountinfo
-// lines, sorted): equal before and after means no mount leaked.
+// lines, sorted): equal before and after means no mount leaked. Left out:
+// the kernel's pseudo filesystems that the host mounts on first access
+// (tracefs at /sys/kernel/tracing, debugfs, binfmt_misc, autofs points...),
+// which any process may trigger during a test and no sandbox ever makes.
 std::vector<std::string> HostMounts();
 
 // Names in directory `dir` (no "." or "..").

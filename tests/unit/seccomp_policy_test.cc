@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/host_probes.h"
 
 namespace cubicle::seccomp {
 namespace {
@@ -450,16 +451,25 @@ TEST(DefaultPolicyTest, AllowsOnlyTheHarmlessPersonas) {
 // --- Other ABIs -----------------------------------------------------------
 
 #if defined(__x86_64__)
+// Both probes first ask the host, with no filter, what the foreign syscall
+// does there: only a call that lives unfiltered can show what the filter
+// does to it.
 TEST(ForeignAbiTest, X32SyscallIsRefused) {
+  // The filter acts before the kernel looks the number up, so the kernel
+  // need not have x32: built without it, it answers ENOSYS by itself. Only
+  // the bad-arch action's SIGSYS shows that the filter, not the kernel,
+  // refused it, so the host must not kill the call by itself.
+  REQUIRE_HOST(test_support::UnfilteredX32Syscalls());
   int status = RunConfined(Policy::kDefault,
                            [] { return ErrnoOf(syscall(__X32_SYSCALL_BIT | __NR_getpid)); });
   EXPECT_TRUE(Refused(status));
-  // A kernel built without x32 answers ENOSYS by itself; only the bad-arch
-  // action's SIGSYS shows that the filter, not the kernel, refused it.
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS) << Describe(status);
 }
 
 TEST(ForeignAbiTest, I386SyscallViaInt80IsRefused) {
+  // Not every x86_64 host runs int 0x80 at all (ia32 emulation off at
+  // build or boot, or not offered by the hypervisor: SIGSEGV unfiltered).
+  REQUIRE_HOST(test_support::I386Syscalls());
   int status = RunConfined(Policy::kDefault, [] {
     long rc;
     // 20 is getpid in the i386 table; int 0x80 clobbers r8-r11 on x86_64.
@@ -469,6 +479,38 @@ TEST(ForeignAbiTest, I386SyscallViaInt80IsRefused) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS) << Describe(status);
 }
 #endif
+
+// How an unfiltered probe child's end decides whether the tests above can
+// run: the wait statuses a host can give.
+TEST(ForeignAbiProbeTest, I386RunsOnlyWhereInt80ReturnsThePid) {
+  using test_support::I386SyscallsFromWaitStatus;
+  EXPECT_TRUE(I386SyscallsFromWaitStatus(W_EXITCODE(test_support::kProbeReturnedPid, 0)).present);
+  test_support::HostProperty segv = I386SyscallsFromWaitStatus(W_EXITCODE(0, SIGSEGV));
+  EXPECT_FALSE(segv.present);
+  EXPECT_EQ(segv.absent_reason,
+            "this host does not execute i386 syscalls via int 0x80: unfiltered getpid died of SIGSEGV");
+  test_support::HostProperty sigsys = I386SyscallsFromWaitStatus(W_EXITCODE(0, SIGSYS));
+  EXPECT_FALSE(sigsys.present);
+  EXPECT_NE(sigsys.absent_reason.find("died of SIGSYS (a seccomp filter of the host's own"), std::string::npos)
+      << sigsys.absent_reason;
+  test_support::HostProperty enosys = I386SyscallsFromWaitStatus(W_EXITCODE(ENOSYS, 0));
+  EXPECT_FALSE(enosys.present);
+  EXPECT_NE(enosys.absent_reason.find("unfiltered getpid returned ENOSYS"), std::string::npos)
+      << enosys.absent_reason;
+  EXPECT_FALSE(I386SyscallsFromWaitStatus(W_EXITCODE(test_support::kProbeReturnedOther, 0)).present);
+}
+
+TEST(ForeignAbiProbeTest, X32RunsWhereverTheUnfilteredCallReturns) {
+  using test_support::X32SyscallsFromWaitStatus;
+  // x32 in the kernel, x32 left out of it, a host filter's errno.
+  for (int code : {test_support::kProbeReturnedPid, ENOSYS, EPERM}) {
+    EXPECT_TRUE(X32SyscallsFromWaitStatus(W_EXITCODE(code, 0)).present) << code;
+  }
+  test_support::HostProperty killed = X32SyscallsFromWaitStatus(W_EXITCODE(0, SIGSYS));
+  EXPECT_FALSE(killed.present);
+  EXPECT_NE(killed.absent_reason.find("unfiltered x32 getpid died of SIGSYS"), std::string::npos)
+      << killed.absent_reason;
+}
 
 // --- No network -----------------------------------------------------------
 
