@@ -110,15 +110,23 @@ std::optional<cgroups::Layout> LoadCachedLayout(const std::string& dir, const st
 absl::Status StoreCachedLayout(const std::string& dir, const std::string& key, const cgroups::Layout& layout) {
   if (dir.empty()) return absl::FailedPreconditionError("no directory for the host cache");
   if (layout.emulated) return absl::InvalidArgumentError("an emulated layout is not a host's");
-  if (::mkdir(dir.c_str(), ::geteuid() == 0 ? 0755 : 0700) != 0 && errno != EEXIST) {
-    return ErrnoStatus(errno, absl::StrCat("mkdir(", dir, ")"));
-  }
+  const mode_t dir_mode = ::geteuid() == 0 ? 0755 : 0700;
+  const bool created = ::mkdir(dir.c_str(), dir_mode) == 0;
+  if (!created && errno != EEXIST) return ErrnoStatus(errno, absl::StrCat("mkdir(", dir, ")"));
   CUBICLE_ASSIGN_OR_RETURN(UniqueFd dfd, OpenPrivateDir(dir));
+  if (created && ::fchmod(dfd.get(), dir_mode) != 0) return ErrnoStatus(errno, absl::StrCat("fchmod(", dir, ")"));
   const std::string text =
       absl::StrCat(kMagic, "\nkey\t", absl::CEscape(key), "\n", cgroups::SerializeLayout(layout));
   const std::string tmp = absl::StrCat(".", kFileName, ".", ::getpid(), ".", ::gettid());
   UniqueFd fd(::openat(dfd.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd) return ErrnoStatus(errno, absl::StrCat("create(", dir, "/", tmp, ")"));
+  // The mode is the cache's, not the umask's: 0644 under any umask, so that
+  // what a run leaves is the same on every host (nothing in it is secret).
+  if (::fchmod(fd.get(), 0644) != 0) {
+    absl::Status st = ErrnoStatus(errno, absl::StrCat("fchmod(", dir, "/", tmp, ")"));
+    ::unlinkat(dfd.get(), tmp.c_str(), 0);
+    return st;
+  }
   size_t put = 0;
   while (put < text.size()) {
     ssize_t n = ::write(fd.get(), text.data() + put, text.size() - put);

@@ -8,4 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CUBICLE_BUILD_DIR:-$root/build}
 jobs=${CUBICLE_TEST_JOBS:-$(nproc)}
 cd "$build"
+# The fixtures are made with ordinary modes (a file the sandbox user reads,
+# a directory it enters); a caller's umask of 077 would make them private.
+# What cubicle itself writes does not depend on the umask.
+umask 022
 ctest --output-on-failure -j "$jobs" --timeout 300

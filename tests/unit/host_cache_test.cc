@@ -162,6 +162,22 @@ TEST(HostCache, StoredLayoutIsLoadedUnderItsKeyOnly) {
   EXPECT_EQ(::rmdir(dir.c_str()), 0) << "the directory held something else";
 }
 
+// The modes are the cache's own under any umask (CI's may be 077).
+TEST(HostCache, TheModesDoNotFollowTheUmask) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/cache";
+  const mode_t old = ::umask(077);
+  const absl::Status stored = runtime::StoreCachedLayout(dir, "k", EmptyLayout());
+  ::umask(old);
+  ASSERT_TRUE(stored.ok()) << stored;
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, ::geteuid() == 0 ? 0755u : 0700u) << std::oct << st.st_mode;
+  ASSERT_EQ(::stat((dir + "/host-cache").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << std::oct << st.st_mode;
+  EXPECT_TRUE(runtime::LoadCachedLayout(dir, "k").has_value());
+}
+
 TEST(HostCache, AFileOthersMayWriteOrAForeignOneIsNotTrusted) {
   TempDir tmp;
   const std::string dir = tmp.path() + "/cache";
