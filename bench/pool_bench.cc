@@ -4,13 +4,17 @@
 // zygote built on the spot (the cold path), plain posix_spawn and bwrap;
 // Python from a pool of warm interpreters; the daemon's skill.call round
 // trip of a trivial Python skill, warm and exec'd; executions per second
-// with two clients; and the memory an idle zygote holds (PSS).
+// with two clients; the memory an idle zygote holds (PSS); and the whole
+// round trip of a pooled sandbox.run through the `cubicle serve` binary.
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <future>
@@ -27,6 +31,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/config.h"
 #include "rpc/daemon.h"
@@ -284,6 +289,125 @@ void IdlePss(benchmark::State& state, bool warm) {
   state.counters["pss_kib"] = static_cast<double>(pss);
 }
 
+// `cubicle serve` as an orchestrator runs it (DESIGN §1): the binary,
+// spawned with its stdin and stdout on pipes, the built-in configuration,
+// one JSON-RPC request line written, one reply line read. Stderr (its JSON
+// log) goes to /dev/null. Binary: $CUBICLE_BINARY, default the `cubicle`
+// target of the same build.
+class ServeProcess {
+ public:
+  static ServeProcess& Shared() {
+    static ServeProcess* serve = new ServeProcess();  // ended by ~Daemon at exit: see Stop
+    return *serve;
+  }
+  bool ok() const { return pid_ > 0; }
+
+  // One request line out, one reply line back ("" if the daemon is gone).
+  std::string Call(const std::string& line) {
+    std::string out = line + "\n";
+    for (size_t off = 0; off < out.size();) {
+      ssize_t n = ::write(to_, out.data() + off, out.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return "";
+      off += static_cast<size_t>(n);
+    }
+    for (;;) {
+      size_t nl = pending_.find('\n');
+      if (nl != std::string::npos) {
+        std::string reply = pending_.substr(0, nl);
+        pending_.erase(0, nl + 1);
+        return reply;
+      }
+      char buf[65536];
+      ssize_t n = ::read(from_, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return "";
+      pending_.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  // Every pool warm (min_idle ready) and quiet: nothing being built or torn
+  // down. Bounded: 30 s.
+  void WaitQuiet() {
+    Call(R"({"jsonrpc":"2.0","id":0,"method":"pool.warm","params":{"profile":"shell","timeout_ms":30000}})");
+    for (int i = 0; i < 30000; ++i) {
+      boost::json::value v = boost::json::parse(Call(R"({"jsonrpc":"2.0","id":0,"method":"pool.stats"})"));
+      bool quiet = true;
+      for (const auto& [name, p] : v.at("result").at("pools").as_object()) {
+        const boost::json::object& o = p.as_object();
+        quiet = quiet && o.at("building").as_int64() == 0 && o.at("tearing_down").as_int64() == 0 &&
+                o.at("idle").as_int64() >= o.at("min_idle").as_int64();
+      }
+      if (quiet) return;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+
+ private:
+  ServeProcess() {
+    const char* env = std::getenv("CUBICLE_BINARY");
+    const std::string binary = env != nullptr && *env != '\0' ? env : CUBICLE_BINARY_PATH;
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, DevNull(), 2);
+    const char* argv[] = {binary.c_str(), "serve", nullptr};
+    if (::posix_spawn(&pid_, argv[0], &actions, nullptr, const_cast<char**>(argv), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    // At exit: EOF on its stdin, the daemon drains and removes every
+    // sandbox and cgroup before it exits; wait for that.
+    std::atexit([] {
+      ServeProcess& s = Shared();
+      ::close(s.to_);
+      int status;
+      if (s.pid_ > 0) ::waitpid(s.pid_, &status, 0);
+    });
+  }
+
+  pid_t pid_ = -1;
+  int to_ = -1;
+  int from_ = -1;
+  std::string pending_;
+};
+
+// A pooled sandbox.run of /bin/true through `cubicle serve`, request line
+// written to reply line read. `quiet`: each request waits (untimed) until
+// the previous one's teardown and refill are done — the latency of
+// requests spaced further apart than a refill. Otherwise back to back: the
+// previous request's teardown and refill share the 2 CPUs with this one,
+// and a request that finds the pool empty takes the cold path (counter
+// `miss`, the share of repetitions that did).
+void DaemonRun(benchmark::State& state, bool quiet) {
+  ServeProcess& serve = ServeProcess::Shared();
+  if (!serve.ok()) {
+    state.SkipWithError("cubicle serve did not start");
+    for (auto _ : state) {
+    }
+    return;
+  }
+  static bool warmed = false;
+  if (quiet || !warmed) serve.WaitQuiet();
+  warmed = true;
+  const std::string line =
+      R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"profile":"shell","argv":["/bin/true"]}})";
+  std::string reply;
+  for (auto _ : state) {
+    reply = serve.Call(line);
+  }
+  if (!absl::StrContains(reply, R"("reason":"exited","exit_code":0)")) {
+    state.SkipWithError(reply.empty() ? "cubicle serve ended" : reply.c_str());
+  }
+  // A miss is built on the spot: its steps include the sandbox's own.
+  state.counters["miss"] = absl::StrContains(reply, R"("step":"rootfs")") ? 1 : 0;
+}
+
 const std::vector<std::string> kWarmPythonArgv = {"python3", "-I", "-c", "pass"};
 
 void BM_PooledTrue(benchmark::State& s) { PooledRun(s, kTrue); }
@@ -302,6 +426,8 @@ void BM_SkillCallWarm(benchmark::State& s) { SkillCall(s, ArgvJson("python3")); 
 void BM_SkillCallExec(benchmark::State& s) { SkillCall(s, ArgvJson("/usr/bin/python3")); }
 void BM_ThroughputPooledTrue(benchmark::State& s) { Throughput(s, kTrue, false); }
 void BM_ThroughputWarmPython(benchmark::State& s) { Throughput(s, kWarmPythonArgv, true); }
+void BM_DaemonTrue(benchmark::State& s) { DaemonRun(s, /*quiet=*/true); }
+void BM_DaemonTrueBackToBack(benchmark::State& s) { DaemonRun(s, /*quiet=*/false); }
 void BM_IdlePssShell(benchmark::State& s) { IdlePss(s, false); }
 void BM_IdlePssWarmPython(benchmark::State& s) { IdlePss(s, true); }
 void BM_ColdTrue(benchmark::State& s) { ColdRun(s, kTrue); }
@@ -314,6 +440,8 @@ BENCHMARK(BM_SpawnTrue)->Apply(PerExecution);
 BENCHMARK(BM_BwrapTrue)->Apply(PerExecution);
 BENCHMARK(BM_ColdTrue)->Apply(PerExecution);
 BENCHMARK(BM_PooledTrue)->Apply(PerExecution);
+BENCHMARK(BM_DaemonTrue)->Apply(PerExecution);
+BENCHMARK(BM_DaemonTrueBackToBack)->Apply(PerExecution);
 BENCHMARK(BM_SpawnPython)->Apply(PerExecution);
 BENCHMARK(BM_BwrapPython)->Apply(PerExecution);
 BENCHMARK(BM_ColdPython)->Apply(PerExecution);

@@ -589,6 +589,18 @@ void Daemon::HandleLine(const std::string& line, std::function<void(std::string)
     return;
   }
   asio::post(workers_->pool, [this, in = std::move(in), reply = std::move(reply)]() mutable {
+    // A request that runs a sandbox holds back every pool's refill and
+    // teardown until its reply is out (runtime::Pool::Hold): they would
+    // share the CPUs with it, and a refill's fork of this process makes
+    // the reply's writes copy-on-write faults.
+    std::vector<runtime::Pool::Hold> holds;
+    for (const Entry& e : in.entries) {
+      if (!e.error && (e.call.method == "sandbox.run" || e.call.method == "skill.call")) {
+        holds.reserve(pools_.size());
+        for (auto& [name, pool] : pools_) holds.push_back(pool->HoldBackground());
+        break;
+      }
+    }
     std::vector<std::string> replies;
     for (Entry& e : in.entries) {
       if (e.error) {
@@ -608,6 +620,7 @@ void Daemon::HandleLine(const std::string& line, std::function<void(std::string)
     }
     std::string out = in.batch ? Batch(replies) : (replies.empty() ? "" : replies.front());
     if (!out.empty()) reply(std::move(out));
+    holds.clear();  // written (stdio) or queued for the socket's writer
     in_flight_.fetch_sub(1);
   });
 }

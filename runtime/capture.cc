@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <thread>
+#include <algorithm>
 
 #include "base/status.h"
 #include "base/unique_fd.h"
@@ -73,12 +73,34 @@ struct LineSplitter {
   }
 };
 
-// Reads both pipes until both are at EOF — or, once the line hook has
-// what it wanted, until neither holds more data: what the payload wrote
-// before its answer is in the pipes already, and nothing after it is
-// needed, so the caller does not wait for the sandbox to die.
-void Drain(Stream (&streams)[2], uint64_t budget, LineSplitter* lines) {
+// One read of a readable (or closed) pipe: the bytes are kept up to the
+// budget and fed to the line hook. False at EOF (or a read error), when the
+// stream is closed.
+bool ReadOnce(Stream& s, bool is_stdout, uint64_t budget, LineSplitter* lines) {
   char buf[65536];
+  ssize_t n;
+  do {
+    n = ::read(s.read_end.get(), buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) {
+    s.open = false;
+    if (is_stdout) lines->Finish();
+    return false;
+  }
+  if (is_stdout) lines->Feed(buf, static_cast<size_t>(n));
+  *s.total += static_cast<uint64_t>(n);
+  uint64_t room = budget > s.data->size() ? budget - s.data->size() : 0;
+  s.data->append(buf, static_cast<size_t>(std::min<uint64_t>(room, static_cast<uint64_t>(n))));
+  if (static_cast<uint64_t>(n) > room) *s.truncated = true;
+  return true;
+}
+
+// What is left once the execution has returned: both pipes until both are
+// at EOF — or, once the line hook has what it wanted, until neither holds
+// more data: what the payload wrote before its answer is in the pipes
+// already, and nothing after it is needed, so the caller does not wait for
+// the sandbox to die.
+void Drain(Stream (&streams)[2], uint64_t budget, LineSplitter* lines) {
   while (streams[0].open || streams[1].open) {
     struct pollfd fds[2];
     for (int i = 0; i < 2; ++i) fds[i] = {streams[i].open ? streams[i].read_end.get() : -1, POLLIN, 0};
@@ -89,20 +111,9 @@ void Drain(Stream (&streams)[2], uint64_t budget, LineSplitter* lines) {
       return;
     }
     for (int i = 0; i < 2; ++i) {
-      if (!streams[i].open || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t n = ::read(streams[i].read_end.get(), buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        streams[i].open = false;
-        if (i == 0) lines->Finish();
-        continue;
+      if (streams[i].open && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        ReadOnce(streams[i], i == 0, budget, lines);
       }
-      Stream& s = streams[i];
-      if (i == 0) lines->Feed(buf, static_cast<size_t>(n));
-      *s.total += static_cast<uint64_t>(n);
-      uint64_t room = budget > s.data->size() ? budget - s.data->size() : 0;
-      s.data->append(buf, static_cast<size_t>(std::min<uint64_t>(room, static_cast<uint64_t>(n))));
-      if (static_cast<uint64_t>(n) > room) *s.truncated = true;
     }
   }
 }
@@ -142,16 +153,22 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
   Stream streams[2] = {{std::move(out_read), &captured.out, &captured.out_truncated, &captured.out_total},
                        {std::move(err_read), &captured.err, &captured.err_truncated, &captured.err_total}};
   LineSplitter lines{&options, cancel.get()};
-  std::thread drain([&streams, budget, &lines] { Drain(streams, budget, &lines); });
   request.stdin_fd = in.get();
   if (options.on_stdout_line) request.cancel_fd = cancel.get();
   request.stdout_fd = out_write.get();
   request.stderr_fd = err_write.get();
+  // While it runs, the pipes are read in Zygote::Run's own wait: no thread
+  // to start and join per execution (each was a clone, its stack's page
+  // faults and two wake-ups on the request path).
+  request.output_fds[0] = streams[0].read_end.get();
+  request.output_fds[1] = streams[1].read_end.get();
+  request.on_output = [&](int i) { return ReadOnce(streams[i], i == 0, budget, &lines); };
   absl::StatusOr<ExecResult> result = run(request);
-  // The sandbox is gone: closing our write ends lets the drain reach EOF.
+  // The payload has ended: with our write ends closed, the rest of the
+  // output reaches EOF once the sandbox's last process is gone.
   out_write.reset();
   err_write.reset();
-  drain.join();
+  Drain(streams, budget, &lines);
   if (!result.ok()) return result.status();
   captured.result = *std::move(result);
   return captured;

@@ -43,9 +43,11 @@ struct CaptureOptions {
 };
 
 // stdin is a memfd holding `stdin_data` (the payload never blocks on it);
-// stdout and stderr are pipes drained by a helper thread, which keeps the
-// first `budget` bytes of each and discards the rest, so a payload that
-// writes without end neither blocks nor grows the caller's memory.
+// stdout and stderr are pipes read while it runs, keeping the first
+// `budget` bytes of each and discarding the rest, so a payload that writes
+// without end neither blocks nor grows the caller's memory. They are read
+// in Zygote::Run's own wait (ExecRequest::output_fds): `run` must hand the
+// request to Zygote::Run or Pool::Run as it is, as every Runner here does.
 absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
                                         uint64_t budget);
 absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,

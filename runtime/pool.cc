@@ -75,12 +75,13 @@ void Pool::RefillLoop() {
       continue;
     }
     // Refill competes with the requests for the CPUs (and for the kernel's
-    // namespace and cgroup locks): while one is being handed over and idle
-    // zygotes remain above half of min_idle, it waits for the requests to
-    // end. Below that it refills at once.
+    // namespace and cgroup locks, and this process's mmap lock, which the
+    // fork takes): while one runs or is held (a reply being written) and
+    // idle zygotes remain above half of min_idle, it waits for the
+    // foreground to end. Below that it refills at once.
     const size_t ready = idle_.size() + stats_.building;
-    const bool urgent = ready < (config_.min_idle + 1) / 2;
-    bool want = ready < config_.min_idle && TotalLocked() < config_.max_total && (urgent || stats_.in_use == 0);
+    bool want = ready < config_.min_idle && TotalLocked() < config_.max_total &&
+                (RefillUrgentLocked() || !ForegroundLocked());
     if (!want) {
       // Woken by a request, a resize or the stop; else look again at the
       // oldest zygote's age.
@@ -113,11 +114,12 @@ void Pool::RefillLoop() {
 }
 
 // Teardown of ended executions (init's exit, the namespaces, the cgroup),
-// on its own thread so that it never waits behind a refill build.
+// on its own thread so that it never waits behind a refill build, and
+// after the foreground (TeardownDueLocked).
 void Pool::ReapLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_ || !finished_.empty()) {
-    if (finished_.empty()) {
+    if (!TeardownDueLocked()) {
       finished_cv_.wait(lock);
       continue;
     }
@@ -135,6 +137,7 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   CUBICLE_RETURN_IF_ERROR(ValidateRequest(request));
   std::unique_ptr<Zygote> zygote;
   bool hit = false;
+  bool urgent = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // A warm zygote serves the request unless its cgroup cannot take the
@@ -152,8 +155,10 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
       ++stats_.misses;
     }
     ++stats_.in_use;
+    urgent = RefillUrgentLocked();
   }
-  changed_.notify_all();  // refill may start now
+  // Else refill waits for the foreground to end: no wake-up on the way in.
+  if (urgent) changed_.notify_all();
   absl::StatusOr<ExecResult> result;
   if (!hit) {
     // The cold path proper: no waiting for "ready", and no warm interpreter
@@ -181,6 +186,7 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
     early.return_at_exit = true;
     result = zygote->Run(early);
   }
+  bool background;
   {
     std::lock_guard<std::mutex> lock(mu_);
     --stats_.in_use;
@@ -192,10 +198,45 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
       finished_.push_back(std::move(zygote));
       ++stats_.tearing_down;
     }
+    background = !ForegroundLocked() || RefillUrgentLocked() || TeardownDueLocked();
   }
-  finished_cv_.notify_one();
-  changed_.notify_all();
+  // Held (the caller's reply still to go): Release() wakes them instead.
+  if (background) {
+    finished_cv_.notify_one();
+    changed_.notify_all();
+  }
   return result;
+}
+
+Pool::Hold Pool::HoldBackground() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++holds_;
+  return Hold(this);
+}
+
+void Pool::Release() {
+  bool quiet;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --holds_;
+    quiet = !ForegroundLocked();
+  }
+  if (quiet) {
+    finished_cv_.notify_one();
+    changed_.notify_all();
+  }
+}
+
+Pool::Hold& Pool::Hold::operator=(Hold&& other) noexcept {
+  if (this != &other) {
+    if (pool_ != nullptr) pool_->Release();
+    pool_ = std::exchange(other.pool_, nullptr);
+  }
+  return *this;
+}
+
+Pool::Hold::~Hold() {
+  if (pool_ != nullptr) pool_->Release();
 }
 
 absl::Status Pool::Configure(const PoolConfig& config) {
@@ -209,6 +250,7 @@ absl::Status Pool::Configure(const PoolConfig& config) {
     config_.zygote.wait_until_ready = true;
   }
   changed_.notify_all();
+  finished_cv_.notify_one();  // a smaller max_idle may make teardown due
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 // never be made by a thread that may exit before it is used.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -67,6 +69,29 @@ class Pool {
   // ("busy") when max_total sandboxes exist already.
   absl::StatusOr<ExecResult> Run(const ExecRequest& request);
 
+  // Holds back the pool's background work while it lives: refill that is
+  // not urgent (the pool still at half of min_idle or more) and the
+  // teardown of ended executions, which otherwise start the moment Run()
+  // returns. A caller with more to do on the request's path after Run()
+  // (the daemon: its reply) holds the pools until that is done, so that a
+  // zygote build (a fork of this process, then the sandbox's setup) or a
+  // teardown never shares the CPUs with it. Teardown goes ahead anyway once
+  // max_idle (at least 1) ended executions wait, so a pool that is never
+  // quiet keeps no backlog. Run() holds the pool itself while it runs.
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& other) noexcept : pool_(std::exchange(other.pool_, nullptr)) {}
+    Hold& operator=(Hold&& other) noexcept;
+    ~Hold();
+
+   private:
+    friend class Pool;
+    explicit Hold(Pool* pool) : pool_(pool) {}
+    Pool* pool_ = nullptr;
+  };
+  Hold HoldBackground();
+
   // Resizes live; refill follows the new bounds.
   absl::Status Configure(const PoolConfig& config);
 
@@ -87,6 +112,16 @@ class Pool {
   // Sandboxes being torn down are not counted: they hold nothing a new
   // request needs, and a lagging teardown must not make the pool "busy".
   size_t TotalLocked() const { return idle_.size() + stats_.building + stats_.in_use; }
+  // Whether a request is running or held (Hold): background work waits.
+  bool ForegroundLocked() const { return stats_.in_use > 0 || holds_ > 0; }
+  // Whether refill must not wait for the foreground: the pool is below
+  // half of min_idle, and the next requests would take the cold path.
+  bool RefillUrgentLocked() const { return idle_.size() + stats_.building < (config_.min_idle + 1) / 2; }
+  bool TeardownDueLocked() const {
+    return !finished_.empty() &&
+           (stopping_ || !ForegroundLocked() || finished_.size() >= std::max<size_t>(1, config_.max_idle));
+  }
+  void Release();
   void ReapLoop();
 
   const std::string name_;
@@ -99,6 +134,7 @@ class Pool {
   // namespaces, the cgroup) runs on the refill threads, off the request path.
   std::vector<std::unique_ptr<Zygote>> finished_;
   PoolStats stats_;
+  size_t holds_ = 0;  // live Holds
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   std::condition_variable finished_cv_;

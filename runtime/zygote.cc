@@ -1204,10 +1204,13 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
         break;
     }
   };
+  bool output_open[2] = {request.output_fds[0] >= 0 && request.on_output, request.output_fds[1] >= 0 && request.on_output};
   while (!init_gone) {
-    struct pollfd fds[6] = {{z.control.get(), POLLIN, 0},     {init.pidfd(), POLLIN, 0},
+    struct pollfd fds[8] = {{z.control.get(), POLLIN, 0},     {init.pidfd(), POLLIN, 0},
                             {request.signal_fd, POLLIN, 0},   {breaker_timer.get(), POLLIN, 0},
-                            {memory_mark_fd.get(), POLLIN, 0}, {cancelled ? -1 : request.cancel_fd, POLLIN, 0}};
+                            {memory_mark_fd.get(), POLLIN, 0}, {cancelled ? -1 : request.cancel_fd, POLLIN, 0},
+                            {output_open[0] ? request.output_fds[0] : -1, POLLIN, 0},
+                            {output_open[1] ? request.output_fds[1] : -1, POLLIN, 0}};
     int timeout_ms = -1;
     if (!timed_out && deadline != absl::InfiniteFuture()) {
       absl::Duration left = deadline - absl::Now();
@@ -1215,7 +1218,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
                        ? 0
                        : static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
     }
-    int n = ::poll(fds, 6, timeout_ms);
+    int n = ::poll(fds, 8, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return fail(ErrnoStatus(errno, "poll(sandbox)"));
@@ -1227,6 +1230,9 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
       init.Signal(SIGKILL);
       if (cgroup != nullptr) cgroup->Kill().IgnoreError();  // init's death kills the rest too
       continue;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if ((fds[6 + i].revents & (POLLIN | POLLHUP | POLLERR)) && !request.on_output(i)) output_open[i] = false;
     }
     if (fds[5].revents & (POLLIN | POLLHUP | POLLERR)) {
       cancelled = true;

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,12 @@ struct ExecRequest {
   // When readable (an eventfd, a pipe), the sandbox is killed at once and
   // the result says reason `killed`: a caller that has what it needed.
   int cancel_fd = -1;
+  // Pipes Run() reads in its own wait, so that capturing output needs no
+  // thread of its own (runtime/capture.h): when output_fds[i] (-1: none)
+  // is readable or at EOF, on_output(i) reads once and returns false at
+  // EOF, and Run() stops watching that fd.
+  int output_fds[2] = {-1, -1};
+  std::function<bool(int index)> on_output;
   // Return the moment init reports the payload's exit, leaving the
   // teardown (init's exit, the namespaces, the cgroup) to ~Zygote — which a
   // pool runs off the request path. Off: Run() returns with it all done.

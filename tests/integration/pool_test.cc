@@ -155,6 +155,66 @@ TEST_F(CorePool, BeyondMaxTotalIsBusy) {
   EXPECT_EQ(pool->Stats().busy, 1u);
 }
 
+// Waits (bounded) until `done` holds for the pool's stats.
+template <typename Done>
+bool WaitStats(runtime::Pool& pool, Done done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done(pool.Stats())) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return done(pool.Stats());
+}
+
+TEST_F(CorePool, AHoldDefersRefillAndTeardownUntilItEnds) {
+  runtime::PoolConfig config;
+  config.min_idle = 2;
+  config.max_idle = 2;
+  std::unique_ptr<runtime::Pool> pool = MakePool(config);
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(pool->WaitWarm(kWarmLimit));
+  {
+    runtime::Pool::Hold hold = pool->HoldBackground();
+    absl::StatusOr<runtime::ExecResult> r = pool->Run(Echo("held"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->reason, runtime::ExitReason::kExited);
+    // One idle zygote is half of min_idle: not urgent, so nothing is built,
+    // and the ended sandbox waits, for as long as the hold lives.
+    for (int i = 0; i < 30; ++i) {
+      runtime::PoolStats s = pool->Stats();
+      ASSERT_EQ(s.building, 0u) << "refill started under a hold";
+      ASSERT_EQ(s.idle, 1u);
+      ASSERT_EQ(s.tearing_down, 1u) << "teardown started under a hold";
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  EXPECT_TRUE(WaitStats(*pool, [](const runtime::PoolStats& s) { return s.tearing_down == 0; }))
+      << "the teardown did not follow the hold";
+  EXPECT_TRUE(pool->WaitWarm(kWarmLimit)) << "the refill did not follow the hold";
+  EXPECT_EQ(pool->Stats().idle, 2u);
+}
+
+TEST_F(CorePool, UnderAHoldAnEmptyingPoolStillRefillsAndABacklogIsTornDown) {
+  runtime::PoolConfig config;
+  config.min_idle = 2;
+  config.max_idle = 2;
+  std::unique_ptr<runtime::Pool> pool = MakePool(config);
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(pool->WaitWarm(kWarmLimit));
+  runtime::Pool::Hold hold = pool->HoldBackground();
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<runtime::ExecResult> r = pool->Run(Echo("x"));
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  // Below half of min_idle refill is urgent (the next request would take
+  // the cold path), and max_idle ended sandboxes are a backlog to remove.
+  EXPECT_TRUE(WaitStats(*pool, [](const runtime::PoolStats& s) { return s.idle >= 1; }))
+      << "an empty pool did not refill under a hold";
+  EXPECT_TRUE(WaitStats(*pool, [](const runtime::PoolStats& s) { return s.tearing_down == 0; }))
+      << "a backlog of max_idle ended sandboxes was kept under a hold";
+  runtime::Pool::Hold moved = std::move(hold);  // still one hold
+  EXPECT_EQ(pool->Stats().idle, 1u) << "refill went past half of min_idle under a hold";
+}
+
 TEST_F(CorePool, InvalidConfigurationIsRefusedUpFront) {
   runtime::PoolConfig config;
   config.max_total = 0;
