@@ -195,6 +195,9 @@ TEST_F(RootBindSources, ASourceUnderRootsHomeIsBound) {
 // namespace with no seccomp filter (bwrap --cap-add). A clone made on the
 // host would not be locked (rootfs/builder.h).
 TEST_F(RootBindSources, AReachableHostReadOnlyMountStaysLockedReadOnly) {
+  // The tmpfs below is this test's alone: tests in other processes compare
+  // the host's mount table meanwhile.
+  ASSERT_NO_FATAL_FAILURE(EnterPrivateMountNamespace());
   TempDir dir;
   ::chmod(dir.path().c_str(), 0755);
   const std::string src = dir.Join("ro");

@@ -5,7 +5,12 @@
 // other processes cannot disturb the verdict.
 #pragma once
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <string>
 #include <vector>
@@ -29,6 +34,18 @@ class HostHygieneTest : public ::testing::Test {
   }
 
   static bool IsRoot() { return ::geteuid() == 0; }
+
+  // For a test that must mount something on the "host" itself: moves this
+  // test process into a mount namespace of its own (every mount private),
+  // so that what it mounts is never in the mount table the tests running
+  // in parallel compare, and takes the snapshot again there. The sandboxes
+  // it starts are made from that namespace as from the host's.
+  void EnterPrivateMountNamespace() {
+    ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << "unshare(CLONE_NEWNS): " << std::strerror(errno);
+    ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0)
+        << "mount(/, MS_REC|MS_PRIVATE): " << std::strerror(errno);
+    mounts_before_ = HostMounts();
+  }
 
  private:
   std::vector<std::string> mounts_before_;
