@@ -61,6 +61,13 @@ runtime::SandboxSpec Profile() {
 }
 
 const std::vector<std::string> kTrue = {"/bin/true"};
+
+// The cubicle binary the process benchmarks spawn: $CUBICLE_BINARY, default
+// the one built with this program.
+std::string CubicleBinary() {
+  const char* env = std::getenv("CUBICLE_BINARY");
+  return env != nullptr && *env != '\0' ? env : CUBICLE_BINARY_PATH;
+}
 // /usr/bin/python3: the host PATH may put a shim first (pyenv), the sandbox has none.
 const std::vector<std::string> kPython = {"/usr/bin/python3", "-I", "-c", "pass"};
 
@@ -345,8 +352,7 @@ class ServeProcess {
 
  private:
   ServeProcess() {
-    const char* env = std::getenv("CUBICLE_BINARY");
-    const std::string binary = env != nullptr && *env != '\0' ? env : CUBICLE_BINARY_PATH;
+    const std::string binary = CubicleBinary();
     int in[2], out[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t actions;
@@ -412,6 +418,9 @@ const std::vector<std::string> kWarmPythonArgv = {"python3", "-I", "-c", "pass"}
 
 void BM_PooledTrue(benchmark::State& s) { PooledRun(s, kTrue); }
 void BM_BwrapTrue(benchmark::State& s) { Bwrap(s, kTrue); }
+// The cold start as a launcher sees it: `cubicle run` with its default
+// limits, spawned and reaped like BM_SpawnTrue and BM_BwrapTrue.
+void BM_CubicleRunTrue(benchmark::State& s) { Spawn(s, {CubicleBinary(), "run", "--", "/bin/true"}); }
 void BM_BwrapPython(benchmark::State& s) { Bwrap(s, kPython); }
 void BM_WarmPython(benchmark::State& s) { PooledRun(s, kWarmPythonArgv, /*warm=*/true); }
 // numpy preloaded, and used by the request.
@@ -438,6 +447,7 @@ void BM_SpawnPython(benchmark::State& s) { Spawn(s, kPython); }
 
 BENCHMARK(BM_SpawnTrue)->Apply(PerExecution);
 BENCHMARK(BM_BwrapTrue)->Apply(PerExecution);
+BENCHMARK(BM_CubicleRunTrue)->Apply(PerExecution);
 BENCHMARK(BM_ColdTrue)->Apply(PerExecution);
 BENCHMARK(BM_PooledTrue)->Apply(PerExecution);
 BENCHMARK(BM_DaemonTrue)->Apply(PerExecution);

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Turns the JSON output of cubicle_launch_bench or cubicle_cgroup_bench
-into the Markdown tables of bench/README.md.
+"""Turns the JSON output of cubicle_launch_bench, cubicle_pool_bench or
+cubicle_cgroup_bench into the Markdown tables of bench/README.md.
 
 launch bench: P50/P90/P99 per contender (/bin/true, then python3), the
 ratios, and the per-step breakdowns of the *Steps benchmarks.
+pool bench: P50/P90/P99 per contender and the cold and pooled ratios
+against bwrap and posix_spawn, all from the one program's run.
 cgroup bench: P50/P90/P99 per operation, direct cgroupfs I/O vs libcgroup.
 
 Usage: bench/summarize.py RESULT.json
@@ -60,6 +62,32 @@ RATIOS = [
     ("BM_PythonCubicleLaunch", "BM_PythonPosixSpawn"),
     ("BM_PythonBwrap", "BM_PythonPosixSpawn"),
 ]
+POOL_ROWS = [
+    ("BM_SpawnTrue", "posix_spawn + waitpid of /bin/true"),
+    ("BM_BwrapTrue", "`bwrap ... /bin/true`, spawned and reaped"),
+    ("BM_CubicleRunTrue", "`cubicle run -- /bin/true` (default limits), spawned and reaped"),
+    ("BM_ColdTrue", "a fresh zygote in process, then its run"),
+    ("BM_PooledTrue", "runtime::Pool::Run in process, warm and quiet pool"),
+    ("BM_DaemonTrue", "`cubicle serve`: sandbox.run line out to reply line in, warm and quiet pool"),
+    ("BM_DaemonTrueBackToBack", "= BM_DaemonTrue, requests back to back"),
+    ("BM_SpawnPython", "posix_spawn + waitpid of python3"),
+    ("BM_BwrapPython", "`bwrap ... python3`"),
+    ("BM_ColdPython", "a fresh zygote in process, python3"),
+    ("BM_PooledPython", "runtime::Pool::Run, python3"),
+    ("BM_WarmPython", "warm interpreter pool"),
+    ("BM_WarmPythonNumpy", "warm interpreter with numpy"),
+    ("BM_SkillCallExec", "skill.call in process, interpreter exec'd"),
+    ("BM_SkillCallWarm", "skill.call in process, warm interpreter"),
+]
+POOL_RATIOS = [
+    ("BM_CubicleRunTrue", "BM_BwrapTrue"),
+    ("BM_CubicleRunTrue", "BM_SpawnTrue"),
+    ("BM_BwrapTrue", "BM_SpawnTrue"),
+    ("BM_DaemonTrue", "BM_SpawnTrue"),
+    ("BM_DaemonTrueBackToBack", "BM_SpawnTrue"),
+    ("BM_PooledTrue", "BM_SpawnTrue"),
+    ("BM_ColdTrue", "BM_BwrapTrue"),
+]
 # In the order they happen; see bench/README.md for what overlaps.
 STEPS = ["validate", "cgroup", "prepare", "clone", "cgroup_attach", "id_maps", "ready", "handoff",
          "child_ids", "rootfs", "uts_net", "request_wait", "payload_fork", "payload_setup", "run",
@@ -113,16 +141,10 @@ def table(aggregates, errors, rows, unit):
         print(f"| {family} | {what} (n={n}) | " + " | ".join(fmt(c) for c in cells) + " |")
 
 
-def launch(data, aggregates, errors):
-    print("### /bin/true\n")
-    table(aggregates, errors, TRUE_ROWS, "ms")
-    print("\n### python3 -I -c pass\n")
-    table(aggregates, errors, PYTHON_ROWS, "ms")
-
-    print("\n### Ratios\n")
+def ratios(aggregates, pairs):
     print("| Ratio | P50 | P90 | P99 |")
     print("|---|---:|---:|---:|")
-    for num, den in RATIOS:
+    for num, den in pairs:
         row = []
         for s in STATS:
             a, b = value(aggregates, num, s), value(aggregates, den, s)
@@ -130,6 +152,22 @@ def launch(data, aggregates, errors):
         if all(r == "n/a" for r in row):
             continue
         print(f"| {num} / {den} | " + " | ".join(row) + " |")
+
+
+def pool(data, aggregates, errors):
+    table(aggregates, errors, POOL_ROWS, "ms")
+    print("\n### Ratios\n")
+    ratios(aggregates, POOL_RATIOS)
+
+
+def launch(data, aggregates, errors):
+    print("### /bin/true\n")
+    table(aggregates, errors, TRUE_ROWS, "ms")
+    print("\n### python3 -I -c pass\n")
+    table(aggregates, errors, PYTHON_ROWS, "ms")
+
+    print("\n### Ratios\n")
+    ratios(aggregates, RATIOS)
 
     for bench in STEP_BENCHES:
         if bench not in aggregates:
@@ -165,6 +203,8 @@ def main(path):
           f"{ctx.get('repetitions')} repetitions, load avg {ctx.get('load_avg')}\n")
     if any(f.startswith("BM_CreateRemove") for f in order):
         cgroup(data, aggregates, errors, order)
+    elif any(f in ("BM_SpawnTrue", "BM_DaemonTrue", "BM_PooledTrue") for f in order):
+        pool(data, aggregates, errors)
     else:
         launch(data, aggregates, errors)
 
