@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -94,19 +95,34 @@ absl::StatusOr<OwnCgroups> ParseProcSelfCgroup(absl::string_view text) {
   return own;
 }
 
+}  // namespace
+
 absl::Status CheckParentOption(absl::string_view parent) {
-  if (parent.empty() || parent == "/") {
-    return absl::InvalidArgumentError(
-        "cgroup parent: must name a directory below the hierarchy root");
+  std::vector<absl::string_view> parts = absl::StrSplit(parent, '/', absl::SkipEmpty());
+  if (parts.empty()) {
+    return absl::InvalidArgumentError("cgroup parent: must name a directory below the hierarchy root");
   }
-  for (absl::string_view part : absl::StrSplit(parent, '/', absl::SkipEmpty())) {
+  for (char c : parent) {
+    // /proc/self/cgroup is line- and colon-separated: a name with a control
+    // character or a colon could not be read back unambiguously.
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == ':') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cgroup parent '", absl::CHexEscape(parent), "': control characters and ':' are not allowed"));
+    }
+  }
+  for (absl::string_view part : parts) {
     if (part == "." || part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat("cgroup parent '", parent, "': '.' and '..' are not allowed"));
+    }
+    if (part.size() > 255) {
       return absl::InvalidArgumentError(
-          absl::StrCat("cgroup parent '", parent, "': '.' and '..' are not allowed"));
+          absl::StrCat("cgroup parent: a component is longer than 255 bytes (", part.substr(0, 32), "...)"));
     }
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // Picks the mount of one hierarchy among several (bind mounts, nested
 // containers): the one libcgroup named, else one that shows the whole
@@ -200,7 +216,7 @@ absl::Status EnableControllers(const std::string& dir, const std::vector<std::st
         st.message(), ": ", dir,
         " holds processes, and cgroup v2 delegates controllers only from "
         "a cgroup without processes; run cubicle in a cgroup of its own (e.g. a systemd scope with "
-        "Delegate=yes) and use a relative parent, or give an absolute parent"));
+        "Delegate=yes) and use a relative parent, or give an absolute one (CUBICLE_CGROUP_PARENT=/cubicle.slice)"));
   }
   return st;
 }

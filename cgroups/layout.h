@@ -98,6 +98,11 @@ struct CgroupMount {
 // The cgroup and cgroup2 mounts in a mountinfo text; other lines are skipped.
 absl::StatusOr<std::vector<CgroupMount>> ParseMountinfo(absl::string_view mountinfo);
 
+// Whether `parent` may be LayoutOptions::parent: at least one component, no
+// "." or "..", no control characters or ':', components of at most 255
+// bytes. InvalidArgument says which rule it breaks.
+absl::Status CheckParentOption(absl::string_view parent);
+
 // Builds a layout from the texts of /proc/self/mountinfo and
 // /proc/self/cgroup. Reads <unified own dir>/cgroup.controllers (v2) and
 // probes for memory.memsw.limit_in_bytes (v1), so mount points may lie in a

@@ -16,6 +16,10 @@ std::function<int()> AddCleanupCommand(CLI::App& root) {
   root.add_subcommand("cleanup", "Remove stale sandbox cgroups and empty cubicle parents");
   return [] {
     const runtime::CgroupHost& host = runtime::SharedCgroupHost();  // discovers and sweeps
+    if (host.misconfigured) {
+      std::fprintf(stderr, "cubicle cleanup: %s\n", std::string(host.layout.status().message()).c_str());
+      return 2;
+    }
     if (!host.layout.ok()) {
       std::printf("no cgroups to clean: %s\n", std::string(host.layout.status().message()).c_str());
       return 0;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <mutex>
 #include <optional>
@@ -19,7 +21,13 @@ namespace {
 // The layout with its parents prepared: the host cache's when it still
 // holds, else discovered (and stored for the next process).
 void FindLayout(CgroupHost* host) {
-  const cgroups::LayoutOptions options;
+  absl::StatusOr<cgroups::LayoutOptions> configured = HostLayoutOptions();
+  if (!configured.ok()) {
+    host->layout = configured.status();
+    host->misconfigured = true;
+    return;
+  }
+  const cgroups::LayoutOptions& options = *configured;
   const std::string dir = HostCacheDir();
   absl::StatusOr<std::string> key = dir.empty() ? absl::StatusOr<std::string>(absl::NotFoundError("no cache"))
                                                 : HostCacheKey(options);
@@ -43,6 +51,17 @@ void FindLayout(CgroupHost* host) {
 }
 
 }  // namespace
+
+absl::StatusOr<cgroups::LayoutOptions> HostLayoutOptions() {
+  cgroups::LayoutOptions options;
+  const char* parent = std::getenv(kCgroupParentEnv);
+  if (parent == nullptr || parent[0] == '\0') return options;
+  if (absl::Status st = cgroups::CheckParentOption(parent); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(kCgroupParentEnv, ": ", st.message()));
+  }
+  options.parent = parent;
+  return options;
+}
 
 const CgroupHost& SharedCgroupHost() {
   static std::once_flag once;
@@ -84,7 +103,8 @@ absl::Status CgroupsUsable() {
 
 cgroups::Limits DefaultLimits() {
   cgroups::Limits limits;
-  if (!CgroupsUsable().ok()) return limits;
+  // A misconfigured parent keeps the limits, so the sandbox fails saying why.
+  if (!CgroupsUsable().ok() && !SharedCgroupHost().misconfigured) return limits;
   uint64_t memory = uint64_t{1} << 30;
   long pages = ::sysconf(_SC_PHYS_PAGES);
   long page = ::sysconf(_SC_PAGESIZE);

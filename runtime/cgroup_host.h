@@ -12,12 +12,25 @@
 
 namespace cubicle::runtime {
 
+// Where sandbox groups go: LayoutOptions::parent ("cubicle", under our own
+// cgroup) unless this names another, relative to our own cgroup or, with a
+// leading '/', to each hierarchy's root.
+inline constexpr char kCgroupParentEnv[] = "CUBICLE_CGROUP_PARENT";
+
 struct CgroupHost {
   absl::StatusOr<cgroups::Layout> layout;
+  // The layout failed because the caller's configuration (kCgroupParentEnv)
+  // is wrong, not the host: sandboxes fail with `layout`'s error instead of
+  // degrading to rlimits.
+  bool misconfigured = false;
   bool layout_cached = false;           // read from the host cache (runtime/host_cache.h)
   std::vector<std::string> swept;       // stale groups removed at start-up
   std::vector<std::string> sweep_errors;
 };
+
+// The layout options this process uses: the defaults, with the parent from
+// kCgroupParentEnv when set (checked: InvalidArgument names the variable).
+absl::StatusOr<cgroups::LayoutOptions> HostLayoutOptions();
 
 // Finds the layout (the host cache's, else discovered and its parents
 // prepared, then cached) and sweeps stale groups on first use; later calls

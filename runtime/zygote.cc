@@ -642,6 +642,7 @@ absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups
         "): memory is bounded by RLIMIT_AS only; pids, CPU and IO limits are not enforced"));
     return nullptr;
   };
+  if (host.misconfigured) return host.layout.status();  // the caller's mistake, not the host's
   if (!host.layout.ok()) return degrade(host.layout.status().message());
   const cgroups::Layout& layout = *host.layout;
   std::vector<std::string> missing;

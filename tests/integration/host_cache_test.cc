@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "cgroups/cgroupfs.h"
 #include "runtime/cgroup_host.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -26,13 +27,37 @@ class RootHostCache : public HostHygieneTest {
     if (!IsRoot()) GTEST_SKIP() << "the default limits need cgroups, made here as root";
     if (absl::Status st = runtime::CgroupsUsable(); !st.ok()) GTEST_SKIP() << "no usable cgroups: " << st;
     HostHygieneTest::SetUp();
-    env_ = {absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir())};
+    // Parents of this test's own: `cubicle cleanup` run by a test beside it
+    // removes the empty default parents, which would make this cache stale.
+    parent_ = absl::StrCat("cubicle-host-cache-test-", ::getpid());
+    env_ = {absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir()), ParentEnv()};
+  }
+  void TearDown() override {
+    if (!parent_.empty()) {
+      env_ = {absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir()), ParentEnv()};
+      ProcessRun cleanup = Cubicle({"cleanup"});
+      EXPECT_EQ(cleanup.exit_code, 0) << cleanup.err;
+      EXPECT_EQ(ParentsLeft(), std::vector<std::string>{}) << "the test's parents outlived cubicle cleanup";
+    }
+    HostHygieneTest::TearDown();
+  }
+  std::string ParentEnv() const { return absl::StrCat(runtime::kCgroupParentEnv, "=", parent_); }
+  // The test's parent directories that still exist, in every hierarchy.
+  std::vector<std::string> ParentsLeft() const {
+    std::vector<std::string> left;
+    for (const cgroups::Hierarchy& h : runtime::SharedCgroupHost().layout->hierarchies) {
+      if (h.own_dir.empty()) continue;
+      std::string dir = cgroups::cgroupfs::Join(h.own_dir, parent_);
+      if (::access(dir.c_str(), F_OK) == 0) left.push_back(dir);
+    }
+    return left;
   }
   std::string cache_dir() const { return dir_.Join("cache"); }
   std::string cache_file() const { return dir_.Join("cache/host-cache"); }
   ProcessRun Cubicle(const std::vector<std::string>& args) { return RunCubicle(args, "", env_); }
 
   TempDir dir_;
+  std::string parent_;
   std::vector<std::string> env_;
 };
 
@@ -75,8 +100,37 @@ TEST_F(RootHostCache, CleanupRemovesTheCache) {
   EXPECT_NE(::access(cache_file().c_str(), F_OK), 0) << "the cache outlived cubicle cleanup";
 }
 
+TEST_F(RootHostCache, TheSandboxGroupsGoUnderTheConfiguredParent) {
+  ProcessRun run = Cubicle({"run", "--", "/bin/cat", "/proc/self/cgroup"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // The payload's cgroup namespace starts at its group, so its lines read
+  // "/"; the group itself is a child of the configured parent on the host.
+  std::vector<std::string> parents = ParentsLeft();
+  ASSERT_FALSE(parents.empty()) << "no parent named " << parent_ << " was made";
+  for (const std::string& dir : parents) EXPECT_FALSE(cgroups::cgroupfs::HasSubdirectories(dir)) << dir << ": the group outlived its run";
+  const std::string stored = ReadFile(cache_file());
+  EXPECT_TRUE(absl::StrContains(stored, absl::StrCat("/", parent_, "\t"))) << stored;
+  EXPECT_FALSE(absl::StrContains(stored, "/cubicle\t")) << stored;
+}
+
+TEST_F(RootHostCache, ABadParentFailsTheSandboxAndMakesNothing) {
+  for (const char* bad : {"../escape", "/", "a\nb"}) {
+    std::vector<std::string> env = {absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir()),
+                                    absl::StrCat(runtime::kCgroupParentEnv, "=", bad)};
+    ProcessRun run = RunCubicle({"run", "--", "/bin/echo", "ran"}, "", env);
+    EXPECT_EQ(run.exit_code, 125) << bad << ": " << run.err;
+    EXPECT_EQ(run.out, "") << bad << ": the payload ran without its limits";
+    EXPECT_TRUE(absl::StrContains(run.err, "CUBICLE_CGROUP_PARENT: cgroup parent")) << run.err;
+    ProcessRun cleanup = RunCubicle({"cleanup"}, "", env);
+    EXPECT_EQ(cleanup.exit_code, 2) << bad << ": " << cleanup.out << cleanup.err;
+    EXPECT_TRUE(absl::StrContains(cleanup.err, "CUBICLE_CGROUP_PARENT")) << cleanup.err;
+  }
+  EXPECT_NE(::access(cache_file().c_str(), F_OK), 0) << "a bad parent was cached";
+  EXPECT_EQ(ParentsLeft(), std::vector<std::string>{});
+}
+
 TEST_F(RootHostCache, OffMeansNoCache) {
-  env_ = {"CUBICLE_HOST_CACHE=off"};
+  env_ = {"CUBICLE_HOST_CACHE=off", ParentEnv()};
   ProcessRun run = Cubicle({"run", "--", "/bin/true"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   ProcessRun probe = Cubicle({"probe"});

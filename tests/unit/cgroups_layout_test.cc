@@ -132,12 +132,17 @@ TEST_F(FakeLayoutTest, AbsoluteParentStartsAtEachHierarchyRoot) {
 
 TEST_F(FakeLayoutTest, BadParentsAreRefused) {
   Make(Kind::kV2);
-  for (const char* bad : {"", "/", "../escape", "a/./b"}) {
+  const std::string long_part(256, 'a');
+  for (const std::string& bad : std::vector<std::string>{"", "/", "//", "../escape", "a/./b", "a\nb", "a:b", "tab\there", "a/" + long_part}) {
     LayoutOptions options;
     options.parent = bad;
     auto layout = tree_->Discover(options);
     ASSERT_FALSE(layout.ok()) << bad;
     EXPECT_THAT(layout.status().message(), HasSubstr("cgroup parent")) << bad;
+    EXPECT_FALSE(CheckParentOption(bad).ok()) << bad;
+  }
+  for (const std::string& good : std::vector<std::string>{"cubicle", "/cubicle.slice/sandboxes", "a//b/", "user@1000.service", std::string(255, 'a')}) {
+    EXPECT_TRUE(CheckParentOption(good).ok()) << good;
   }
 }
 
