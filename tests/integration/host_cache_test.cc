@@ -30,17 +30,18 @@ class RootHostCache : public HostHygieneTest {
     // Parents of this test's own: `cubicle cleanup` run by a test beside it
     // removes the empty default parents, which would make this cache stale.
     parent_ = absl::StrCat("cubicle-host-cache-test-", ::getpid());
-    env_ = {absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir()), ParentEnv()};
+    env_ = {CacheEnv(), ParentEnv()};
   }
   void TearDown() override {
     if (!parent_.empty()) {
-      env_ = {absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir()), ParentEnv()};
+      env_ = {CacheEnv(), ParentEnv()};  // a test may have changed env_
       ProcessRun cleanup = Cubicle({"cleanup"});
       EXPECT_EQ(cleanup.exit_code, 0) << cleanup.err;
       EXPECT_EQ(ParentsLeft(), std::vector<std::string>{}) << "the test's parents outlived cubicle cleanup";
     }
     HostHygieneTest::TearDown();
   }
+  std::string CacheEnv() const { return absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir()); }
   std::string ParentEnv() const { return absl::StrCat(runtime::kCgroupParentEnv, "=", parent_); }
   // The test's parent directories that still exist, in every hierarchy.
   std::vector<std::string> ParentsLeft() const {
@@ -107,7 +108,9 @@ TEST_F(RootHostCache, TheSandboxGroupsGoUnderTheConfiguredParent) {
   // "/"; the group itself is a child of the configured parent on the host.
   std::vector<std::string> parents = ParentsLeft();
   ASSERT_FALSE(parents.empty()) << "no parent named " << parent_ << " was made";
-  for (const std::string& dir : parents) EXPECT_FALSE(cgroups::cgroupfs::HasSubdirectories(dir)) << dir << ": the group outlived its run";
+  for (const std::string& dir : parents) {
+    EXPECT_FALSE(cgroups::cgroupfs::HasSubdirectories(dir)) << dir << ": the group outlived its run";
+  }
   const std::string stored = ReadFile(cache_file());
   EXPECT_TRUE(absl::StrContains(stored, absl::StrCat("/", parent_, "\t"))) << stored;
   EXPECT_FALSE(absl::StrContains(stored, "/cubicle\t")) << stored;
@@ -115,8 +118,7 @@ TEST_F(RootHostCache, TheSandboxGroupsGoUnderTheConfiguredParent) {
 
 TEST_F(RootHostCache, ABadParentFailsTheSandboxAndMakesNothing) {
   for (const char* bad : {"../escape", "/", "a\nb"}) {
-    std::vector<std::string> env = {absl::StrCat("CUBICLE_HOST_CACHE=", cache_dir()),
-                                    absl::StrCat(runtime::kCgroupParentEnv, "=", bad)};
+    std::vector<std::string> env = {CacheEnv(), absl::StrCat(runtime::kCgroupParentEnv, "=", bad)};
     ProcessRun run = RunCubicle({"run", "--", "/bin/echo", "ran"}, "", env);
     EXPECT_EQ(run.exit_code, 125) << bad << ": " << run.err;
     EXPECT_EQ(run.out, "") << bad << ": the payload ran without its limits";

@@ -133,7 +133,8 @@ TEST_F(FakeLayoutTest, AbsoluteParentStartsAtEachHierarchyRoot) {
 TEST_F(FakeLayoutTest, BadParentsAreRefused) {
   Make(Kind::kV2);
   const std::string long_part(256, 'a');
-  for (const std::string& bad : std::vector<std::string>{"", "/", "//", "../escape", "a/./b", "a\nb", "a:b", "tab\there", "a/" + long_part}) {
+  const std::vector<std::string> bads = {"", "/", "//", "../escape", "a/./b", "a\nb", "a:b", "tab\there", "a/" + long_part};
+  for (const std::string& bad : bads) {
     LayoutOptions options;
     options.parent = bad;
     auto layout = tree_->Discover(options);
@@ -141,7 +142,9 @@ TEST_F(FakeLayoutTest, BadParentsAreRefused) {
     EXPECT_THAT(layout.status().message(), HasSubstr("cgroup parent")) << bad;
     EXPECT_FALSE(CheckParentOption(bad).ok()) << bad;
   }
-  for (const std::string& good : std::vector<std::string>{"cubicle", "/cubicle.slice/sandboxes", "a//b/", "user@1000.service", std::string(255, 'a')}) {
+  const std::vector<std::string> goods = {"cubicle", "/cubicle.slice/sandboxes", "a//b/", "user@1000.service",
+                                          std::string(255, 'a')};
+  for (const std::string& good : goods) {
     EXPECT_TRUE(CheckParentOption(good).ok()) << good;
   }
 }
