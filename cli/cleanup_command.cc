@@ -25,6 +25,7 @@ std::function<int()> AddCleanupCommand(CLI::App& root) {
       return 0;
     }
     for (const std::string& name : host.swept) std::printf("removed stale group %s\n", name.c_str());
+    if (!host.prepare_error.empty()) std::printf("no parents to clean where they cannot be made: %s\n", host.prepare_error.c_str());
     int status = 0;
     for (const std::string& err : host.sweep_errors) {
       std::fprintf(stderr, "cubicle cleanup: %s\n", err.c_str());

@@ -43,7 +43,7 @@ void FindLayout(CgroupHost* host) {
   // Creates the parents and enables the v2 controllers down to them once,
   // instead of every Create() finding out.
   if (absl::Status st = cgroups::PrepareParents(&*host->layout); !st.ok()) {
-    host->sweep_errors.push_back(std::string(st.message()));
+    host->prepare_error = std::string(st.message());
     return;  // not cached: the next process tries again
   }
   // A cache that cannot be written (a read-only /run) only costs speed.

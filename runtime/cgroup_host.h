@@ -26,6 +26,11 @@ struct CgroupHost {
   bool layout_cached = false;           // read from the host cache (runtime/host_cache.h)
   std::vector<std::string> swept;       // stale groups removed at start-up
   std::vector<std::string> sweep_errors;
+  // Why the parents could not be made (rootless without a delegated
+  // subtree, say), or empty. Not a sweep error: nothing of cubicle's can
+  // live under a parent that does not exist, and each sandbox reports the
+  // consequence itself (Create fails, or degrades rootless).
+  std::string prepare_error;
 };
 
 // The layout options this process uses: the defaults, with the parent from

@@ -399,6 +399,25 @@ TEST_F(CoreCli, KillingTheLaunchersParentEndsThePayload) {
   EXPECT_EQ(RunCubicle({"cleanup"}).exit_code, 0);
 }
 
+// `cubicle cleanup` removes what exists; a parent it cannot make (rootless,
+// no delegated subtree) holds nothing to remove and is no failure. A parent
+// of the test's own, so that no test beside it has made it already.
+TEST_F(CoreCli, CleanupSucceedsWhereTheParentsCannotBeMade) {
+  const std::string parent = absl::StrCat("cubicle-cleanup-test-", ::getpid());
+  TempDir dir;
+  std::vector<std::string> env = {absl::StrCat("CUBICLE_HOST_CACHE=", dir.Join("cache")),
+                                  absl::StrCat("CUBICLE_CGROUP_PARENT=", parent)};
+  ProcessRun cleanup = RunCubicle({"cleanup"}, "", env);
+  EXPECT_EQ(cleanup.exit_code, 0) << cleanup.out << cleanup.err;
+  // Whatever it made on the way (as root, the parents) it removed.
+  ProcessRun again = RunCubicle({"cleanup"}, "", env);
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_FALSE(absl::StrContains(again.out, "removed")) << again.out;
+  for (const std::string& mounts : ListDirectory("/sys/fs/cgroup")) {
+    EXPECT_NE(::access(absl::StrCat("/sys/fs/cgroup/", mounts, "/", parent).c_str(), F_OK), 0) << mounts;
+  }
+}
+
 // As root, a launcher's supplementary groups (here 0, 4 and 27) must not
 // reach the sandbox: even unmapped, gid 0 would still count in every host
 // permission check. And /proc/self/setgroups must read "deny", as bwrap
