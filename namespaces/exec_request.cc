@@ -15,7 +15,7 @@ namespace cubicle::namespaces {
 absl::Status SendExecRequest(int control_fd, const std::vector<std::string>& argv,
                              const std::vector<std::string>& env, const std::string& cwd,
                              const std::string& search_path, const int (&stdio)[3], int workspace_fd,
-                             bool* peer_gone, uint32_t warm) {
+                             bool* peer_gone, uint32_t warm, bool linger) {
   *peer_gone = false;
   if (argv.size() + env.size() > kMaxExecStrings) {
     return absl::InvalidArgumentError(
@@ -24,7 +24,8 @@ absl::Status SendExecRequest(int control_fd, const std::vector<std::string>& arg
   }
   ExecRequestHeader header{kExecRequestMagic, static_cast<uint32_t>(argv.size()),
                            static_cast<uint32_t>(env.size()),
-                           workspace_fd >= 0 ? kRequestHasWorkspace : 0u, warm};
+                           (workspace_fd >= 0 ? kRequestHasWorkspace : 0u) | (linger ? kRequestLinger : 0u),
+                           warm};
   std::string body(reinterpret_cast<const char*>(&header), sizeof(header));
   for (const auto* list : {&argv, &env}) {
     for (const std::string& s : *list) {
@@ -96,6 +97,7 @@ bool ReceiveExecRequest(int control_fd, char* buffer, char** pointers, ExecReque
   for (int i = 0; i < 3; ++i) out->stdio[i] = fds[i];
   out->workspace_fd = has_workspace ? fds[3] : -1;
   out->warm = header.warm;
+  out->linger = header.flags & kRequestLinger;
   out->bytes = static_cast<size_t>(n);
   return true;
 }

@@ -26,7 +26,7 @@ struct ExecRequestHeader {
   uint32_t magic;
   uint32_t argc;
   uint32_t envc;
-  uint32_t flags;  // kRequestHasWorkspace
+  uint32_t flags;  // kRequestHasWorkspace, kRequestLinger
   // For a warm interpreter (runtime/warm.h): how to run argv without
   // exec'ing it — WarmMode in the low byte, the index of the script, code
   // or module argument above it. 0: exec argv as usual.
@@ -34,16 +34,19 @@ struct ExecRequestHeader {
 };
 inline constexpr uint32_t kExecRequestMagic = 0x63756231;  // "cub1"
 inline constexpr uint32_t kRequestHasWorkspace = 1u << 0;
+// Init stays after reporting the payload's exit until the launcher hangs up
+// (namespaces/init.h, AfterExit::linger).
+inline constexpr uint32_t kRequestLinger = 1u << 1;
 
 // Parent side: packs and sends. `stdio` are the payload's 0, 1, 2;
 // `workspace_fd` (or -1) a detached mount (open_tree) to attach at
 // /workspace. Errors name the step; a request too large is InvalidArgument.
 // `peer_gone` is set when the sandbox had already exited (EPIPE): its own
-// report of why is then waiting on the socket.
+// report of why is then waiting on the socket. `linger`: kRequestLinger.
 absl::Status SendExecRequest(int control_fd, const std::vector<std::string>& argv,
                              const std::vector<std::string>& env, const std::string& cwd,
                              const std::string& search_path, const int (&stdio)[3], int workspace_fd,
-                             bool* peer_gone, uint32_t warm = 0);
+                             bool* peer_gone, uint32_t warm = 0, bool linger = false);
 
 // Child side: the parsed request, pointing into caller-provided storage.
 struct ExecRequestView {
@@ -54,6 +57,7 @@ struct ExecRequestView {
   int stdio[3] = {-1, -1, -1};
   int workspace_fd = -1;
   uint32_t warm = 0;   // ExecRequestHeader::warm
+  bool linger = false;  // kRequestLinger
   size_t bytes = 0;    // the whole message, still intact in `buffer`
 };
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -32,6 +33,17 @@ void HideLauncherCommandLine() {
   ::prctl(PR_SET_NAME, "cubicle-init", 0, 0, 0);
 }
 
+// AfterExit::linger. The launcher sends nothing more: a recv that returns
+// is its hang-up (0), or an error on a socket that is as good as gone.
+void Linger(int control_fd, bool own_pid_namespace) {
+  if (own_pid_namespace) ::kill(-1, SIGKILL);  // PID 1: every other process of the namespace
+  char byte;
+  ssize_t n;
+  do {
+    n = ::recv(control_fd, &byte, 1, 0);
+  } while (n > 0 || (n < 0 && errno == EINTR));
+}
+
 }  // namespace
 
 void SetArgvArea(int argc, char** argv) {
@@ -47,11 +59,18 @@ void BecomeInit() {
   // The payload's execve makes the payload dumpable again.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   HideLauncherCommandLine();
-  // A PID 1 only receives signals it has a handler for; the handler never
+  // Every disposition the launcher had goes back to its default, so that
+  // a process init makes inherits a fresh process's signal state but for
+  // the forwarded ones (RestoreSignalsForPayload). Those get a handler: a
+  // PID 1 only receives signals it has a handler for; the handler never
   // runs (everything is blocked and taken with sigwaitinfo) but makes the
   // kernel deliver them.
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &sa, nullptr);  // libc's reserved ones fail harmlessly
+  }
   sa.sa_handler = Ignore;
   for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
   sigset_t all;
@@ -59,7 +78,17 @@ void BecomeInit() {
   ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the payload unblocks its own copy
 }
 
-void Supervise(int control_fd, ControlMessage* report, long pid, const InitService* service) {
+void RestoreSignalsForPayload() {
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+void Supervise(int control_fd, ControlMessage* report, long pid, const InitService* service, AfterExit after) {
   // From here init needs only its control socket (and the service's two
   // sockets); the payload has its own copies of the stdio fds.
   const bool serving = service != nullptr && service->fd >= 0;
@@ -111,6 +140,7 @@ void Supervise(int control_fd, ControlMessage* report, long pid, const InitServi
       report->wait_status = status;
       report->rusage = usage;
       SendControl(control_fd, *report);
+      if (after.linger) Linger(control_fd, after.own_pid_namespace);
       ::_exit(0);
     }
   }

@@ -30,10 +30,31 @@ struct InitService {
 // and taken later with sigwaitinfo or a signalfd; children reset their own
 // mask); Supervise() forwards signals to `payload_pid`, reaps every child,
 // serves `service` when given, reports the payload's wait status and rusage
-// on `control_fd` (`report` carries the step stamps so far) and exits.
-// Supervise closes every fd but `control_fd` and the service's.
+// on `control_fd` (`report` carries the step stamps so far) and exits, or
+// lingers (AfterExit). Supervise closes every fd but `control_fd` and the
+// service's.
 void BecomeInit();
+
+// In a process init made after BecomeInit (before its execve): the signal
+// state of a fresh process — the forwarded signals' dispositions back to
+// their defaults (BecomeInit left every other one there), nothing blocked.
+// A few syscalls, where resetting all 64 dispositions would be one each.
+void RestoreSignalsForPayload();
+
+// What init does once the payload's exit is reported.
+struct AfterExit {
+  // Stay until the launcher hangs up the control socket (or kills init)
+  // instead of exiting. A pool's launcher returns at the report and tears
+  // the sandbox down after its reply is out; init's own exit (its copy of
+  // the launcher's address space torn down) would otherwise take the CPU
+  // the launcher is woken on, and delay the reply by as much.
+  bool linger = false;
+  // Init is PID 1 of its own pid namespace: before lingering it kills
+  // every other process in it, as its exit would have.
+  bool own_pid_namespace = false;
+};
+
 [[noreturn]] void Supervise(int control_fd, ControlMessage* report, long payload_pid,
-                            const InitService* service = nullptr);
+                            const InitService* service = nullptr, AfterExit after = {});
 
 }  // namespace cubicle::namespaces

@@ -37,6 +37,7 @@
 #include "namespaces/exec_request.h"
 #include "namespaces/idmap.h"
 #include "namespaces/init.h"
+#include "namespaces/prefault.h"
 #include "namespaces/process.h"
 #include "rootfs/builder.h"
 #include "rootfs/host_tree.h"
@@ -54,6 +55,8 @@ namespace {
 
 using namespaces::ControlMessage;
 using namespaces::ControlType;
+
+constexpr size_t kPayloadStackBytes = 128 * 1024;
 
 // Everything the child side needs, computed before clone so that the child
 // only reads memory and makes syscalls.
@@ -108,6 +111,9 @@ struct ChildPlan {
   // at all (zeroing them here cost ~48 page faults per sandbox).
   std::unique_ptr<char[]> request_buffer{new char[namespaces::kMaxExecRequestBytes + 1]};
   std::unique_ptr<char*[]> request_pointers{new char*[namespaces::kMaxExecStrings + 2]};
+  // The stack of the payload process init spawns at hand-off
+  // (SpawnPayload); none for a warm interpreter or --as-pid-1.
+  std::unique_ptr<char[]> payload_stack;
   // A warm interpreter (runtime/warm.h): its command line and environment,
   // as NULL-terminated arrays into the strings below.
   bool warm = false;
@@ -115,7 +121,27 @@ struct ChildPlan {
   std::vector<char*> warm_argv;
   std::vector<char*> warm_envp;
   std::string warm_search_path;
+  // A zygote built ahead of its request (ZygoteOptions::wait_until_ready,
+  // not cold): init and the payload map what the hand-off runs and writes
+  // while they wait (PrefaultForHandOff).
+  bool prefault = false;
+  std::vector<namespaces::MemoryRange> text;
 };
+
+// The pages a hand-off touches, mapped before "ready" by each process of a
+// zygote (namespaces/prefault.h): the text (the hand-off is the first time
+// a forked process runs most of it), the pages a request is received into
+// (a typical request fits in the first two), the stack and errno.
+void PrefaultForHandOff(const ChildPlan& plan) {
+  namespaces::PrefaultText(plan.text.data(), plan.text.size());
+  namespaces::PrefaultWritable(plan.request_buffer.get(), 2 * 4096);
+  namespaces::PrefaultWritable(plan.request_pointers.get(), sizeof(char*) * 64);
+  namespaces::PrefaultStack(32 * 1024);
+  if (plan.payload_stack != nullptr) {
+    namespaces::PrefaultWritable(plan.payload_stack.get() + kPayloadStackBytes - 32 * 1024, 32 * 1024);
+  }
+  __atomic_fetch_or(&errno, 0, __ATOMIC_RELAXED);
+}
 
 // Puts the three stdio fds in place even when they overlap 0..2.
 bool InstallStdio(const int (&stdio)[3], ChildError* error) {
@@ -211,41 +237,106 @@ void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request,
   child::Fail(e, "execve", file, errno);
 }
 
-// The payload process, forked by init before "ready" (DESIGN §5: the
-// request then pays only for the hand-off). First PayloadHygiene, every fd
-// closed but the control socket and its socket to init, then:
-//   - plain: "R" to init, block for the request init forwards, then
-//     ExecTheRequest;
-//   - warm interpreter: stdio on /dev/null, the socket as kWarmSocketFd,
-//     execve of the interpreter with its bootstrap, which says "R" itself
-//     once its modules are imported and takes the request from there.
-// Setup failures are reported on the control socket (close-on-exec: the
-// payload never holds it).
-[[noreturn]] void PayloadMain(const ChildPlan& plan, int socket_fd, long init_pid, ControlMessage msg) {
-  ChildError* e = &msg.error;
-  // The payload dies with init, as bwrap's command dies with its parent
-  // (--die-with-parent): without a pid namespace nothing else would end it
-  // when the launcher, and with it init, is killed (init is only a
-  // subreaper there). Set before the credential changes below, which only
-  // drop capabilities and so keep it; an init gone before it took effect
-  // is seen in the parent's pid.
-  if (plan.die_with_parent) {
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
-      child::Fail(e, "prctl(PR_SET_PDEATHSIG)", "payload", errno);
-      msg.type = ControlType::kSetupError;
-      namespaces::SendControl(plan.control_fd, msg);
-      ::_exit(127);
-    }
-    if (::syscall(SYS_getppid) != init_pid) ::_exit(127);
+// Dies with init, as bwrap's command dies with its parent
+// (--die-with-parent): without a pid namespace nothing else would end a
+// payload when the launcher, and with it init, is killed (init is only a
+// subreaper there). Set before the capability drop, which keeps it; an
+// init gone before it took effect is seen in the parent's pid.
+bool DieWithInit(const ChildPlan& plan, long init_pid, ChildError* e) {
+  if (!plan.die_with_parent) return true;
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+    return child::Fail(e, "prctl(PR_SET_PDEATHSIG)", "payload", errno);
   }
-  // Copies above the fds about to be installed (the control socket's
-  // number is the launcher's: with the launcher's stdio closed it may be
-  // 0..2).
+  if (::syscall(SYS_getppid) != init_pid) ::_exit(127);
+  return true;
+}
+
+// The payload's own steps, in the process that execs it: the hygiene, the
+// request's stdio, every other fd closed but `control` (and bwrap's
+// inherited fds), umask, then ExecTheRequest. Returns only on failure,
+// with the error in `msg`.
+void PrepareAndExec(const ChildPlan& plan, namespaces::ExecRequestView& request, int control,
+                    ControlMessage& msg, void (*reset_signals)()) {
+  ChildError* e = &msg.error;
+  if (!PayloadHygiene(plan, e) || !InstallStdio(request.stdio, e) ||
+      !CloseAllBut(plan, /*keep_stdio=*/true, control, -1, e)) {
+    return;
+  }
+  for (int i = 0; i < 3; ++i) request.stdio[i] = i;  // in place already
+  reset_signals();
+  ::umask(022);
+  ExecTheRequest(plan, request, control, msg);
+}
+
+// bwrap --as-pid-1: the sandbox's first process becomes the payload itself
+// (no cubicle init); its exit status is the first process's, which the
+// launcher reaps.
+[[noreturn]] void BecomePayload(const ChildPlan& plan, namespaces::ExecRequestView& request, ControlMessage msg) {
+  PrepareAndExec(plan, request, plan.control_fd, msg, namespaces::ResetSignals);
+  msg.type = ControlType::kSetupError;
+  namespaces::SendControl(plan.control_fd, msg);
+  ::_exit(127);
+}
+
+// What init hands the payload process it spawns (SpawnPayload).
+struct PayloadStart {
+  const ChildPlan* plan;
+  namespaces::ExecRequestView* request;
+  const ControlMessage* report;
+  long init_pid;
+};
+
+// The payload process, spawned by init at hand-off with CLONE_VM |
+// CLONE_VFORK: it runs on its own stack in init's memory while init waits,
+// until its execve (or its exit) gives init back its memory. So it writes
+// only its stack, the request's strings and errno, and its execve tears
+// down no copy of an address space: that copy, and its teardown, was most
+// of what a payload forked ahead of time cost on the request path (a
+// fork of a fork of the launcher). A failure is reported on a copy of the
+// control socket above the stdio fds (the control socket's number is the
+// launcher's: with the launcher's stdio closed it may be 0..2); it is
+// close-on-exec, so the payload never holds it.
+int SpawnedPayloadMain(void* arg) {
+  const PayloadStart& start = *static_cast<const PayloadStart*>(arg);
+  const ChildPlan& plan = *start.plan;
+  ControlMessage msg = *start.report;  // its own: init's report stays init's
+  ChildError* e = &msg.error;
+  const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
+  if (control < 0) {
+    child::Fail(e, "dup(control)", "", errno);
+  } else if (DieWithInit(plan, start.init_pid, e)) {
+    PrepareAndExec(plan, *start.request, control, msg, namespaces::RestoreSignalsForPayload);
+  }
+  msg.type = ControlType::kSetupError;
+  namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
+  ::_exit(127);
+}
+
+// Init's side of the spawn: returns the payload's pid once it has exec'd
+// (or failed, and said why on the control socket), or -1 with errno.
+long SpawnPayload(const ChildPlan& plan, namespaces::ExecRequestView& request, const ControlMessage& report) {
+  PayloadStart start{&plan, &request, &report, ::syscall(SYS_getpid)};
+  // new[] gives 16-byte alignment and the size is a multiple of it: the
+  // top is a valid initial stack pointer.
+  char* stack_top = plan.payload_stack.get() + kPayloadStackBytes;
+  return ::clone(SpawnedPayloadMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
+}
+
+// A warm interpreter's process, forked by init before "ready" (DESIGN §5:
+// the request then pays only for the hand-off): PayloadHygiene, stdio on
+// /dev/null, its socket to init as kWarmSocketFd, every other fd closed
+// but the control socket, execve of the interpreter with its bootstrap,
+// which says "R" itself once its modules are imported and takes the
+// request from there. Setup failures are reported on the control socket
+// (close-on-exec: the interpreter never holds it).
+[[noreturn]] void WarmInterpreterMain(const ChildPlan& plan, int socket_fd, long init_pid, ControlMessage msg) {
+  ChildError* e = &msg.error;
   const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
   const int sock = ::fcntl(socket_fd, F_DUPFD_CLOEXEC, 10);
   bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) &&
-            (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) && PayloadHygiene(plan, e);
-  if (ok && plan.warm) {
+            (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) &&
+            DieWithInit(plan, init_pid, e) && PayloadHygiene(plan, e);
+  if (ok) {
     const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     const int stdio[3] = {null_fd, null_fd, null_fd};
     const int keep[5] = {0, 1, 2, kWarmSocketFd, control};
@@ -259,45 +350,16 @@ void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request,
                                     plan.warm_search_path.c_str());
       child::Fail(e, "execve", plan.warm_argv[0], errno);
     }
-  } else if (ok) {
-    const char ready = 'R';
-    ok = CloseAllBut(plan, /*keep_stdio=*/false, control, sock, e) &&
-         (::send(sock, &ready, 1, MSG_NOSIGNAL) == 1 || child::Fail(e, "send", "ready", errno));
-    namespaces::ResetSignals();
-    ::umask(022);
-    namespaces::ExecRequestView request;
-    // The request lands in this process's own copy of the buffer init uses.
-    ok = ok && namespaces::ReceiveExecRequest(sock, plan.request_buffer.get(),
-                                              plan.request_pointers.get(), &request, e);
-    if (ok) ExecTheRequest(plan, request, control, msg);
   }
   msg.type = ControlType::kSetupError;
   namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
   ::_exit(127);
 }
 
-// bwrap --as-pid-1: the sandbox's first process becomes the payload itself
-// (no cubicle init); its exit status is the first process's, which the
-// launcher reaps.
-[[noreturn]] void BecomePayload(const ChildPlan& plan, namespaces::ExecRequestView& request, ControlMessage msg) {
-  ChildError* e = &msg.error;
-  bool ok = PayloadHygiene(plan, e) && InstallStdio(request.stdio, e) &&
-            CloseAllBut(plan, /*keep_stdio=*/true, plan.control_fd, -1, e);
-  if (ok) {
-    for (int i = 0; i < 3; ++i) request.stdio[i] = i;  // in place already
-    namespaces::ResetSignals();
-    ::umask(022);
-    ExecTheRequest(plan, request, plan.control_fd, msg);
-  }
-  msg.type = ControlType::kSetupError;
-  namespaces::SendControl(plan.control_fd, msg);
-  ::_exit(127);
-}
-
-// Init's side: fork the payload process and wait for its "R" (for a warm
-// interpreter, the bootstrap's: modules imported), or "E" and why.
-bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* socket_out, long* pid_out,
-                  ChildError* e) {
+// Init's side: fork the warm interpreter and wait for its bootstrap's "R"
+// (modules imported), or "E" and why.
+bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, int* socket_out, long* pid_out,
+                          ChildError* e) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return child::Fail(e, "socketpair", "payload", errno);
@@ -306,12 +368,12 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
   if (pid == 0) {
     ::close(sv[0]);
-    PayloadMain(plan, sv[1], init_pid, report);
+    WarmInterpreterMain(plan, sv[1], init_pid, report);
   }
   ::close(sv[1]);
   if (pid < 0) {
     ::close(sv[0]);
-    return child::Fail(e, "clone", "payload", errno);
+    return child::Fail(e, "clone", "warm interpreter", errno);
   }
   char word[256];
   ssize_t n;
@@ -330,8 +392,7 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
     return child::Fail(e, "warm interpreter: preload", word + 1, 0);
   }
   // It reported its own failure on the control socket before exiting.
-  return child::Fail(e, plan.warm ? "warm interpreter" : "payload", "exited before it was ready",
-                     n < 0 ? errno : 0);
+  return child::Fail(e, "warm interpreter", "exited before it was ready", n < 0 ? errno : 0);
 }
 
 // The sandbox's first process: ids, root filesystem, hostname, loopback,
@@ -414,16 +475,18 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
     ::_exit(1);
   }
   if (build.proc_fallback) report.flags |= namespaces::kFlagProcFallback;
-  // Init from here on: the payload process is forked now and waits
-  // (bwrap --as-pid-1: this process will be the payload, no init).
-  int payload_socket = -1;
+  // Init from here on (bwrap --as-pid-1: this process will be the payload,
+  // no init). A warm interpreter is started now and imports its modules;
+  // a plain payload is spawned at hand-off (SpawnPayload).
+  int warm_socket = -1;
   long payload_pid = -1;
   if (!plan.as_pid_1) namespaces::BecomeInit();
-  if (!plan.as_pid_1 && !StartPayload(plan, report, &payload_socket, &payload_pid, e)) {
+  if (plan.warm && !StartWarmInterpreter(plan, report, &warm_socket, &payload_pid, e)) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
   }
+  if (plan.prefault) PrefaultForHandOff(plan);
   report.step_ns[namespaces::kStepInitReady] = namespaces::MonotonicNanos();
   report.type = ControlType::kReady;
   namespaces::SendControl(plan.control_fd, report);
@@ -446,21 +509,29 @@ bool StartPayload(const ChildPlan& plan, const ControlMessage& report, int* sock
   }
   // bwrap --as-pid-1: no init; the first process becomes the payload.
   if (plan.as_pid_1) BecomePayload(plan, request, report);
-  // The payload is waiting already: pass it the request and its stdio,
-  // then supervise it.
+  // The warm interpreter is waiting already: pass it the request and its
+  // stdio. A plain payload is spawned now; it reports "executing" itself,
+  // just before its execve.
   report.step_ns[namespaces::kStepPayloadForked] = namespaces::MonotonicNanos();
-  if (!namespaces::ForwardExecRequest(payload_socket, plan.request_buffer.get(), request, e)) {
+  if (plan.warm) {
+    ok = namespaces::ForwardExecRequest(warm_socket, plan.request_buffer.get(), request, e);
+    ::close(warm_socket);
+  } else {
+    payload_pid = SpawnPayload(plan, request, report);
+    ok = payload_pid > 0 || child::Fail(e, "clone", "payload", errno);
+  }
+  if (!ok) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
   }
-  ::close(payload_socket);
-  if (plan.warm) {  // the plain payload reports "executing" itself, just before execve
+  if (plan.warm) {
     report.type = ControlType::kExecuting;
     report.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
     namespaces::SendControl(plan.control_fd, report);
   }
-  namespaces::Supervise(plan.control_fd, &report, payload_pid, bridge.fd >= 0 ? &bridge : nullptr);
+  namespaces::Supervise(plan.control_fd, &report, payload_pid, bridge.fd >= 0 ? &bridge : nullptr,
+                        {.linger = request.linger, .own_pid_namespace = plan.pid_namespace});
 }
 
 struct Identity {
@@ -943,6 +1014,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.control_fd = child_control.get();
   plan.launcher_control_fd = sv[0];
   plan.inherited_fds = spec.inherited_fds;
+  if (!plan.warm && !plan.as_pid_1) plan.payload_stack.reset(new char[kPayloadStackBytes]);
+  plan.prefault = options.wait_until_ready && !options.cold;
+  if (plan.prefault) plan.text = namespaces::ExecutableSegments();
   clock.Mark("prepare");
 
   // Namespaces to join: the user namespace first (it gives the privilege
@@ -1127,7 +1201,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   }
   absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, env, request.cwd,
                                                   SearchPath(env), stdio, workspace.get(), &peer_gone,
-                                                  warm);
+                                                  warm, /*linger=*/request.return_at_exit);
   // A sandbox that failed its setup before reading the request has already
   // sent why: go on and collect it.
   if (!sent.ok() && !peer_gone) return fail(sent);

@@ -77,7 +77,9 @@ struct ExecRequest {
   std::function<bool(int index)> on_output;
   // Return the moment init reports the payload's exit, leaving the
   // teardown (init's exit, the namespaces, the cgroup) to ~Zygote — which a
-  // pool runs off the request path. Off: Run() returns with it all done.
+  // pool runs off the request path. Init then stays until ~Zygote kills it
+  // (namespaces::AfterExit::linger; the rest of its pid namespace is killed
+  // at the report). Off: Run() returns with it all done.
   bool return_at_exit = false;
 };
 

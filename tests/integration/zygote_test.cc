@@ -3,6 +3,7 @@
 // halves apart, as a pool will.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -12,7 +13,9 @@
 #include <thread>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -229,6 +232,101 @@ TEST_F(CoreZygote, ConcurrentUserNamespaceHelpersDoNotHoldEachOther) {
   const std::atomic<int>& failed = shared->failed;
   EXPECT_EQ(made.load(), 100);
   EXPECT_EQ(failed.load(), 0);
+}
+
+// A launcher's signal state must not reach the payload: a daemon ignores
+// SIGPIPE, has handlers, blocks signals in its threads. Init resets every
+// disposition but the ones it forwards (namespaces::BecomeInit) and the
+// payload it spawns restores those (RestoreSignalsForPayload), so the
+// payload starts as a fresh process does, cold or from a zygote.
+TEST_F(CoreZygote, ThePayloadStartsWithAFreshSignalState) {
+  struct sigaction ignore {}, handler {}, old_pipe {}, old_usr1 {}, old_hup {};
+  ignore.sa_handler = SIG_IGN;
+  handler.sa_handler = [](int) {};
+  ASSERT_EQ(::sigaction(SIGPIPE, &ignore, &old_pipe), 0);
+  ASSERT_EQ(::sigaction(SIGHUP, &ignore, &old_hup), 0);  // one init forwards
+  ASSERT_EQ(::sigaction(SIGUSR1, &handler, &old_usr1), 0);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR2);
+  sigaddset(&block, SIGALRM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &block, &old_mask), 0);
+
+  // cat: a program that installs no handler of its own (grep catches SIGSEGV).
+  const std::string show = "exec cat /proc/self/status";
+  absl::StatusOr<SandboxRun> cold = RunInSandbox(TestSpec({"/bin/sh", "-c", show}));
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  absl::StatusOr<SandboxRun> pooled;
+  if (z != nullptr) pooled = RunInZygote(*z, Shell(show));
+
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::sigaction(SIGPIPE, &old_pipe, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+
+  auto signal_lines = [](const std::string& status) {
+    std::istringstream in(status);
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+      if (absl::StartsWith(line, "SigBlk:") || absl::StartsWith(line, "SigIgn:") ||
+          absl::StartsWith(line, "SigCgt:")) {
+        absl::StrAppend(&out, line, "\n");
+      }
+    }
+    return out;
+  };
+  const std::string fresh = "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n";
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  EXPECT_EQ(signal_lines(cold->out), fresh) << cold->result.setup_error;
+  ASSERT_NE(z, nullptr);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  EXPECT_EQ(signal_lines(pooled->out), fresh) << pooled->result.setup_error;
+}
+
+// The host pids of a process's children (/proc/PID/task/PID/children).
+std::vector<pid_t> ChildrenOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/task/", pid, "/children"));
+  std::vector<pid_t> out;
+  for (pid_t child; in >> child;) out.push_back(child);
+  return out;
+}
+
+char StateOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+}
+
+// return_at_exit (a pool's requests): Run() returns at init's report and
+// init stays until the zygote is destroyed (namespaces::AfterExit), so that
+// its own exit is not on the request path; what the payload left running
+// in its pid namespace is killed at the report all the same.
+TEST_F(CoreZygote, AfterAnEarlyReturnInitStaysAndKillsWhatThePayloadLeft) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  const pid_t init = z->init_pid();
+  runtime::ExecRequest r = Shell("sleep 30 & sleep 30 & echo started");
+  r.return_at_exit = true;
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->out, "started\n");
+  // The two sleeps die (zombies of init, which no longer reaps): bounded
+  // wait, 5 s at most.
+  bool all_dead = false;
+  for (int i = 0; i < 500 && !all_dead; ++i) {
+    all_dead = true;
+    for (pid_t child : ChildrenOf(init)) all_dead &= StateOf(child) == 'Z' || StateOf(child) == '?';
+    if (!all_dead) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(all_dead) << "a process the payload left is still running";
+  // Init itself is still there, waiting for the launcher to hang up.
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(::kill(init, 0), 0);
+  EXPECT_NE(StateOf(init), 'Z');
+  z.reset();
+  EXPECT_NE(::kill(init, 0), 0);  // reaped with the zygote
 }
 
 TEST_F(CoreZygote, TimeoutCountsFromTheHandOff) {
