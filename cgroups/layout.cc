@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <libcgroup.h>
 #include <linux/magic.h>
+#include <sys/utsname.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdarg>
 #include <map>
 #include <utility>
@@ -395,6 +397,17 @@ absl::StatusOr<std::vector<CgroupMount>> ParseMountinfo(absl::string_view mounti
   return mounts;
 }
 
+namespace {
+
+bool KernelAtLeast(int major, int minor) {
+  struct utsname uts;
+  int have_major = 0, have_minor = 0;
+  if (::uname(&uts) != 0 || std::sscanf(uts.release, "%d.%d", &have_major, &have_minor) != 2) return false;
+  return have_major > major || (have_major == major && have_minor >= minor);
+}
+
+}  // namespace
+
 absl::StatusOr<Layout> LayoutFromProc(
     absl::string_view mountinfo, absl::string_view proc_self_cgroup, const LayoutOptions& options,
     const std::vector<std::pair<std::string, std::string>>& libcgroup_mounts) {
@@ -432,7 +445,26 @@ absl::StatusOr<Layout> LayoutFromProc(
     }
   }
 
+  // CPU time and kill come from the unified group every sandbox is cloned
+  // into whenever it offers them as core files (cpu.stat; cgroup.kill,
+  // Linux 5.14), even on a host that also mounts v1 cpuacct or freezer: a
+  // v1 group for them would cost a mkdir, an attach and an rmdir per
+  // sandbox and tell nothing more. Our own v2 cgroup may be the root, which
+  // has cpu.stat but never cgroup.kill: the kernel's version says whether
+  // a group below it has one (a fake tree's own files say it in tests).
+  auto unified_offers = [&](const char* file) {
+    if (layout.unified < 0) return false;
+    const Hierarchy& u = layout.hierarchies[layout.unified];
+    const std::string dir = u.own_dir.empty() ? u.mount_point : u.own_dir;
+    if (::access(cgroupfs::Join(dir, file).c_str(), F_OK) == 0) return true;
+    return !options.emulated && std::string_view(file) == "cgroup.kill" && KernelAtLeast(5, 14);
+  };
   for (Controller c : kAllControllers) {
+    if ((c == Controller::kCpuacct && unified_offers("cpu.stat")) ||
+        (c == Controller::kFreezer && unified_offers("cgroup.kill"))) {
+      layout.placement[static_cast<int>(c)] = layout.unified;
+      continue;
+    }
     absl::string_view name = V1Name(c);
     std::vector<const CgroupMount*> candidates;
     for (const CgroupMount& m : mounts) {

@@ -21,7 +21,9 @@ namespace cubicle::runtime {
 namespace {
 
 constexpr char kFileName[] = "host-cache";
-constexpr char kMagic[] = "cubicle host cache 1";
+// 2: cpuacct and the freezer placed on the unified group where it offers
+// cpu.stat and cgroup.kill; a layout cached by version 1 is rediscovered.
+constexpr char kMagic[] = "cubicle host cache 2";
 constexpr size_t kMaxBytes = 256 * 1024;
 
 // FNV-1a, 64 bits: a cheap fingerprint, not a defence (the key's other

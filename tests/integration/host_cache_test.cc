@@ -66,7 +66,7 @@ TEST_F(RootHostCache, TheFirstRunStoresTheLayoutAndTheNextUsesIt) {
   ProcessRun first = Cubicle({"run", "--", "/bin/true"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const std::string stored = ReadFile(cache_file());
-  ASSERT_TRUE(absl::StartsWith(stored, "cubicle host cache 1\n")) << stored;
+  ASSERT_TRUE(absl::StartsWith(stored, "cubicle host cache 2\n")) << stored;
   struct stat st;
   ASSERT_EQ(::stat(cache_file().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
@@ -86,7 +86,7 @@ TEST_F(RootHostCache, ACacheThatNoLongerHoldsIsDiscoveredAfresh) {
   EXPECT_EQ(run.out, "ran\n");
   EXPECT_EQ(ReadFile(cache_file()), stored);
   // Garbage is no different.
-  ASSERT_TRUE(WriteFile(cache_file(), "cubicle host cache 1\nkey\tnot this one\nversion\t1\n"));
+  ASSERT_TRUE(WriteFile(cache_file(), "cubicle host cache 2\nkey\tnot this one\nversion\t1\n"));
   EXPECT_EQ(Cubicle({"run", "--", "/bin/true"}).exit_code, 0);
   EXPECT_EQ(ReadFile(cache_file()), stored);
   ProcessRun probe = Cubicle({"probe"});

@@ -81,12 +81,14 @@ TEST_F(FakeLayoutTest, HybridPlacesEachControllerWhereItIsMounted) {
   EXPECT_EQ(mem->own, "/process_api/abc");
   EXPECT_EQ(mem->own_dir, P("memory/process_api/abc"));
   EXPECT_EQ(mem->parent, P("memory/process_api/abc/cubicle"));
-  // cpu and cpuacct share one co-mounted hierarchy; io is blkio; the freezer is v1.
-  EXPECT_EQ(layout->Find(Controller::kCpu), layout->Find(Controller::kCpuacct));
+  // cpu limits on the co-mounted v1 hierarchy; io is blkio; CPU time and
+  // kill from the unified group, which has cpu.stat and cgroup.kill: no v1
+  // freezer hierarchy at all.
   EXPECT_EQ(layout->Find(Controller::kCpu)->mount_point, P("cpu,cpuacct"));
+  EXPECT_EQ(layout->Find(Controller::kCpuacct), &u);
   EXPECT_EQ(layout->Find(Controller::kIo)->mount_point, P("blkio"));
-  EXPECT_EQ(layout->Find(Controller::kFreezer)->version, 1);
-  EXPECT_EQ(layout->hierarchies.size(), 6u);  // unified + 5 v1 (no name=systemd)
+  EXPECT_EQ(layout->Find(Controller::kFreezer), &u);
+  EXPECT_EQ(layout->hierarchies.size(), 5u);  // unified + 4 v1 (no name=systemd, no freezer)
   EXPECT_TRUE(layout->v1_swap_accounting);
   EXPECT_TRUE(layout->emulated);
   EXPECT_THAT(layout->Describe(), HasSubstr("cgroups hybrid"));
@@ -225,17 +227,37 @@ TEST_F(FakeLayoutTest, PlanGroupsUsesWhatLimitsAndOutcomesNeed) {
   ASSERT_TRUE(layout.ok()) << layout.status();
   auto none = PlanGroups(*layout, Limits{});
   ASSERT_TRUE(none.ok()) << none.status();
-  // Placement (v2), then accounting (memory, pids, cpuacct) and the v1
-  // freezer; no blkio without an IO limit (v1 counts nothing there without
-  // a throttle rule).
-  EXPECT_THAT(Mounts(*layout, *none), ElementsAre("unified", "memory", "pids", "cpu,cpuacct", "freezer"));
+  // Placement (v2, which also gives CPU time and kill), then accounting
+  // (memory, pids); no blkio without an IO limit (v1 counts nothing there
+  // without a throttle rule).
+  EXPECT_THAT(Mounts(*layout, *none), ElementsAre("unified", "memory", "pids"));
   EXPECT_TRUE(none->writes.empty());
   Limits io;
   io.io.push_back(IoLimit{8, 0, 1024});
   auto with_io = PlanGroups(*layout, io);
   ASSERT_TRUE(with_io.ok()) << with_io.status();
-  EXPECT_THAT(Mounts(*layout, *with_io),
-              ElementsAre("unified", "blkio", "memory", "pids", "cpu,cpuacct", "freezer"));
+  EXPECT_THAT(Mounts(*layout, *with_io), ElementsAre("unified", "blkio", "memory", "pids"));
+  Limits cpu;
+  cpu.cpus = 0.5;
+  auto with_cpu = PlanGroups(*layout, cpu);
+  ASSERT_TRUE(with_cpu.ok()) << with_cpu.status();
+  EXPECT_THAT(Mounts(*layout, *with_cpu), ElementsAre("unified", "cpu,cpuacct", "memory", "pids"));
+}
+
+// A unified hierarchy without cgroup.kill (before Linux 5.14) or cpu.stat:
+// the v1 freezer and cpuacct, as mounted.
+TEST_F(FakeLayoutTest, HybridWithoutV2KillOrCpuStatUsesTheV1FreezerAndCpuacct) {
+  Make(Kind::kHybrid);
+  ASSERT_EQ(::unlink(P("unified/cgroup.kill").c_str()), 0);
+  ASSERT_EQ(::unlink(P("unified/cpu.stat").c_str()), 0);
+  auto layout = tree_->Discover();
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->Find(Controller::kFreezer)->mount_point, P("freezer"));
+  EXPECT_EQ(layout->Find(Controller::kCpuacct)->mount_point, P("cpu,cpuacct"));
+  EXPECT_EQ(layout->hierarchies.size(), 6u);
+  auto none = PlanGroups(*layout, Limits{});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(Mounts(*layout, *none), ElementsAre("unified", "memory", "pids", "cpu,cpuacct", "freezer"));
 }
 
 TEST_F(FakeLayoutTest, PlanGroupsNamesTheLimitWhoseControllerIsMissing) {
