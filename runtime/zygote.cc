@@ -1085,14 +1085,23 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   trees.clear();  // the child holds its own copies
   clock.Mark("clone");
 
-  // 3. v1 groups (and v2 without CLONE_INTO_CGROUP): attach while the child
-  //    is still blocked before its first step.
-  if (state->cgroup != nullptr) {
+  // 3. v1 groups (and v2 without CLONE_INTO_CGROUP). Init makes no process
+  //    before its request but a warm interpreter's, which it forks while
+  //    building the sandbox: with one, init is attached while still blocked
+  //    before its first step; without, while it builds its root (a v1
+  //    attach can wait for an RCU grace period), and Create returns only
+  //    once it is attached, before any request can be sent. Either way
+  //    every process of the sandbox but init's setup starts in the groups.
+  auto attach = [&]() -> absl::Status {
+    if (state->cgroup == nullptr) return absl::OkStatus();
     CUBICLE_RETURN_IF_ERROR(state->cgroup->Attach(
         cloned.pid, placed_on_v2 ? cgroups::SandboxCgroup::Placement::kV1Only
                                  : cgroups::SandboxCgroup::Placement::kAll));
     clock.Mark("cgroup_attach");
-  }
+    return absl::OkStatus();
+  };
+  const bool attach_before_release = plan.warm;
+  if (attach_before_release) CUBICLE_RETURN_IF_ERROR(attach());
   if (state->devices != nullptr) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
 
   // 4. Id maps, then release the child.
@@ -1102,6 +1111,18 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   char go = 'g';
   if (::send(state->control.get(), &go, 1, MSG_NOSIGNAL) != 1) return ErrnoStatus(errno, "send(control, go)");
   clock.Mark("id_maps");
+  if (!attach_before_release) {
+    if (absl::Status attached = attach(); !attached.ok()) {
+      // A child that failed its setup meanwhile is gone: its report of why
+      // is the error to give.
+      ControlMessage msg;
+      if (::recv(state->control.get(), &msg, sizeof(msg), MSG_DONTWAIT | MSG_PEEK) == sizeof(msg) &&
+          msg.type == ControlType::kSetupError) {
+        return ChildErrorStatus(msg.error);
+      }
+      return attached;
+    }
+  }
 
   // 5. A pool waits until the sandbox says it is built (or failed).
   if (options.wait_until_ready) {

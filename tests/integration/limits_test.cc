@@ -9,12 +9,14 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "runtime/cgroup_host.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
@@ -57,6 +59,37 @@ class RootLimits : public HostHygieneTest {
     HostHygieneTest::TearDown();
   }
 };
+
+// A plain sandbox's init is attached to its v1 groups while it builds its
+// root (runtime/zygote.cc, step 3), not before it is released: Create must
+// still return only once it is in every group, since the request (and with
+// it the only process init makes) may follow at once.
+TEST_F(RootLimits, InitIsInItsGroupsWhenCreateReturns) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.limits.memory_max = 256ull << 20;
+  spec.limits.pids_max = 64;
+  for (bool wait_until_ready : {false, true}) {
+    runtime::ZygoteOptions options;
+    options.wait_until_ready = wait_until_ready;
+    absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(spec, options);
+    ASSERT_TRUE(z.ok()) << z.status();
+    const std::string cgroups = ReadFile(absl::StrCat("/proc/", (*z)->init_pid(), "/cgroup"));
+    const std::string group = absl::StrCat("/cubicle-", ::getpid(), "-");
+    int in_groups = 0;
+    for (absl::string_view line : absl::StrSplit(cgroups, '\n', absl::SkipEmpty())) {
+      // "4:memory:/path" for a v1 hierarchy, "0::/path" for the v2 one.
+      std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
+      if (f.size() != 3) continue;
+      for (cgroups::Controller c : {cgroups::Controller::kMemory, cgroups::Controller::kPids}) {
+        const cgroups::Hierarchy* h = runtime::SharedCgroupHost().layout->Find(c);
+        if (h == nullptr || (h->version == 2 ? !f[1].empty() : f[1] != cgroups::V1Name(c))) continue;
+        EXPECT_TRUE(absl::StrContains(f[2], group)) << "wait_until_ready " << wait_until_ready << ": " << line;
+        ++in_groups;
+      }
+    }
+    EXPECT_GE(in_groups, 1) << cgroups;
+  }
+}
 
 TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
   REQUIRE_HOST(Python3());
