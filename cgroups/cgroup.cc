@@ -245,18 +245,6 @@ absl::StatusOr<std::optional<std::string>> ReadIfPresent(int dirfd, const std::s
   return std::move(*text);
 }
 
-// Sets `out` from a single-number file; leaves it unset when the file is missing.
-absl::Status ReadSingle(int dirfd, const std::string& dir, const char* file,
-                        std::optional<uint64_t>* out) {
-  CUBICLE_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadIfPresent(dirfd, dir, file));
-  if (!text.has_value()) return absl::OkStatus();
-  auto value = SingleValue(*text);
-  if (!value.ok())
-    return absl::InternalError(absl::StrCat(dir, "/", file, ": ", value.status().message()));
-  *out = *value;
-  return absl::OkStatus();
-}
-
 // Sets `out` from a key of a flat-keyed file's text; a missing key leaves it unset.
 absl::Status ReadKey(const std::string& dir, const char* file,
                      const std::optional<std::string>& text, absl::string_view key,
@@ -272,42 +260,66 @@ absl::Status ReadKey(const std::string& dir, const char* file,
 
 }  // namespace
 
+absl::StatusOr<std::optional<std::string>> SandboxCgroup::ReadFile(const Group& g, const char* file) const {
+  if (!keep_open_) return ReadIfPresent(g.dir.get(), g.path, file);
+  const size_t index = static_cast<size_t>(&g - groups_.data());
+  auto kept = std::find_if(open_files_.begin(), open_files_.end(),
+                           [&](const OpenFile& f) { return f.group == index && f.file == file; });
+  if (kept == open_files_.end()) {
+    UniqueFd fd(::openat(g.dir.get(), file, O_RDONLY | O_CLOEXEC));
+    if (!fd && errno != ENOENT) return ErrnoStatus(errno, absl::StrCat("open(", cgroupfs::Join(g.path, file), ")"));
+    open_files_.push_back({index, file, std::move(fd)});
+    kept = open_files_.end() - 1;
+  }
+  if (!kept->fd) return std::nullopt;
+  return cgroupfs::ReadFromStart(kept->fd.get(), cgroupfs::Join(g.path, file));
+}
+
+// Sets `out` from a single-number file; leaves it unset when the file is missing.
+absl::Status SandboxCgroup::ReadSingle(const Group& g, const char* file, std::optional<uint64_t>* out) const {
+  CUBICLE_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadFile(g, file));
+  if (!text.has_value()) return absl::OkStatus();
+  auto value = SingleValue(*text);
+  if (!value.ok()) return absl::InternalError(absl::StrCat(g.path, "/", file, ": ", value.status().message()));
+  *out = *value;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Stats> SandboxCgroup::ReadStats() const {
   Stats s;
   if (const Group* g = GroupFor(Controller::kMemory); g != nullptr) {
-    int fd = g->dir.get();
     if (g->version == 2) {
-      CUBICLE_RETURN_IF_ERROR(ReadSingle(fd, g->path, "memory.peak", &s.memory_peak_bytes));
-      CUBICLE_ASSIGN_OR_RETURN(auto events, ReadIfPresent(fd, g->path, "memory.events"));
+      CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, "memory.peak", &s.memory_peak_bytes));
+      CUBICLE_ASSIGN_OR_RETURN(auto events, ReadFile(*g, "memory.events"));
       CUBICLE_RETURN_IF_ERROR(ReadKey(g->path, "memory.events", events, "oom_kill", &s.oom_kills));
       CUBICLE_RETURN_IF_ERROR(
           ReadKey(g->path, "memory.events", events, "max", &s.memory_limit_hits));
     } else {
       CUBICLE_RETURN_IF_ERROR(
-          ReadSingle(fd, g->path, "memory.max_usage_in_bytes", &s.memory_peak_bytes));
-      CUBICLE_ASSIGN_OR_RETURN(auto oom, ReadIfPresent(fd, g->path, "memory.oom_control"));
+          ReadSingle(*g, "memory.max_usage_in_bytes", &s.memory_peak_bytes));
+      CUBICLE_ASSIGN_OR_RETURN(auto oom, ReadFile(*g, "memory.oom_control"));
       CUBICLE_RETURN_IF_ERROR(
           ReadKey(g->path, "memory.oom_control", oom, "oom_kill", &s.oom_kills));
       // With swap accounting the memory+swap counter is charged first, so a
       // sandbox at its limit mostly trips memsw's failcnt: count both.
       std::optional<uint64_t> memsw_hits;
-      CUBICLE_RETURN_IF_ERROR(ReadSingle(fd, g->path, "memory.failcnt", &s.memory_limit_hits));
-      CUBICLE_RETURN_IF_ERROR(ReadSingle(fd, g->path, "memory.memsw.failcnt", &memsw_hits));
+      CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, "memory.failcnt", &s.memory_limit_hits));
+      CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, "memory.memsw.failcnt", &memsw_hits));
       if (memsw_hits.has_value())
         s.memory_limit_hits = s.memory_limit_hits.value_or(0) + *memsw_hits;
     }
   }
   if (const Group* g = GroupFor(Controller::kCpuacct); g != nullptr) {
     if (g->version == 2) {
-      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadIfPresent(g->dir.get(), g->path, "cpu.stat"));
+      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadFile(*g, "cpu.stat"));
       CUBICLE_RETURN_IF_ERROR(
           ReadKey(g->path, "cpu.stat", stat, "usage_usec", &s.cpu_usage_ns, 1000));
     } else {
-      CUBICLE_RETURN_IF_ERROR(ReadSingle(g->dir.get(), g->path, "cpuacct.usage", &s.cpu_usage_ns));
+      CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, "cpuacct.usage", &s.cpu_usage_ns));
     }
   }
   if (const Group* g = GroupFor(Controller::kPids); g != nullptr) {
-    CUBICLE_RETURN_IF_ERROR(ReadSingle(g->dir.get(), g->path, "pids.peak", &s.pids_peak));
+    CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, "pids.peak", &s.pids_peak));
   }
   return s;
 }
@@ -315,22 +327,21 @@ absl::StatusOr<Stats> SandboxCgroup::ReadStats() const {
 absl::StatusOr<SandboxCgroup::Usage> SandboxCgroup::ReadUsage() const {
   Usage u;
   if (const Group* g = GroupFor(Controller::kMemory); g != nullptr) {
-    CUBICLE_RETURN_IF_ERROR(ReadSingle(g->dir.get(), g->path,
-                                       g->version == 2 ? "memory.current" : "memory.usage_in_bytes",
+    CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, g->version == 2 ? "memory.current" : "memory.usage_in_bytes",
                                        &u.memory_bytes));
   }
   if (const Group* g = GroupFor(Controller::kCpuacct); g != nullptr) {
     if (g->version == 2) {
-      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadIfPresent(g->dir.get(), g->path, "cpu.stat"));
+      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadFile(*g, "cpu.stat"));
       CUBICLE_RETURN_IF_ERROR(ReadKey(g->path, "cpu.stat", stat, "usage_usec", &u.cpu_ns, 1000));
     } else {
-      CUBICLE_RETURN_IF_ERROR(ReadSingle(g->dir.get(), g->path, "cpuacct.usage", &u.cpu_ns));
+      CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, "cpuacct.usage", &u.cpu_ns));
     }
   }
   if (const Group* g = GroupFor(Controller::kIo); g != nullptr) {
     if (g->version == 2) {
       // "8:0 rbytes=1 wbytes=2 rios=3 ..." per device.
-      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadIfPresent(g->dir.get(), g->path, "io.stat"));
+      CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadFile(*g, "io.stat"));
       if (stat.has_value()) {
         uint64_t total = 0;
         for (absl::string_view line : absl::StrSplit(*stat, '\n', absl::SkipEmpty())) {
@@ -346,8 +357,7 @@ absl::StatusOr<SandboxCgroup::Usage> SandboxCgroup::ReadUsage() const {
       }
     } else {
       // "8:0 Read 4096" ... and a last line "Total 8192".
-      CUBICLE_ASSIGN_OR_RETURN(auto text, ReadIfPresent(g->dir.get(), g->path,
-                                                        "blkio.throttle.io_service_bytes"));
+      CUBICLE_ASSIGN_OR_RETURN(auto text, ReadFile(*g, "blkio.throttle.io_service_bytes"));
       if (text.has_value()) {
         uint64_t total = 0;
         for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
@@ -515,6 +525,7 @@ absl::Status SandboxCgroup::Kill() {
 }
 
 absl::Status SandboxCgroup::Remove() {
+  open_files_.clear();  // KeepStatFilesOpen's fds: nothing holds a group's files from here
   int64_t deadline = NowNs() + kRemoveTimeoutNs;
   absl::Status result;
   // Reverse order: the v2 group, made first, goes last.

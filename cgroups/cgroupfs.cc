@@ -83,6 +83,21 @@ absl::StatusOr<std::string> Read(const std::string& path) {
   return ReadAll(fd.get(), path);
 }
 
+absl::StatusOr<std::string> ReadFromStart(int fd, const std::string& path) {
+  std::string out;
+  char buf[4096];
+  for (off_t offset = 0;;) {
+    ssize_t n = ::pread(fd, buf, sizeof(buf), offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, absl::StrCat("read(", path, ")"));
+    }
+    out.append(buf, static_cast<size_t>(n));
+    if (static_cast<size_t>(n) < sizeof(buf)) return out;
+    offset += n;
+  }
+}
+
 bool Exists(int dirfd, const char* file) { return ::faccessat(dirfd, file, F_OK, 0) == 0; }
 
 absl::StatusOr<int> OpenDir(const std::string& path) {

@@ -33,6 +33,12 @@ absl::Status Write(int dirfd, absl::string_view dir, const char* file, absl::str
 absl::StatusOr<std::string> Read(int dirfd, absl::string_view dir, const char* file);
 absl::StatusOr<std::string> Read(const std::string& path);
 
+// The whole contents of an open cgroup file, read again from its start
+// (pread at 0: a cgroup file regenerates its text at offset 0). A read
+// shorter than the buffer is taken as the end, which saves the final
+// empty read. `path` only names the file in errors.
+absl::StatusOr<std::string> ReadFromStart(int fd, const std::string& path);
+
 // Whether `dir`/`file` exists (faccessat; errors read as "no").
 bool Exists(int dirfd, const char* file);
 

@@ -984,6 +984,11 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
       for (const RlimitSpec& r : DegradedRlimits(spec.limits)) {
         plan.rlimits.push_back({r.resource, r.soft, r.hard});
       }
+    } else if (options.wait_until_ready && !options.cold) {
+      // A zygote: the stats are read on the reply path, so their files are
+      // opened now (the first read opens them) and kept.
+      state->cgroup->KeepStatFilesOpen();
+      (void)state->cgroup->ReadStats();
     }
   }
   CUBICLE_RETURN_IF_ERROR(MakeDeviceCgroup(spec, state->cgroup.get(), &state->devices, &created));

@@ -91,6 +91,32 @@ TEST_F(RootLimits, InitIsInItsGroupsWhenCreateReturns) {
   }
 }
 
+// A zygote reads its stats through files it opened while it waited
+// (SandboxCgroup::KeepStatFilesOpen): the reply still carries what this
+// execution used, as a pool returns it (at the exit report).
+TEST_F(RootLimits, AZygotesStatsAreThoseOfItsExecution) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.limits.memory_max = 256ull << 20;
+  spec.limits.pids_max = 64;
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(spec, {});
+  ASSERT_TRUE(z.ok()) << z.status();
+  runtime::ExecRequest r;
+  // Holds 8 MB in the shell, with a few processes, and spins a little.
+  r.argv = {"/bin/sh", "-c", "x=$(head -c 8000000 /dev/zero | tr '\\0' a); i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo ${#x}"};
+  r.env = {"PATH=/usr/bin:/bin"};
+  r.return_at_exit = true;
+  absl::StatusOr<SandboxRun> run = RunInZygote(**z, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->out, "8000000\n") << run->err;
+  ASSERT_TRUE(run->result.cgroup.has_value()) << "no cgroup stats in the result";
+  const cgroups::Stats& stats = *run->result.cgroup;
+  EXPECT_GT(stats.memory_peak_bytes.value_or(0), 8000000u);
+  EXPECT_GT(stats.cpu_usage_ns.value_or(0), 0u);
+  if (stats.pids_peak.has_value()) {
+    EXPECT_GE(*stats.pids_peak, 3u);  // init, sh and its pipeline
+  }
+}
+
 TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
   REQUIRE_HOST(Python3());
   runtime::SandboxSpec spec =

@@ -19,6 +19,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cgroups/cgroupfs.h"
@@ -362,6 +365,47 @@ TEST_P(BackendTest, ReadStatsLeavesOutWhatTheKernelDoesNotOffer) {
   EXPECT_FALSE(stats->oom_kills.has_value());
   EXPECT_EQ(stats->cpu_usage_ns, 0u);
   EXPECT_FALSE(stats->oom_killed());
+}
+
+// KeepStatFilesOpen (a pool's sandbox): each file is opened once and read
+// again from its start, so a rewritten value (longer or shorter) is read
+// whole; the fds are held until Remove, which closes them.
+TEST_P(BackendTest, KeptStatFilesAreReadAgainFromTheirStartUntilRemove) {
+  // Our fds open on a pids.peak file.
+  auto open_fds = [] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+      n += absl::EndsWith(std::filesystem::read_symlink(entry.path(), ec).string(), "/pids.peak") ? 1 : 0;
+    }
+    return n;
+  };
+  auto cg = MustCreate(Limits{.memory_max = 32 * kMiB});
+  ASSERT_NE(cg, nullptr);
+  if (v2()) {
+    ASSERT_TRUE(tree_->Write(Dir(*cg, "") + "/memory.peak", "0\n").ok());
+    ASSERT_TRUE(tree_->Write(Dir(*cg, "") + "/memory.events", "max 0\noom_kill 0\n").ok());
+    ASSERT_TRUE(tree_->Write(Dir(*cg, "") + "/cpu.stat", "usage_usec 0\n").ok());
+  } else {
+    ASSERT_TRUE(tree_->Write(Dir(*cg, "memory") + "/memory.max_usage_in_bytes", "0\n").ok());
+    ASSERT_TRUE(tree_->Write(Dir(*cg, "memory") + "/memory.oom_control", "oom_kill 0\n").ok());
+    ASSERT_TRUE(tree_->Write(Dir(*cg, "memory") + "/memory.failcnt", "0\n").ok());
+    ASSERT_TRUE(tree_->Write(Dir(*cg, "cpu") + "/cpuacct.usage", "0\n").ok());
+  }
+  const int before = open_fds();
+  cg->KeepStatFilesOpen();
+  const std::string peak = Dir(*cg, "pids") + "/pids.peak";
+  for (const char* value : {"3", "12345", "7"}) {
+    ASSERT_TRUE(tree_->Write(peak, absl::StrCat(value, "\n")).ok());
+    auto stats = cg->ReadStats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    uint64_t expected = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(value, &expected));
+    EXPECT_EQ(stats->pids_peak, expected) << "after writing " << value;
+  }
+  EXPECT_EQ(open_fds(), before + 1) << "pids.peak is not kept open, once";
+  ASSERT_TRUE(cg->Remove().ok());
+  EXPECT_EQ(open_fds(), before) << "Remove left stat files open";
 }
 
 TEST_P(BackendTest, ReadStatsNamesAFileItCannotParse) {
