@@ -27,15 +27,6 @@ namespace {
 
 using runtime::ExitReason;
 
-rootfs::MountOp Bind(std::string source, std::string dest, bool readonly) {
-  rootfs::MountOp op;
-  op.kind = rootfs::MountKind::kBind;
-  op.source = std::move(source);
-  op.dest = std::move(dest);
-  op.readonly = readonly;
-  return op;
-}
-
 // A private directory (mode 0700, as mktemp -d makes it) holding a
 // readable directory `data` with a file `f`, and a readable file `single`.
 class PrivateSource {
@@ -57,35 +48,41 @@ class PrivateSource {
 
 class CoreBindSources : public HostHygieneTest {};
 
+// Runs `script` with `op` mounted; an error unless it ran to its exit.
+absl::StatusOr<SandboxRun> RunWith(const std::string& script, rootfs::MountOp op) {
+  runtime::SandboxSpec spec = ShellSpec(script);
+  spec.mounts.push_back(std::move(op));
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  if (run.ok() && run->result.reason != ExitReason::kExited) {
+    return absl::InternalError(absl::StrCat("reason ", runtime::ExitReasonName(run->result.reason), ": ",
+                                            run->result.setup_error.message(), " ", run->err));
+  }
+  return run;
+}
+
 TEST_F(CoreBindSources, ADirectoryUnderAPrivateDirectoryIsBoundReadOnly) {
   PrivateSource src;
-  runtime::SandboxSpec spec = ShellSpec("cat /data/f; touch /data/new 2>/dev/null || echo read-only");
-  spec.mounts.push_back(Bind(src.Join("data"), "/data", true));
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  absl::StatusOr<SandboxRun> run = RunWith("cat /data/f; touch /data/new 2>/dev/null || echo read-only",
+                                         Bind(src.Join("data"), "/data", true));
   ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error;
   EXPECT_EQ(run->out, "in a private directory\nread-only\n") << run->err;
   EXPECT_NE(::access(src.Join("data/new").c_str(), F_OK), 0) << "the read-only bind was written";
 }
 
 TEST_F(CoreBindSources, AFileUnderAPrivateDirectoryIsBound) {
   PrivateSource src;
-  runtime::SandboxSpec spec = ShellSpec("test -f /etc/single && cat /etc/single");
-  spec.mounts.push_back(Bind(src.Join("single"), "/etc/single", true));
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  absl::StatusOr<SandboxRun> run = RunWith("test -f /etc/single && cat /etc/single",
+                                         Bind(src.Join("single"), "/etc/single", true));
   ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error;
   EXPECT_EQ(run->out, "a single file\n") << run->err;
 }
 
 TEST_F(CoreBindSources, AWritableBindUnderAPrivateDirectoryKeepsTheBindsFlags) {
   PrivateSource src;
   ::chmod(src.Join("data").c_str(), 0777);
-  runtime::SandboxSpec spec = ShellSpec("echo written > /data/out && grep ' /data ' /proc/self/mountinfo");
-  spec.mounts.push_back(Bind(src.Join("data"), "/data", false));
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  absl::StatusOr<SandboxRun> run = RunWith("echo written > /data/out && grep ' /data ' /proc/self/mountinfo",
+                                         Bind(src.Join("data"), "/data", false));
   ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error << run->err;
   EXPECT_EQ(ReadFile(src.Join("data/out")), "written\n");
   // nosuid and nodev, as every bind; and private: no "shared:" peer group
   // ties it to the host's mount.
@@ -98,11 +95,8 @@ TEST_F(CoreBindSources, AMissingOptionalSourceUnderAPrivateDirectoryIsSkipped) {
   PrivateSource src;
   rootfs::MountOp op = Bind(src.Join("absent"), "/absent", true);
   op.optional = true;
-  runtime::SandboxSpec spec = ShellSpec("test -e /absent && echo present || echo skipped");
-  spec.mounts.push_back(op);
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  absl::StatusOr<SandboxRun> run = RunWith("test -e /absent && echo present || echo skipped", op);
   ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error;
   EXPECT_EQ(run->out, "skipped\n");
 }
 
@@ -116,11 +110,9 @@ TEST_F(CoreBindSources, CubicleRunBindsAMktempDirectory) {
 TEST_F(CoreBindSources, ReadingThroughTheBindFollowsTheSandboxUsersPermissions) {
   PrivateSource src;
   ::chmod(src.Join("data/f").c_str(), 0600);  // the host owner's only
-  runtime::SandboxSpec spec = ShellSpec("cat /data/f 2>/dev/null || echo denied");
-  spec.mounts.push_back(Bind(src.Join("data"), "/data", true));
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  absl::StatusOr<SandboxRun> run = RunWith("cat /data/f 2>/dev/null || echo denied",
+                                         Bind(src.Join("data"), "/data", true));
   ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error;
   // As root the sandbox user is an unprivileged host id: denied. Rootless it
   // is the caller, who owns the file.
   EXPECT_EQ(run->out, IsRoot() ? "denied\n" : "in a private directory\n");

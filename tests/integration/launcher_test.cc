@@ -36,22 +36,6 @@ using runtime::ExitReason;
 
 class CoreLauncher : public HostHygieneTest {};
 
-rootfs::MountOp Tmpfs(std::string dest) {
-  rootfs::MountOp op;
-  op.kind = rootfs::MountKind::kTmpfs;
-  op.dest = std::move(dest);
-  return op;
-}
-
-rootfs::MountOp Bind(std::string source, std::string dest, bool readonly) {
-  rootfs::MountOp op;
-  op.kind = rootfs::MountKind::kBind;
-  op.source = std::move(source);
-  op.dest = std::move(dest);
-  op.readonly = readonly;
-  return op;
-}
-
 // Launch must refuse `spec` up front: InvalidArgument-like status whose
 // message contains every one of `words`.
 void ExpectRefused(const runtime::SandboxSpec& spec, std::vector<std::string> words) {

@@ -33,15 +33,26 @@ std::unique_ptr<runtime::Pool> MakePool(runtime::PoolConfig config) {
 // Every wait in these tests is bounded: 20 s is far beyond a zygote build.
 constexpr absl::Duration kWarmLimit = absl::Seconds(20);
 
+// A pool of `idle` zygotes (min_idle = max_idle), all built; nullptr (and a
+// failure) when it cannot be made or does not fill.
+std::unique_ptr<runtime::Pool> WarmPool(size_t idle) {
+  runtime::PoolConfig config;
+  config.min_idle = idle;
+  config.max_idle = idle;
+  std::unique_ptr<runtime::Pool> pool = MakePool(config);
+  if (pool == nullptr) return nullptr;
+  if (!pool->WaitWarm(kWarmLimit)) {
+    ADD_FAILURE() << "the pool did not fill to " << idle;
+    return nullptr;
+  }
+  return pool;
+}
+
 class CorePool : public HostHygieneTest {};
 
 TEST_F(CorePool, FillsToMinIdleAndServesHits) {
-  runtime::PoolConfig config;
-  config.min_idle = 2;
-  config.max_idle = 2;
-  std::unique_ptr<runtime::Pool> pool = MakePool(config);
+  std::unique_ptr<runtime::Pool> pool = WarmPool(2);
   ASSERT_NE(pool, nullptr);
-  ASSERT_TRUE(pool->WaitWarm(kWarmLimit));
   EXPECT_EQ(pool->Stats().idle, 2u);
   absl::StatusOr<runtime::ExecResult> r = pool->Run(Echo("warm"));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -166,12 +177,8 @@ bool WaitStats(runtime::Pool& pool, Done done) {
 }
 
 TEST_F(CorePool, AHoldDefersRefillAndTeardownUntilItEnds) {
-  runtime::PoolConfig config;
-  config.min_idle = 2;
-  config.max_idle = 2;
-  std::unique_ptr<runtime::Pool> pool = MakePool(config);
+  std::unique_ptr<runtime::Pool> pool = WarmPool(2);
   ASSERT_NE(pool, nullptr);
-  ASSERT_TRUE(pool->WaitWarm(kWarmLimit));
   {
     runtime::Pool::Hold hold = pool->HoldBackground();
     absl::StatusOr<runtime::ExecResult> r = pool->Run(Echo("held"));
@@ -194,12 +201,8 @@ TEST_F(CorePool, AHoldDefersRefillAndTeardownUntilItEnds) {
 }
 
 TEST_F(CorePool, UnderAHoldAnEmptyingPoolStillRefillsAndABacklogIsTornDown) {
-  runtime::PoolConfig config;
-  config.min_idle = 2;
-  config.max_idle = 2;
-  std::unique_ptr<runtime::Pool> pool = MakePool(config);
+  std::unique_ptr<runtime::Pool> pool = WarmPool(2);
   ASSERT_NE(pool, nullptr);
-  ASSERT_TRUE(pool->WaitWarm(kWarmLimit));
   runtime::Pool::Hold hold = pool->HoldBackground();
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<runtime::ExecResult> r = pool->Run(Echo("x"));

@@ -148,6 +148,22 @@ absl::StatusOr<SandboxRun> RunInSandbox(const runtime::SandboxSpec& spec, absl::
   });
 }
 
+rootfs::MountOp Bind(std::string source, std::string dest, bool readonly) {
+  rootfs::MountOp op;
+  op.kind = rootfs::MountKind::kBind;
+  op.source = std::move(source);
+  op.dest = std::move(dest);
+  op.readonly = readonly;
+  return op;
+}
+
+rootfs::MountOp Tmpfs(std::string dest) {
+  rootfs::MountOp op;
+  op.kind = rootfs::MountKind::kTmpfs;
+  op.dest = std::move(dest);
+  return op;
+}
+
 absl::StatusOr<SandboxRun> RunInZygote(runtime::Zygote& zygote, runtime::ExecRequest request,
                                        absl::string_view stdin_text) {
   return Captured(stdin_text, [&](int in, int out, int err) {

@@ -33,6 +33,10 @@ struct SandboxRun {
 // binary only if DefaultSpec fails, which it cannot without a workspace.
 runtime::SandboxSpec TestSpec(std::vector<std::string> argv, const runtime::DefaultsOptions& options = {});
 
+// Mount operations for a spec's `mounts`: a bind of a host path, a tmpfs.
+rootfs::MountOp Bind(std::string source, std::string dest, bool readonly);
+rootfs::MountOp Tmpfs(std::string dest);
+
 // The default sandbox running `/bin/sh -c script`.
 runtime::SandboxSpec ShellSpec(absl::string_view script, const runtime::DefaultsOptions& options = {});
 
