@@ -365,7 +365,8 @@ std::string Layout::Describe() const {
       }
     }
     lines.push_back(absl::StrCat("  v", h.version, " ", h.mount_point, ": ",
-                                 serves.empty() ? "(placement only)" : absl::StrJoin(serves, ","),
+                                 serves.empty() ? (h.version == 2 ? "(placement only)" : "(unused: swept only)")
+                                                : absl::StrJoin(serves, ","),
                                  "; own ", h.own, "; sandboxes under ", h.parent));
   }
   for (const std::string& note : notes) lines.push_back(absl::StrCat("  note: ", note));
@@ -460,11 +461,14 @@ absl::StatusOr<Layout> LayoutFromProc(
     return !options.emulated && std::string_view(file) == "cgroup.kill" && KernelAtLeast(5, 14);
   };
   for (Controller c : kAllControllers) {
-    if ((c == Controller::kCpuacct && unified_offers("cpu.stat")) ||
-        (c == Controller::kFreezer && unified_offers("cgroup.kill"))) {
-      layout.placement[static_cast<int>(c)] = layout.unified;
-      continue;
-    }
+    // A v1 hierarchy of a controller served by the unified group stays in
+    // the list, serving nothing: `cubicle cleanup` still sweeps what an
+    // older cubicle left there.
+    const bool on_unified = (c == Controller::kCpuacct && unified_offers("cpu.stat")) ||
+                            (c == Controller::kFreezer && unified_offers("cgroup.kill"));
+    auto place = [&](int hierarchy) {
+      layout.placement[static_cast<int>(c)] = on_unified ? layout.unified : hierarchy;
+    };
     absl::string_view name = V1Name(c);
     std::vector<const CgroupMount*> candidates;
     for (const CgroupMount& m : mounts) {
@@ -477,15 +481,18 @@ absl::StatusOr<Layout> LayoutFromProc(
       auto same = std::find_if(layout.hierarchies.begin(), layout.hierarchies.end(),
                                [&](const Hierarchy& h) { return h.mount_point == m->mount_point; });
       if (same != layout.hierarchies.end()) {
-        layout.placement[static_cast<int>(c)] = static_cast<int>(same - layout.hierarchies.begin());
+        place(static_cast<int>(same - layout.hierarchies.begin()));
         continue;
       }
       Hierarchy h;
       h.version = 1;
       h.mount_point = m->mount_point;
       h.controllers = m->controllers;
-      if (!PlaceParent(*m, own_path->second, options, &h, &layout.notes)) continue;
-      layout.placement[static_cast<int>(c)] = static_cast<int>(layout.hierarchies.size());
+      if (!PlaceParent(*m, own_path->second, options, &h, &layout.notes)) {
+        if (on_unified) place(layout.unified);
+        continue;
+      }
+      place(static_cast<int>(layout.hierarchies.size()));
       layout.hierarchies.push_back(std::move(h));
       continue;
     }

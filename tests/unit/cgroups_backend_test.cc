@@ -33,6 +33,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using Kind = FakeCgroupTree::Kind;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -571,6 +572,30 @@ TEST(HybridBackend, PlacesOnV2AndLimitsOnV1) {
   for (const std::string& p : (*cg)->paths()) {
     ASSERT_TRUE((*tree)->Write(p.substr((*tree)->root().size() + 1) + "/cgroup.procs", "").ok());
   }
+}
+
+// A hybrid host whose unified group gives CPU time and the kill makes no
+// v1 freezer group; one an older cubicle left there is still swept.
+TEST(HybridBackend, NoFreezerGroupIsMadeButAStaleOneIsSwept) {
+  auto tree = FakeCgroupTree::Make(Kind::kHybrid);
+  ASSERT_TRUE(tree.ok());
+  auto layout = (*tree)->Discover();
+  ASSERT_TRUE(layout.ok());
+  ASSERT_TRUE(PrepareParents(&*layout).ok());
+  auto cg = SandboxCgroup::Create(*layout, Limits{.memory_max = 64 * kMiB});
+  ASSERT_TRUE(cg.ok()) << cg.status();
+  for (const std::string& p : (*cg)->paths()) EXPECT_THAT(p, Not(HasSubstr("/freezer/"))) << p;
+  ASSERT_TRUE((*cg)->Remove().ok());
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = absl::StrCat("cubicle-", dead, "-1");
+  ASSERT_TRUE(cgroupfs::MakeGroupDir((*tree)->Path("freezer/cubicle/" + stale), /*emulated=*/true).ok());
+  auto report = SweepStale(*layout);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->removed, ::testing::ElementsAre(stale));
+  EXPECT_FALSE(Exists((*tree)->Path("freezer/cubicle/" + stale)));
 }
 
 TEST(Stats, KeyedAndSingleValues) {

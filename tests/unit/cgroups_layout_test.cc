@@ -82,13 +82,15 @@ TEST_F(FakeLayoutTest, HybridPlacesEachControllerWhereItIsMounted) {
   EXPECT_EQ(mem->own_dir, P("memory/process_api/abc"));
   EXPECT_EQ(mem->parent, P("memory/process_api/abc/cubicle"));
   // cpu limits on the co-mounted v1 hierarchy; io is blkio; CPU time and
-  // kill from the unified group, which has cpu.stat and cgroup.kill: no v1
-  // freezer hierarchy at all.
+  // kill from the unified group, which has cpu.stat and cgroup.kill. The
+  // v1 freezer serves nothing but stays listed, for the sweep.
   EXPECT_EQ(layout->Find(Controller::kCpu)->mount_point, P("cpu,cpuacct"));
   EXPECT_EQ(layout->Find(Controller::kCpuacct), &u);
   EXPECT_EQ(layout->Find(Controller::kIo)->mount_point, P("blkio"));
   EXPECT_EQ(layout->Find(Controller::kFreezer), &u);
-  EXPECT_EQ(layout->hierarchies.size(), 5u);  // unified + 4 v1 (no name=systemd, no freezer)
+  EXPECT_EQ(layout->hierarchies.size(), 6u);  // unified + 5 v1 (no name=systemd)
+  EXPECT_EQ(layout->hierarchies.back().mount_point, P("freezer"));
+  EXPECT_THAT(layout->Describe(), HasSubstr("(unused: swept only)"));
   EXPECT_TRUE(layout->v1_swap_accounting);
   EXPECT_TRUE(layout->emulated);
   EXPECT_THAT(layout->Describe(), HasSubstr("cgroups hybrid"));
