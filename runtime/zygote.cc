@@ -974,6 +974,10 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.cwd_fallbacks = spec.cwd_fallbacks;
   for (const std::string& dir : spec.cwd_fallbacks) plan.pwd_entries.push_back(absl::StrCat("PWD=", dir));
 
+  // A zygote built ahead of its request (a pool's): what the request path
+  // will touch is prepared while it waits (stat files, prefaulted pages).
+  const bool ahead_of_request = options.wait_until_ready && !options.cold;
+
   // The cgroup exists before the child does, so no payload instruction runs
   // unconfined.
   if (!spec.limits.empty() || spec.breakers.any()) {
@@ -984,9 +988,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
       for (const RlimitSpec& r : DegradedRlimits(spec.limits)) {
         plan.rlimits.push_back({r.resource, r.soft, r.hard});
       }
-    } else if (options.wait_until_ready && !options.cold) {
-      // A zygote: the stats are read on the reply path, so their files are
-      // opened now (the first read opens them) and kept.
+    } else if (ahead_of_request) {
+      // The stats are read on the reply path: their files are opened now
+      // (the first read opens them) and kept.
       state->cgroup->KeepStatFilesOpen();
       (void)state->cgroup->ReadStats();
     }
@@ -1020,7 +1024,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.launcher_control_fd = sv[0];
   plan.inherited_fds = spec.inherited_fds;
   if (!plan.warm && !plan.as_pid_1) plan.payload_stack.reset(new char[kPayloadStackBytes]);
-  plan.prefault = options.wait_until_ready && !options.cold;
+  plan.prefault = ahead_of_request;
   if (plan.prefault) plan.text = namespaces::ExecutableSegments();
   clock.Mark("prepare");
 
