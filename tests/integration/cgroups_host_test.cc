@@ -126,11 +126,25 @@ class Child {
 };
 
 // The layout without its cgroup2 hierarchy: what a pure v1 host looks like.
+// The layout of a v1-only host: what the unified group served (CPU time
+// and the kill, on a hybrid host that offers them there) goes back to the
+// v1 hierarchy that mounts it, which the layout keeps listed.
 Layout WithoutUnified(Layout l) {
   if (l.unified < 0) return l;
   int u = l.unified;
   l.hierarchies.erase(l.hierarchies.begin() + u);
-  for (int& p : l.placement) p = p == u ? -1 : p > u ? p - 1 : p;
+  for (Controller c : kAllControllers) {
+    int& p = l.placement[static_cast<int>(c)];
+    if (p > u) {
+      --p;
+    } else if (p == u) {
+      p = -1;
+      for (size_t i = 0; i < l.hierarchies.size(); ++i) {
+        const std::vector<std::string>& names = l.hierarchies[i].controllers;
+        if (std::find(names.begin(), names.end(), V1Name(c)) != names.end()) p = static_cast<int>(i);
+      }
+    }
+  }
   l.unified = -1;
   l.version = Version::kV1;
   return l;
@@ -277,8 +291,9 @@ TEST_F(HostCgroupTest, CloneIntoTheV2GroupAndCgroupKill) {
 }
 
 TEST_F(HostCgroupTest, V1FreezerKillsAForkingTree) {
-  REQUIRE(Have(Controller::kFreezer, 1), "no v1 freezer here");
   Layout v1 = WithoutUnified(layout_);
+  REQUIRE(v1.Find(Controller::kFreezer) != nullptr && v1.Find(Controller::kFreezer)->version == 1,
+          "no v1 freezer here");
   auto cg = MustCreate(v1, Limits{.pids_max = 32});
   ASSERT_NE(cg, nullptr);
   int ready[2];
