@@ -101,17 +101,20 @@ const Backend kV1{Kind::kV1,
                    {"blkio", "blkio/cubicle"},
                    {"freezer", "freezer/cubicle"}}};
 
+// A fake tree of `kind`, its layout discovered and its parents made.
+void MakePreparedTree(Kind kind, std::unique_ptr<FakeCgroupTree>* tree, Layout* layout) {
+  auto made = FakeCgroupTree::Make(kind);
+  ASSERT_TRUE(made.ok()) << made.status();
+  *tree = std::move(*made);
+  auto discovered = (*tree)->Discover();
+  ASSERT_TRUE(discovered.ok()) << discovered.status();
+  *layout = std::move(*discovered);
+  ASSERT_TRUE(PrepareParents(layout).ok());
+}
+
 class BackendTest : public ::testing::TestWithParam<Backend> {
  protected:
-  void SetUp() override {
-    auto tree = FakeCgroupTree::Make(GetParam().kind);
-    ASSERT_TRUE(tree.ok()) << tree.status();
-    tree_ = std::move(*tree);
-    auto layout = tree_->Discover();
-    ASSERT_TRUE(layout.ok()) << layout.status();
-    layout_ = std::move(*layout);
-    ASSERT_TRUE(PrepareParents(&layout_).ok());
-  }
+  void SetUp() override { MakePreparedTree(GetParam().kind, &tree_, &layout_); }
 
   bool v2() const { return GetParam().kind == Kind::kV2; }
 
@@ -550,39 +553,36 @@ TEST(V2Backend, WithoutSwapFilesTheLimitStillAppliesAndANoteSaysSo) {
   EXPECT_THAT((*cg)->notes()[0], HasSubstr("memory.swap.max is missing"));
 }
 
-TEST(HybridBackend, PlacesOnV2AndLimitsOnV1) {
-  auto tree = FakeCgroupTree::Make(Kind::kHybrid);
-  ASSERT_TRUE(tree.ok());
-  auto layout = (*tree)->Discover();
-  ASSERT_TRUE(layout.ok());
-  ASSERT_TRUE(PrepareParents(&*layout).ok());
-  auto cg = SandboxCgroup::Create(*layout, Limits{.memory_max = 64 * kMiB, .pids_max = 16});
+class HybridBackend : public ::testing::Test {
+ protected:
+  void SetUp() override { MakePreparedTree(Kind::kHybrid, &tree_, &layout_); }
+  std::unique_ptr<FakeCgroupTree> tree_;
+  Layout layout_;
+};
+
+TEST_F(HybridBackend, PlacesOnV2AndLimitsOnV1) {
+  auto cg = SandboxCgroup::Create(layout_, Limits{.memory_max = 64 * kMiB, .pids_max = 16});
   ASSERT_TRUE(cg.ok()) << cg.status();
   EXPECT_GE((*cg)->v2_dir_fd(), 0);
   EXPECT_EQ(
-      *(*tree)->Read("memory/process_api/abc/cubicle/" + (*cg)->name() + "/memory.limit_in_bytes"),
+      *tree_->Read("memory/process_api/abc/cubicle/" + (*cg)->name() + "/memory.limit_in_bytes"),
       "67108864\n");
-  EXPECT_EQ(*(*tree)->Read("pids/cubicle/" + (*cg)->name() + "/pids.max"), "16\n");
+  EXPECT_EQ(*tree_->Read("pids/cubicle/" + (*cg)->name() + "/pids.max"), "16\n");
   WaitingChild child;
   ASSERT_GT(child.pid(), 0);
   ASSERT_TRUE((*cg)->Attach(child.pid(), SandboxCgroup::Placement::kV1Only).ok());
-  EXPECT_EQ(*(*tree)->Read("unified/cubicle/" + (*cg)->name() + "/cgroup.procs"), "");
-  EXPECT_EQ(*(*tree)->Read("pids/cubicle/" + (*cg)->name() + "/cgroup.procs"),
+  EXPECT_EQ(*tree_->Read("unified/cubicle/" + (*cg)->name() + "/cgroup.procs"), "");
+  EXPECT_EQ(*tree_->Read("pids/cubicle/" + (*cg)->name() + "/cgroup.procs"),
             absl::StrCat(child.pid(), "\n"));
   for (const std::string& p : (*cg)->paths()) {
-    ASSERT_TRUE((*tree)->Write(p.substr((*tree)->root().size() + 1) + "/cgroup.procs", "").ok());
+    ASSERT_TRUE(tree_->Write(p.substr(tree_->root().size() + 1) + "/cgroup.procs", "").ok());
   }
 }
 
 // A hybrid host whose unified group gives CPU time and the kill makes no
 // v1 freezer group; one an older cubicle left there is still swept.
-TEST(HybridBackend, NoFreezerGroupIsMadeButAStaleOneIsSwept) {
-  auto tree = FakeCgroupTree::Make(Kind::kHybrid);
-  ASSERT_TRUE(tree.ok());
-  auto layout = (*tree)->Discover();
-  ASSERT_TRUE(layout.ok());
-  ASSERT_TRUE(PrepareParents(&*layout).ok());
-  auto cg = SandboxCgroup::Create(*layout, Limits{.memory_max = 64 * kMiB});
+TEST_F(HybridBackend, NoFreezerGroupIsMadeButAStaleOneIsSwept) {
+  auto cg = SandboxCgroup::Create(layout_, Limits{.memory_max = 64 * kMiB});
   ASSERT_TRUE(cg.ok()) << cg.status();
   for (const std::string& p : (*cg)->paths()) EXPECT_THAT(p, Not(HasSubstr("/freezer/"))) << p;
   ASSERT_TRUE((*cg)->Remove().ok());
@@ -591,11 +591,11 @@ TEST(HybridBackend, NoFreezerGroupIsMadeButAStaleOneIsSwept) {
   if (dead == 0) ::_exit(0);
   ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
   const std::string stale = absl::StrCat("cubicle-", dead, "-1");
-  ASSERT_TRUE(cgroupfs::MakeGroupDir((*tree)->Path("freezer/cubicle/" + stale), /*emulated=*/true).ok());
-  auto report = SweepStale(*layout);
+  ASSERT_TRUE(cgroupfs::MakeGroupDir(tree_->Path("freezer/cubicle/" + stale), /*emulated=*/true).ok());
+  auto report = SweepStale(layout_);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_THAT(report->removed, ::testing::ElementsAre(stale));
-  EXPECT_FALSE(Exists((*tree)->Path("freezer/cubicle/" + stale)));
+  EXPECT_FALSE(Exists(tree_->Path("freezer/cubicle/" + stale)));
 }
 
 TEST(Stats, KeyedAndSingleValues) {
