@@ -202,12 +202,12 @@ bool CloseAllBut(const ChildPlan& plan, bool keep_stdio, int control, int sock, 
   return namespaces::CloseAllFdsExcept(keep, n, e);
 }
 
-// The request's part, once the hygiene is done: stdio, cwd, "executing",
+// The request's part, once the hygiene and the stdio are done: cwd, "executing",
 // the supplied seccomp programs (last: they may forbid what this needs),
 // execve. Returns only on failure.
 void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request, int control, ControlMessage& msg) {
   ChildError* e = &msg.error;
-  if (!InstallStdio(request.stdio, e) || !EnterCwd(plan, request, e)) return;
+  if (!EnterCwd(plan, request, e)) return;
   // The SELinux exec label (bwrap's setexeccon, before its seccomp
   // programs): only this thread may write its own attr/exec.
   if (!plan.exec_label.empty()) {
@@ -262,7 +262,6 @@ void PrepareAndExec(const ChildPlan& plan, namespaces::ExecRequestView& request,
       !CloseAllBut(plan, /*keep_stdio=*/true, control, -1, e)) {
     return;
   }
-  for (int i = 0; i < 3; ++i) request.stdio[i] = i;  // in place already
   reset_signals();
   ::umask(022);
   ExecTheRequest(plan, request, control, msg);
