@@ -453,19 +453,21 @@ absl::StatusOr<Layout> LayoutFromProc(
   // sandbox and tell nothing more. Our own v2 cgroup may be the root, which
   // has cpu.stat but never cgroup.kill: the kernel's version says whether
   // a group below it has one (a fake tree's own files say it in tests).
-  auto unified_offers = [&](const char* file) {
-    if (layout.unified < 0) return false;
+  bool unified_cpu_stat = false;
+  bool unified_kill = false;
+  if (layout.unified >= 0) {
     const Hierarchy& u = layout.hierarchies[layout.unified];
     const std::string dir = u.own_dir.empty() ? u.mount_point : u.own_dir;
-    if (::access(cgroupfs::Join(dir, file).c_str(), F_OK) == 0) return true;
-    return !options.emulated && std::string_view(file) == "cgroup.kill" && KernelAtLeast(5, 14);
-  };
+    auto has = [&](const char* file) { return ::access(cgroupfs::Join(dir, file).c_str(), F_OK) == 0; };
+    unified_cpu_stat = has("cpu.stat");
+    unified_kill = has("cgroup.kill") || (!options.emulated && KernelAtLeast(5, 14));
+  }
   for (Controller c : kAllControllers) {
     // A v1 hierarchy of a controller served by the unified group stays in
     // the list, serving nothing: `cubicle cleanup` still sweeps what an
     // older cubicle left there.
-    const bool on_unified = (c == Controller::kCpuacct && unified_offers("cpu.stat")) ||
-                            (c == Controller::kFreezer && unified_offers("cgroup.kill"));
+    const bool on_unified = (c == Controller::kCpuacct && unified_cpu_stat) ||
+                            (c == Controller::kFreezer && unified_kill);
     auto place = [&](int hierarchy) {
       layout.placement[static_cast<int>(c)] = on_unified ? layout.unified : hierarchy;
     };
