@@ -74,7 +74,7 @@ absl::Status Write(int dirfd, absl::string_view dir, const char* file, absl::str
 absl::StatusOr<std::string> Read(int dirfd, absl::string_view dir, const char* file) {
   UniqueFd fd(::openat(dirfd, file, O_RDONLY | O_CLOEXEC));
   if (!fd) return ErrnoStatus(errno, absl::StrCat("open(", Join(dir, file), ")"));
-  return ReadAll(fd.get(), Join(dir, file));
+  return ReadFromStart(fd.get(), Join(dir, file));  // a group's file: no final empty read
 }
 
 absl::StatusOr<std::string> Read(const std::string& path) {

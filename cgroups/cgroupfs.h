@@ -29,7 +29,9 @@ int WriteRaw(int dirfd, const char* file, absl::string_view value, WriteMode mod
 absl::Status Write(int dirfd, absl::string_view dir, const char* file, absl::string_view value,
                    WriteMode mode = WriteMode::kReplace);
 
-// The whole contents of `dir`/`file`. A missing file is NotFound.
+// The whole contents of `dir`/`file` (a group's file, read as ReadFromStart
+// does), or of any file at `path` (read to its end: /proc files too). A
+// missing file is NotFound.
 absl::StatusOr<std::string> Read(int dirfd, absl::string_view dir, const char* file);
 absl::StatusOr<std::string> Read(const std::string& path);
 
