@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <linux/futex.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/fd_passing.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "namespaces/capabilities.h"
@@ -111,9 +113,13 @@ struct ChildPlan {
   // at all (zeroing them here cost ~48 page faults per sandbox).
   std::unique_ptr<char[]> request_buffer{new char[namespaces::kMaxExecRequestBytes + 1]};
   std::unique_ptr<char*[]> request_pointers{new char*[namespaces::kMaxExecStrings + 2]};
-  // The stack of the payload process init spawns at hand-off
-  // (SpawnPayload); none for a warm interpreter or --as-pid-1.
+  // The stack of the payload process init starts ahead (StartArmedPayload)
+  // or spawns at hand-off (SpawnPayload); none for a warm interpreter or
+  // --as-pid-1.
   std::unique_ptr<char[]> payload_stack;
+  // A plain payload of a zygote built ahead of its request: started before
+  // "ready", its hygiene done, it waits for the request (ArmedPayload).
+  bool armed_payload = false;
   // A warm interpreter (runtime/warm.h): its command line and environment,
   // as NULL-terminated arrays into the strings below.
   bool warm = false;
@@ -251,20 +257,23 @@ bool DieWithInit(const ChildPlan& plan, long init_pid, ChildError* e) {
   return true;
 }
 
-// The payload's own steps, in the process that execs it: the hygiene, the
+// The request's part of a payload's start, its PayloadHygiene done: the
 // request's stdio, every other fd closed but `control` (and bwrap's
-// inherited fds), umask, then ExecTheRequest. Returns only on failure,
-// with the error in `msg`.
-void PrepareAndExec(const ChildPlan& plan, namespaces::ExecRequestView& request, int control,
-                    ControlMessage& msg, void (*reset_signals)()) {
+// inherited fds), the signals, umask, then ExecTheRequest. Returns only on
+// failure, with the error in `msg`.
+void ExecAfterHygiene(const ChildPlan& plan, namespaces::ExecRequestView& request, int control,
+                      ControlMessage& msg, void (*reset_signals)()) {
   ChildError* e = &msg.error;
-  if (!PayloadHygiene(plan, e) || !InstallStdio(request.stdio, e) ||
-      !CloseAllBut(plan, /*keep_stdio=*/true, control, -1, e)) {
-    return;
-  }
+  if (!InstallStdio(request.stdio, e) || !CloseAllBut(plan, /*keep_stdio=*/true, control, -1, e)) return;
   reset_signals();
   ::umask(022);
   ExecTheRequest(plan, request, control, msg);
+}
+
+// The payload's own steps, all at once, in the process that execs it.
+void PrepareAndExec(const ChildPlan& plan, namespaces::ExecRequestView& request, int control,
+                    ControlMessage& msg, void (*reset_signals)()) {
+  if (PayloadHygiene(plan, &msg.error)) ExecAfterHygiene(plan, request, control, msg, reset_signals);
 }
 
 // bwrap --as-pid-1: the sandbox's first process becomes the payload itself
@@ -319,6 +328,114 @@ long SpawnPayload(const ChildPlan& plan, namespaces::ExecRequestView& request, c
   // top is a valid initial stack pointer.
   char* stack_top = plan.payload_stack.get() + kPayloadStackBytes;
   return ::clone(SpawnedPayloadMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
+}
+
+// A plain payload started ahead of its request (ChildPlan::armed_payload),
+// so that the hand-off pays for none of its start: the clone, the
+// parent-death signal, the session, rlimits and capabilities, and the
+// policy's seccomp filter (its JIT compile alone was ~0.1 ms here) are
+// done before "ready". It is made with CLONE_VM, as SpawnPayload's is, and
+// for the same reason: its execve then tears down no copy of an address
+// space. It runs on its own stack in init's memory, and the two never run
+// at once, because they share errno (one TLS): init waits for "armed",
+// and at hand-off waits until the payload's execve or exit gives back the
+// memory (the kernel clears `in_init_memory` then and wakes its futex:
+// CLONE_CHILD_CLEARTID). In between, the payload only waits in recvmsg,
+// with every signal blocked. It waits under its seccomp filter: every
+// sandbox policy allows recvmsg (seccomp_test says so), and whatever
+// follows the filter here followed it before.
+struct ArmedPayload {
+  const ChildPlan* plan = nullptr;
+  const namespaces::ExecRequestView* request = nullptr;  // init's; filled in before the hand-off
+  ControlMessage report{};  // init's report when the payload started
+  long init_pid = -1;
+  int payload_sock = -1;  // the payload's end of its pair with init
+  int init_sock = -1;     // init's end: the request's stdio goes out on it
+  long pid = -1;
+  int32_t in_init_memory = 0;
+};
+
+int ArmedPayloadMain(void* arg) {
+  const ArmedPayload& armed = *static_cast<const ArmedPayload*>(arg);
+  const ChildPlan& plan = *armed.plan;
+  ControlMessage msg = armed.report;  // its own: init's report stays init's
+  ChildError* e = &msg.error;
+  ::close(armed.init_sock);
+  const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
+  bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) && DieWithInit(plan, armed.init_pid, e) &&
+            PayloadHygiene(plan, e);
+  if (ok) {
+    const char word = 'A';
+    if (::send(armed.payload_sock, &word, 1, MSG_NOSIGNAL) != 1) ::_exit(127);  // init is gone
+    char go;
+    int fds[3];
+    size_t nfds = 0;
+    int msg_flags = 0;
+    const ssize_t got = ReceiveWithFds(armed.payload_sock, &go, 1, fds, 3, &nfds, 0, &msg_flags);
+    if (got == 0) ::_exit(127);  // init ended before a request: nothing to report
+    if (got != 1 || nfds != 3) {
+      ok = child::Fail(e, "recvmsg", "the request's stdio", got < 0 ? errno : (msg_flags & MSG_CTRUNC) ? EMFILE : EPROTO);
+    } else {
+      namespaces::ExecRequestView request = *armed.request;
+      for (int i = 0; i < 3; ++i) request.stdio[i] = fds[i];
+      ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload);
+    }
+  }
+  msg.type = ControlType::kSetupError;
+  namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
+  ::_exit(127);
+}
+
+// Init's side, before "ready": starts the payload and waits until it is
+// armed. On failure the payload has said why on the control socket
+// (`e` gets init's own account, sent after it).
+bool StartArmedPayload(const ChildPlan& plan, const namespaces::ExecRequestView* request,
+                       const ControlMessage& report, ArmedPayload* armed, ChildError* e) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return child::Fail(e, "socketpair", "payload", errno);
+  }
+  armed->plan = &plan;
+  armed->request = request;
+  armed->report = report;
+  armed->init_pid = ::syscall(SYS_getpid);
+  armed->init_sock = sv[0];
+  armed->payload_sock = sv[1];
+  armed->in_init_memory = 1;
+  char* stack_top = plan.payload_stack.get() + kPayloadStackBytes;
+  armed->pid = ::clone(ArmedPayloadMain, stack_top, CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD, armed, nullptr,
+                       nullptr, &armed->in_init_memory);
+  const int clone_errno = errno;
+  ::close(sv[1]);
+  if (armed->pid < 0) {
+    ::close(sv[0]);
+    return child::Fail(e, "clone", "payload", clone_errno);
+  }
+  char word = 0;
+  ssize_t n;
+  do {
+    n = ::recv(sv[0], &word, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1 || word != 'A') return child::Fail(e, "payload", "ended before it was armed", n < 0 ? errno : 0);
+  return true;
+}
+
+// Init's side of the hand-off: the request's stdio to the armed payload,
+// then init waits (as for a vfork child) until its execve or exit.
+bool HandOffToArmedPayload(ArmedPayload& armed, const namespaces::ExecRequestView& request, ChildError* e) {
+  const char go = 'G';
+  if (SendWithFds(armed.init_sock, &go, 1, request.stdio, 3, MSG_NOSIGNAL) != 1) {
+    return child::Fail(e, "sendmsg", "the request's stdio to the payload", errno);
+  }
+  // From the send on the payload runs: no errno of init's is read until the
+  // word says it has left init's memory (a futex wait returns EAGAIN, or 0
+  // once woken, only then).
+  for (;;) {
+    const int32_t v = __atomic_load_n(&armed.in_init_memory, __ATOMIC_ACQUIRE);
+    if (v == 0) break;
+    ::syscall(SYS_futex, &armed.in_init_memory, FUTEX_WAIT, v, nullptr, nullptr, 0);
+  }
+  return true;
 }
 
 // A warm interpreter's process, forked by init before "ready" (DESIGN §5:
@@ -479,8 +596,11 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   // a plain payload is spawned at hand-off (SpawnPayload).
   int warm_socket = -1;
   long payload_pid = -1;
+  namespaces::ExecRequestView request;
+  ArmedPayload armed;
   if (!plan.as_pid_1) namespaces::BecomeInit();
-  if (plan.warm && !StartWarmInterpreter(plan, report, &warm_socket, &payload_pid, e)) {
+  if ((plan.warm && !StartWarmInterpreter(plan, report, &warm_socket, &payload_pid, e)) ||
+      (plan.armed_payload && !StartArmedPayload(plan, &request, report, &armed, e))) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
@@ -492,7 +612,6 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
 
   // The hand-off: one request, then the workspace (a detached mount made
   // on the host) is moved in while init still holds its capabilities.
-  namespaces::ExecRequestView request;
   ok = namespaces::ReceiveExecRequest(plan.control_fd, plan.request_buffer.get(),
                                       plan.request_pointers.get(), &request, e);
   report.step_ns[namespaces::kStepRequestReceived] = namespaces::MonotonicNanos();
@@ -509,12 +628,16 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   // bwrap --as-pid-1: no init; the first process becomes the payload.
   if (plan.as_pid_1) BecomePayload(plan, request, report);
   // The warm interpreter is waiting already: pass it the request and its
-  // stdio. A plain payload is spawned now; it reports "executing" itself,
-  // just before its execve.
+  // stdio; an armed payload, its stdio (it reads the request in init's
+  // memory). Any other plain payload is spawned now. A plain payload
+  // reports "executing" itself, just before its execve.
   report.step_ns[namespaces::kStepPayloadForked] = namespaces::MonotonicNanos();
   if (plan.warm) {
     ok = namespaces::ForwardExecRequest(warm_socket, plan.request_buffer.get(), request, e);
     ::close(warm_socket);
+  } else if (plan.armed_payload) {
+    ok = HandOffToArmedPayload(armed, request, e);
+    payload_pid = armed.pid;
   } else {
     payload_pid = SpawnPayload(plan, request, report);
     ok = payload_pid > 0 || child::Fail(e, "clone", "payload", errno);
@@ -1023,6 +1146,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.launcher_control_fd = sv[0];
   plan.inherited_fds = spec.inherited_fds;
   if (!plan.warm && !plan.as_pid_1) plan.payload_stack.reset(new char[kPayloadStackBytes]);
+  plan.armed_payload = ahead_of_request && plan.payload_stack != nullptr;
   plan.prefault = ahead_of_request;
   if (plan.prefault) plan.text = namespaces::ExecutableSegments();
   clock.Mark("prepare");
@@ -1094,12 +1218,13 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   clock.Mark("clone");
 
   // 3. v1 groups (and v2 without CLONE_INTO_CGROUP). Init makes no process
-  //    before its request but a warm interpreter's, which it forks while
-  //    building the sandbox: with one, init is attached while still blocked
-  //    before its first step; without, while it builds its root (a v1
-  //    attach can wait for an RCU grace period), and Create returns only
-  //    once it is attached, before any request can be sent. Either way
-  //    every process of the sandbox but init's setup starts in the groups.
+  //    before its request but a warm interpreter's or an armed payload's,
+  //    which it starts once the sandbox is built: with one, init is
+  //    attached while still blocked before its first step; without, while
+  //    it builds its root (a v1 attach can wait for an RCU grace period),
+  //    and Create returns only once it is attached, before any request can
+  //    be sent. Either way every process of the sandbox but init's setup
+  //    starts in the groups.
   auto attach = [&]() -> absl::Status {
     if (state->cgroup == nullptr) return absl::OkStatus();
     CUBICLE_RETURN_IF_ERROR(state->cgroup->Attach(
@@ -1108,7 +1233,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     clock.Mark("cgroup_attach");
     return absl::OkStatus();
   };
-  const bool attach_before_release = plan.warm;
+  const bool attach_before_release = plan.warm || plan.armed_payload;
   if (attach_before_release) CUBICLE_RETURN_IF_ERROR(attach());
   if (state->devices != nullptr) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
 

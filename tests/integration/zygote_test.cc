@@ -20,6 +20,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "namespaces/idmap.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
@@ -296,6 +298,75 @@ char StateOf(pid_t pid) {
   std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t paren = line.rfind(')');
   return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
+}
+
+// The value of `field` in /proc/PID/status ("" when absent).
+std::string StatusField(pid_t pid, const std::string& field) {
+  std::istringstream in(ReadFile(absl::StrCat("/proc/", pid, "/status")));
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, field + ":")) return std::string(absl::StripAsciiWhitespace(line.substr(field.size() + 1)));
+  }
+  return "";
+}
+
+// A zygote's plain payload is started before its request, its hygiene
+// done (runtime/zygote.cc, ArmedPayload): the hand-off pays for no clone,
+// no capability drop and no seccomp compile. It waits as init's one child,
+// with nothing left to give up, and it is the process the request runs in.
+TEST_F(CoreZygote, APlainPayloadWaitsAheadOfItsRequestWithItsHygieneDone) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  const std::vector<pid_t> children = ChildrenOf(z->init_pid());
+  ASSERT_EQ(children.size(), 1u) << "init has no payload waiting";
+  const pid_t armed = children[0];
+  EXPECT_EQ(StatusField(armed, "NoNewPrivs"), "1");
+  EXPECT_EQ(StatusField(armed, "Seccomp"), "2");
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_EQ(StatusField(armed, set), "0000000000000000") << set;
+  }
+  // In the sandbox's groups, as init is: it was started after init's attach.
+  EXPECT_EQ(ReadFile(absl::StrCat("/proc/", armed, "/cgroup")),
+            ReadFile(absl::StrCat("/proc/", z->init_pid(), "/cgroup")));
+  // Its pid in the sandbox's namespace: the last of NSpid's.
+  const std::string nspid = StatusField(armed, "NSpid");
+  const std::string inner = nspid.substr(nspid.find_last_of(" \t") + 1);
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, Shell("echo $$"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->out, inner + "\n");
+}
+
+// A cold sandbox has no request to wait for: its payload is spawned at
+// hand-off, and nothing runs beside init before.
+TEST_F(CoreZygote, AColdSandboxStartsNoPayloadAhead) {
+  runtime::ZygoteOptions cold;
+  cold.cold = true;
+  std::unique_ptr<runtime::Zygote> z = MakeZygote(cold);
+  ASSERT_NE(z, nullptr);
+  EXPECT_TRUE(ChildrenOf(z->init_pid()).empty());
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, Shell("echo ran"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->out, "ran\n") << run->result.setup_error;
+}
+
+// Killed while it waits (nothing of cubicle's does that), the payload is
+// missed at hand-off: the request fails with a setup error that says so,
+// and the zygote still leaves nothing behind (HostHygieneTest).
+TEST_F(CoreZygote, AnArmedPayloadKilledBeforeItsRequestIsASetupError) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  const std::vector<pid_t> children = ChildrenOf(z->init_pid());
+  ASSERT_EQ(children.size(), 1u);
+  ASSERT_EQ(::kill(children[0], SIGKILL), 0);
+  // Dead (a zombie: init reaps only once it supervises): 5 s at most.
+  for (int i = 0; i < 500 && StateOf(children[0]) != 'Z'; ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(StateOf(children[0]), 'Z');
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, Shell("echo never"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+  EXPECT_TRUE(absl::StrContains(run->result.setup_error.message(), "the request's stdio to the payload"))
+      << run->result.setup_error;
+  EXPECT_EQ(run->out, "");
 }
 
 // return_at_exit (a pool's requests): Run() returns at init's report and

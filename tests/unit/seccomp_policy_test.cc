@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/fd_passing.h"
 #include "gtest/gtest.h"
 #include "tests/support/host_probes.h"
 
@@ -415,6 +416,34 @@ TEST(DefaultPolicyTest, OrdinarySyscallsStillWork) {
   })));
   EXPECT_TRUE(Succeeded(
       RunConfined(Policy::kDefault, [] { return ErrnoOf(socket(AF_INET, SOCK_STREAM, 0)); })));
+}
+
+// A pool's payload waits for its request under its policy's filter
+// (runtime/zygote.cc, ArmedPayload): "armed" goes out with send, the
+// request's three stdio fds come in with recvmsg. Every policy a sandbox
+// can name must allow both, or pooled payloads would die at hand-off.
+TEST(SandboxPolicies, LetAnArmedPayloadSayArmedAndReceiveItsStdio) {
+  for (Policy policy : {Policy::kNone, Policy::kDefault, Policy::kNoNetwork}) {
+    SCOPED_TRACE(std::string(PolicyName(policy)));
+    int pair[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+    const int init_end = pair[0], payload_end = pair[1];
+    EXPECT_TRUE(Succeeded(RunConfined(policy, [&] {
+      const char armed = 'A';
+      if (send(payload_end, &armed, 1, MSG_NOSIGNAL) != 1) return errno;
+      char word = 0;
+      if (recv(init_end, &word, 1, 0) != 1 || word != 'A') return 197;
+      const int stdio[3] = {0, 1, 2};
+      if (cubicle::SendWithFds(init_end, "G", 1, stdio, 3, MSG_NOSIGNAL) != 1) return errno;
+      int fds[3];
+      size_t nfds = 0;
+      int flags = 0;
+      if (cubicle::ReceiveWithFds(payload_end, &word, 1, fds, 3, &nfds, 0, &flags) != 1) return errno;
+      return nfds == 3 && word == 'G' ? 0 : 196;
+    })));
+    close(init_end);
+    close(payload_end);
+  }
 }
 
 TEST(DefaultPolicyTest, AllowsOnlyTheHarmlessPersonas) {
