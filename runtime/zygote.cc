@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -59,6 +60,11 @@ using namespaces::ControlMessage;
 using namespaces::ControlType;
 
 constexpr size_t kPayloadStackBytes = 128 * 1024;
+
+// The exec stamp page (why: Zygote::Create): CLOCK_MONOTONIC stamps of init's
+// hand-off and of the armed payload's "executing".
+enum : int { kStampHandOff = 0, kStampExecReady, kStampCount };
+constexpr size_t kStampBytes = kStampCount * sizeof(int64_t);
 
 // Everything the child side needs, computed before clone so that the child
 // only reads memory and makes syscalls.
@@ -120,6 +126,8 @@ struct ChildPlan {
   // A plain payload of a zygote built ahead of its request: started before
   // "ready", its hygiene done, it waits for the request (ArmedPayload).
   bool armed_payload = false;
+  // Its exec stamp page's memfd (kStamp*), or -1.
+  int exec_stamp_fd = -1;
   // A warm interpreter (runtime/warm.h): its command line and environment,
   // as NULL-terminated arrays into the strings below.
   bool warm = false;
@@ -208,10 +216,14 @@ bool CloseAllBut(const ChildPlan& plan, bool keep_stdio, int control, int sock, 
   return namespaces::CloseAllFdsExcept(keep, n, e);
 }
 
-// The request's part, once the hygiene and the stdio are done: cwd, "executing",
-// the supplied seccomp programs (last: they may forbid what this needs),
-// execve. Returns only on failure.
-void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request, int control, ControlMessage& msg) {
+// The request's part, once the hygiene and the stdio are done: cwd,
+// "executing", the supplied seccomp programs (last: they may forbid what
+// this needs), execve. Returns only on failure. With `exec_stamp` (an
+// armed payload's: a page the launcher reads, kStamp*), "executing"
+// is its timestamp written there, not a message: the launcher is not woken
+// while the payload execs.
+void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request, int control, ControlMessage& msg,
+                    int64_t* exec_stamp = nullptr) {
   ChildError* e = &msg.error;
   if (!EnterCwd(plan, request, e)) return;
   // The SELinux exec label (bwrap's setexeccon, before its seccomp
@@ -229,7 +241,11 @@ void ExecTheRequest(const ChildPlan& plan, namespaces::ExecRequestView& request,
   }
   msg.type = ControlType::kExecuting;
   msg.step_ns[namespaces::kStepExecReady] = namespaces::MonotonicNanos();
-  namespaces::SendControl(control, msg);
+  if (exec_stamp != nullptr) {
+    __atomic_store_n(&exec_stamp[kStampExecReady], msg.step_ns[namespaces::kStepExecReady], __ATOMIC_RELEASE);
+  } else {
+    namespaces::SendControl(control, msg);
+  }
   for (const sock_fprog& extra : plan.extra_seccomp) {
     int rc = seccomp::Load(extra);
     if (rc != 0) {
@@ -262,12 +278,12 @@ bool DieWithInit(const ChildPlan& plan, long init_pid, ChildError* e) {
 // inherited fds), the signals, umask, then ExecTheRequest. Returns only on
 // failure, with the error in `msg`.
 void ExecAfterHygiene(const ChildPlan& plan, namespaces::ExecRequestView& request, int control,
-                      ControlMessage& msg, void (*reset_signals)()) {
+                      ControlMessage& msg, void (*reset_signals)(), int64_t* exec_stamp = nullptr) {
   ChildError* e = &msg.error;
   if (!InstallStdio(request.stdio, e) || !CloseAllBut(plan, /*keep_stdio=*/true, control, -1, e)) return;
   reset_signals();
   ::umask(022);
-  ExecTheRequest(plan, request, control, msg);
+  ExecTheRequest(plan, request, control, msg, exec_stamp);
 }
 
 // The payload's own steps, all at once, in the process that execs it.
@@ -353,6 +369,7 @@ struct ArmedPayload {
   int init_sock = -1;     // init's end: the request's stdio goes out on it
   long pid = -1;
   int32_t in_init_memory = 0;
+  int64_t* exec_stamp = nullptr;  // the exec stamp page, mapped by init (or none)
 };
 
 int ArmedPayloadMain(void* arg) {
@@ -378,7 +395,7 @@ int ArmedPayloadMain(void* arg) {
     } else {
       namespaces::ExecRequestView request = *armed.request;
       for (int i = 0; i < 3; ++i) request.stdio[i] = fds[i];
-      ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload);
+      ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp);
     }
   }
   msg.type = ControlType::kSetupError;
@@ -390,7 +407,7 @@ int ArmedPayloadMain(void* arg) {
 // armed. On failure the payload has said why on the control socket
 // (`e` gets init's own account, sent after it).
 bool StartArmedPayload(const ChildPlan& plan, const namespaces::ExecRequestView* request,
-                       const ControlMessage& report, ArmedPayload* armed, ChildError* e) {
+                       const ControlMessage& report, int64_t* exec_stamp, ArmedPayload* armed, ChildError* e) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return child::Fail(e, "socketpair", "payload", errno);
@@ -402,6 +419,7 @@ bool StartArmedPayload(const ChildPlan& plan, const namespaces::ExecRequestView*
   armed->init_sock = sv[0];
   armed->payload_sock = sv[1];
   armed->in_init_memory = 1;
+  armed->exec_stamp = exec_stamp;
   char* stack_top = plan.payload_stack.get() + kPayloadStackBytes;
   armed->pid = ::clone(ArmedPayloadMain, stack_top, CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD, armed, nullptr,
                        nullptr, &armed->in_init_memory);
@@ -551,6 +569,13 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   if (proc_fd >= 0) keep[kept++] = proc_fd;
   if (plan.userns_after_setup_fd >= 0) keep[kept++] = plan.userns_after_setup_fd;
   for (int fd : plan.inherited_fds) keep[kept++] = fd;
+  // The exec stamp page (an armed payload's): mapped before its fd goes
+  // with the rest. None (a failed map) means "executing" is a message.
+  int64_t* exec_stamp = nullptr;
+  if (ok && plan.exec_stamp_fd >= 0) {
+    void* page = ::mmap(nullptr, kStampBytes, PROT_READ | PROT_WRITE, MAP_SHARED, plan.exec_stamp_fd, 0);
+    if (page != MAP_FAILED) exec_stamp = static_cast<int64_t*>(page);
+  }
   ok = ok && namespaces::CloseAllFdsExcept(keep, kept, e);
   report.step_ns[namespaces::kStepRootfsReady] = namespaces::MonotonicNanos();
   ok = ok && (!plan.uts_namespace || !plan.set_hostname || namespaces::SetHostname(plan.hostname.c_str(), e)) &&
@@ -600,7 +625,7 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   ArmedPayload armed;
   if (!plan.as_pid_1) namespaces::BecomeInit();
   if ((plan.warm && !StartWarmInterpreter(plan, report, &warm_socket, &payload_pid, e)) ||
-      (plan.armed_payload && !StartArmedPayload(plan, &request, report, &armed, e))) {
+      (plan.armed_payload && !StartArmedPayload(plan, &request, report, exec_stamp, &armed, e))) {
     report.type = ControlType::kSetupError;
     namespaces::SendControl(plan.control_fd, report);
     ::_exit(1);
@@ -632,6 +657,9 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   // memory). Any other plain payload is spawned now. A plain payload
   // reports "executing" itself, just before its execve.
   report.step_ns[namespaces::kStepPayloadForked] = namespaces::MonotonicNanos();
+  if (exec_stamp != nullptr) {
+    __atomic_store_n(&exec_stamp[kStampHandOff], report.step_ns[namespaces::kStepPayloadForked], __ATOMIC_RELEASE);
+  }
   if (plan.warm) {
     ok = namespaces::ForwardExecRequest(warm_socket, plan.request_buffer.get(), request, e);
     ::close(warm_socket);
@@ -929,6 +957,9 @@ struct Zygote::State {
   // The sandbox's hold on its policy's gateway; closes its connections.
   egress::Attachment egress;
   ControlMessage last{};  // step stamps and flags gathered so far
+  // An armed payload's "executing" (kStamp*): its stamp, read with
+  // pread when the execution ends however it ends.
+  UniqueFd exec_stamp;
   bool ready = false;
   bool used = false;
 };
@@ -1147,6 +1178,20 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   plan.inherited_fds = spec.inherited_fds;
   if (!plan.warm && !plan.as_pid_1) plan.payload_stack.reset(new char[kPayloadStackBytes]);
   plan.armed_payload = ahead_of_request && plan.payload_stack != nullptr;
+  // The exec stamp page: an armed payload says "executing" by writing its
+  // stamp into a memfd page init maps (init adds its hand-off's), instead
+  // of sending a message that woke this process while the payload execs
+  // (measured: daemon/posix_spawn P50 1.86x -> 1.67x). This process reads
+  // it with pread when the execution ends, however it ends. Only init maps
+  // it: zygotes forked later get no mapping of it. Without a memfd (or the
+  // map), "executing" is a message, as before.
+  if (plan.armed_payload) {
+    UniqueFd page(::memfd_create("cubicle-exec-stamp", MFD_CLOEXEC));
+    if (page && ::ftruncate(page.get(), kStampBytes) == 0) {
+      plan.exec_stamp_fd = page.get();
+      state->exec_stamp = std::move(page);
+    }
+  }
   plan.prefault = ahead_of_request;
   if (plan.prefault) plan.text = namespaces::ExecutableSegments();
   clock.Mark("prepare");
@@ -1294,6 +1339,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   CUBICLE_RETURN_IF_ERROR(ValidateRequest(request));
   z.used = true;
   const absl::Time run_start = absl::Now();
+  const int64_t run_start_ns = namespaces::MonotonicNanos();
   ExecResult result = created_;
   if (!z.cold) result.steps.clear();
   StepClock clock(&result);
@@ -1509,6 +1555,17 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     ControlMessage msg;
     if (::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(msg))) break;
     absorb(msg);
+  }
+  if (!have_exec && z.exec_stamp) {
+    int64_t ns[kStampCount] = {};
+    if (::pread(z.exec_stamp.get(), ns, sizeof(ns), 0) == sizeof(ns) && ns[kStampExecReady] > 0) {
+      have_exec = true;
+      last.step_ns[namespaces::kStepExecReady] = ns[kStampExecReady];
+      if (last.step_ns[namespaces::kStepPayloadForked] == 0) {
+        last.step_ns[namespaces::kStepPayloadForked] = ns[kStampHandOff];
+      }
+      exec_time = std::clamp(run_start + absl::Nanoseconds(ns[kStampExecReady] - run_start_ns), run_start, absl::Now());
+    }
   }
   const bool early = (have_exit || cancelled) && request.return_at_exit && !init_gone;
   int init_status = early ? 0 : init.Reap();

@@ -369,6 +369,36 @@ TEST_F(CoreZygote, AnArmedPayloadKilledBeforeItsRequestIsASetupError) {
   EXPECT_EQ(run->out, "");
 }
 
+// An armed payload says "executing" by writing its stamp where the
+// launcher reads it (runtime/zygote.cc, the exec stamp page), not with a message
+// that would wake the launcher while it execs: the result still knows when
+// the payload started, whether it exits or is killed at its timeout.
+TEST_F(CoreZygote, AnArmedPayloadsStartIsTimedWhetherItExitsOrIsKilled) {
+  for (bool killed : {false, true}) {
+    SCOPED_TRACE(killed ? "killed at its timeout" : "exits");
+    std::unique_ptr<runtime::Zygote> z = MakeZygote();
+    ASSERT_NE(z, nullptr);
+    runtime::ExecRequest r = Shell(killed ? "sleep 30" : "sleep 0.2");
+    if (killed) r.timeout = absl::Milliseconds(300);
+    absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->result.reason, killed ? runtime::ExitReason::kTimeout : runtime::ExitReason::kExited)
+        << run->result.setup_error;
+    absl::Duration payload_run = absl::ZeroDuration();
+    bool has_setup_step = false;
+    for (const auto& [name, d] : run->result.steps) {
+      if (name == "run") payload_run = d;
+      has_setup_step |= name == "payload_setup";
+    }
+    EXPECT_TRUE(has_setup_step);
+    // The payload ran for most of the wall time (the sleep), and its start
+    // came before: setup and run split the wall.
+    EXPECT_GT(run->result.setup, absl::ZeroDuration());
+    EXPECT_LT(run->result.setup, run->result.wall);
+    EXPECT_GE(payload_run, absl::Milliseconds(150));
+  }
+}
+
 // return_at_exit (a pool's requests): Run() returns at init's report and
 // init stays until the zygote is destroyed (namespaces::AfterExit), so that
 // its own exit is not on the request path; what the payload left running
