@@ -225,6 +225,7 @@ absl::Status SandboxCgroup::Attach(pid_t pid, Placement placement) {
   std::string value = absl::StrCat(pid, "\n");
   for (const Group& g : groups_) {
     if (placement == Placement::kV1Only && g.version == 2) continue;
+    if (placement == Placement::kV2Only && g.version == 1) continue;
     if (g.removed) {
       return absl::FailedPreconditionError(
           absl::StrCat("attach to ", g.path, ": the group was removed"));
@@ -232,6 +233,18 @@ absl::Status SandboxCgroup::Attach(pid_t pid, Placement placement) {
     CUBICLE_RETURN_IF_ERROR(cgroupfs::Write(g.dir.get(), g.path, "cgroup.procs", value));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SandboxCgroup::TaskFile>> SandboxCgroup::V1TaskFiles() const {
+  std::vector<TaskFile> out;
+  for (const Group& g : groups_) {
+    if (g.version != 1) continue;
+    if (g.removed) return absl::FailedPreconditionError(absl::StrCat("open ", g.path, "/tasks: the group was removed"));
+    UniqueFd fd(::openat(g.dir.get(), "tasks", O_WRONLY | O_CLOEXEC));
+    if (!fd) return ErrnoStatus(errno, absl::StrCat("open ", g.path, "/tasks"));
+    out.push_back({std::move(fd), g.path});
+  }
+  return out;
 }
 
 namespace {

@@ -128,6 +128,10 @@ struct ChildPlan {
   bool armed_payload = false;
   // Its exec stamp page's memfd (kStamp*), or -1.
   int exec_stamp_fd = -1;
+  // The v1 groups' "tasks" files, which the child writes "0" to first
+  // thing (JoinOwnGroups), and the groups' paths for errors.
+  std::vector<int> v1_task_fds;
+  std::vector<const char*> v1_task_paths;
   // A warm interpreter (runtime/warm.h): its command line and environment,
   // as NULL-terminated arrays into the strings below.
   bool warm = false;
@@ -529,6 +533,19 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   return child::Fail(e, "warm interpreter", "exited before it was ready", n < 0 ? errno : 0);
 }
 
+// The child's first step: it joins its v1 groups itself
+// (SandboxCgroup::V1TaskFiles), then says 'A' on the control socket. Every
+// process of the sandbox is made after, so all start in the groups.
+bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
+  for (size_t i = 0; i < plan.v1_task_fds.size(); ++i) {
+    if (::write(plan.v1_task_fds[i], "0", 1) != 1) return child::Fail(e, "join cgroup", plan.v1_task_paths[i], errno);
+    ::close(plan.v1_task_fds[i]);
+  }
+  if (plan.v1_task_fds.empty()) return true;
+  const char joined = 'A';
+  return ::send(plan.control_fd, &joined, 1, MSG_NOSIGNAL) == 1 || child::Fail(e, "send", "joined", errno);
+}
+
 // The sandbox's first process: ids, root filesystem, hostname, loopback,
 // "ready", then it waits for its execution request and becomes cubicle's
 // init.
@@ -541,6 +558,11 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   namespaces::InitService bridge{-1, plan.egress_fd, egress::bridge::PassPending};
   ChildError* e = &report.error;
   ::close(plan.launcher_control_fd);
+  if (!JoinOwnGroups(plan, e)) {
+    report.type = ControlType::kSetupError;
+    namespaces::SendControl(plan.control_fd, report);
+    ::_exit(1);
+  }
   rootfs::BuildReport build;
   // The parent-death signal is set after the id switch: the kernel clears
   // it whenever the credentials change (as root, kuid 0 becomes 1000000+),
@@ -854,6 +876,27 @@ ExecResult SetupFailure(absl::Status status) {
 // The sandbox's cgroup, or nullptr when this host cannot give it one and
 // the limits degrade to rlimits (rootless without a delegated subtree, no
 // cgroup mount, a controller missing), with a warning in `result`.
+// The launcher's side of JoinOwnGroups: the child's 'A', or why it failed.
+absl::Status WaitUntilJoined(int control, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    struct pollfd p = {control, POLLIN, 0};
+    const absl::Duration left = deadline - absl::Now();
+    const int n = ::poll(&p, 1, left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "poll(joined)");
+    if (n == 0) return absl::DeadlineExceededError("the sandbox did not join its cgroups in time");
+    ControlMessage msg;
+    const ssize_t got = ::recv(control, &msg, sizeof(msg), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got == 1 && reinterpret_cast<const char*>(&msg)[0] == 'A') return absl::OkStatus();
+    if (got == static_cast<ssize_t>(sizeof(msg)) && msg.type == ControlType::kSetupError) {
+      return ChildErrorStatus(msg.error);
+    }
+    return absl::InternalError("the sandbox ended before it joined its cgroups");
+  }
+}
+
 absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups::Limits& limits,
                                                                    ExecResult* result) {
   const CgroupHost& host = SharedCgroupHost();
@@ -1149,6 +1192,19 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     }
   }
   CUBICLE_RETURN_IF_ERROR(MakeDeviceCgroup(spec, state->cgroup.get(), &state->devices, &created));
+  // The child joins its v1 groups itself (SandboxCgroup::V1TaskFiles): no
+  // RCU grace period after an idle spell, as the launcher's cgroup.procs
+  // write waits for. If the files cannot be opened, the launcher attaches.
+  std::vector<cgroups::SandboxCgroup::TaskFile> task_files;
+  if (state->cgroup != nullptr) {
+    absl::StatusOr<std::vector<cgroups::SandboxCgroup::TaskFile>> opened = state->cgroup->V1TaskFiles();
+    if (opened.ok()) task_files = *std::move(opened);
+    for (const cgroups::SandboxCgroup::TaskFile& f : task_files) {
+      plan.v1_task_fds.push_back(f.fd.get());
+      plan.v1_task_paths.push_back(f.path.c_str());
+    }
+  }
+  const bool self_join = !task_files.empty();
   clock.Mark("cgroup");
 
   // Egress: the gateway of this policy (made on first use) and the
@@ -1260,21 +1316,24 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
                                                             std::move(egress_host)));
   }
   trees.clear();  // the child holds its own copies
+  task_files.clear();
   clock.Mark("clone");
 
-  // 3. v1 groups (and v2 without CLONE_INTO_CGROUP). Init makes no process
-  //    before its request but a warm interpreter's or an armed payload's,
-  //    which it starts once the sandbox is built: with one, init is
-  //    attached while still blocked before its first step; without, while
-  //    it builds its root (a v1 attach can wait for an RCU grace period),
-  //    and Create returns only once it is attached, before any request can
-  //    be sent. Either way every process of the sandbox but init's setup
-  //    starts in the groups.
+  // 3. v1 groups (and v2 without CLONE_INTO_CGROUP). The child joins its
+  //    v1 groups itself, first thing (JoinOwnGroups); Create waits for its
+  //    'A' after "go". What the launcher still attaches (v1 only when the
+  //    tasks files could not be opened): init makes no process before its
+  //    request but a warm interpreter's or an armed payload's, which it
+  //    starts once the sandbox is built: with one, init is attached while
+  //    still blocked before its first step; without, while it builds its
+  //    root (a v1 attach can wait for an RCU grace period), and Create
+  //    returns only once it is attached, before any request can be sent.
+  //    Either way every process of the sandbox starts in the groups.
   auto attach = [&]() -> absl::Status {
-    if (state->cgroup == nullptr) return absl::OkStatus();
+    if (state->cgroup == nullptr || (self_join && placed_on_v2)) return absl::OkStatus();
+    using Placement = cgroups::SandboxCgroup::Placement;
     CUBICLE_RETURN_IF_ERROR(state->cgroup->Attach(
-        cloned.pid, placed_on_v2 ? cgroups::SandboxCgroup::Placement::kV1Only
-                                 : cgroups::SandboxCgroup::Placement::kAll));
+        cloned.pid, self_join ? Placement::kV2Only : placed_on_v2 ? Placement::kV1Only : Placement::kAll));
     clock.Mark("cgroup_attach");
     return absl::OkStatus();
   };
@@ -1300,6 +1359,10 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
       }
       return attached;
     }
+  }
+  if (self_join) {
+    CUBICLE_RETURN_IF_ERROR(WaitUntilJoined(state->control.get(), options.ready_timeout));
+    clock.Mark("cgroup_join");
   }
 
   // 5. A pool waits until the sandbox says it is built (or failed).
