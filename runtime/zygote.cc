@@ -1199,11 +1199,23 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   if (state->cgroup != nullptr) {
     absl::StatusOr<std::vector<cgroups::SandboxCgroup::TaskFile>> opened = state->cgroup->V1TaskFiles();
     if (opened.ok()) task_files = *std::move(opened);
-    for (const cgroups::SandboxCgroup::TaskFile& f : task_files) {
-      plan.v1_task_fds.push_back(f.fd.get());
-      plan.v1_task_paths.push_back(f.path.c_str());
+  }
+  // The v1 devices group (accelerators) likewise, when the others are (or
+  // there are none).
+  bool devices_joined = false;
+  if (state->devices != nullptr && !state->devices->v2() && (state->cgroup == nullptr || !task_files.empty())) {
+    UniqueFd tasks(::open(absl::StrCat(state->devices->path(), "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
+    if (tasks) {
+      task_files.push_back({std::move(tasks), state->devices->path()});
+      devices_joined = true;
     }
   }
+  for (const cgroups::SandboxCgroup::TaskFile& f : task_files) {
+    plan.v1_task_fds.push_back(f.fd.get());
+    plan.v1_task_paths.push_back(f.path.c_str());
+  }
+  // The sandbox's own groups' v1 part is the child's to join (else none
+  // of it is: the launcher attaches it all).
   const bool self_join = !task_files.empty();
   clock.Mark("cgroup");
 
@@ -1339,7 +1351,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   };
   const bool attach_before_release = plan.warm || plan.armed_payload;
   if (attach_before_release) CUBICLE_RETURN_IF_ERROR(attach());
-  if (state->devices != nullptr) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
+  if (state->devices != nullptr && !devices_joined) CUBICLE_RETURN_IF_ERROR(state->devices->Attach(cloned.pid));
 
   // 4. Id maps, then release the child.
   if (!spec.join_userns.has_value() && !spec.host_user_namespace) {
