@@ -873,9 +873,6 @@ ExecResult SetupFailure(absl::Status status) {
   return result;
 }
 
-// The sandbox's cgroup, or nullptr when this host cannot give it one and
-// the limits degrade to rlimits (rootless without a delegated subtree, no
-// cgroup mount, a controller missing), with a warning in `result`.
 // The launcher's side of JoinOwnGroups: the child's 'A', or why it failed.
 absl::Status WaitUntilJoined(int control, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -897,6 +894,9 @@ absl::Status WaitUntilJoined(int control, absl::Duration timeout) {
   }
 }
 
+// The sandbox's cgroup, or nullptr when this host cannot give it one and
+// the limits degrade to rlimits (rootless without a delegated subtree, no
+// cgroup mount, a controller missing), with a warning in `result`.
 absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups::Limits& limits,
                                                                    ExecResult* result) {
   const CgroupHost& host = SharedCgroupHost();
