@@ -128,6 +128,8 @@ struct ChildPlan {
   bool armed_payload = false;
   // Its exec stamp page's memfd (kStamp*), or -1.
   int exec_stamp_fd = -1;
+  // Its end of the launcher's direct channel (ArmedPayload), or -1.
+  int direct_fd = -1;
   // The v1 groups' "tasks" files, which the child writes "0" to first
   // thing (JoinOwnGroups), and the groups' paths for errors.
   std::vector<int> v1_task_fds;
@@ -282,9 +284,10 @@ bool DieWithInit(const ChildPlan& plan, long init_pid, ChildError* e) {
 // inherited fds), the signals, umask, then ExecTheRequest. Returns only on
 // failure, with the error in `msg`.
 void ExecAfterHygiene(const ChildPlan& plan, namespaces::ExecRequestView& request, int control,
-                      ControlMessage& msg, void (*reset_signals)(), int64_t* exec_stamp = nullptr) {
+                      ControlMessage& msg, void (*reset_signals)(), int64_t* exec_stamp = nullptr,
+                      int keep_until_exec = -1) {
   ChildError* e = &msg.error;
-  if (!InstallStdio(request.stdio, e) || !CloseAllBut(plan, /*keep_stdio=*/true, control, -1, e)) return;
+  if (!InstallStdio(request.stdio, e) || !CloseAllBut(plan, /*keep_stdio=*/true, control, keep_until_exec, e)) return;
   reset_signals();
   ::umask(022);
   ExecTheRequest(plan, request, control, msg, exec_stamp);
@@ -360,10 +363,13 @@ long SpawnPayload(const ChildPlan& plan, namespaces::ExecRequestView& request, c
 // at once, because they share errno (one TLS): init waits for "armed",
 // and at hand-off waits until the payload's execve or exit gives back the
 // memory (the kernel clears `in_init_memory` then and wakes its futex:
-// CLONE_CHILD_CLEARTID). In between, the payload only waits in recvmsg,
-// with every signal blocked. It waits under its seccomp filter: every
-// sandbox policy allows recvmsg (seccomp_test says so), and whatever
-// follows the filter here followed it before.
+// CLONE_CHILD_CLEARTID). In between, the payload only waits in poll, with
+// every signal blocked. A request without a workspace comes to it
+// directly from the launcher, on its direct channel: init then only waits
+// in poll until the payload's end of their pair hangs up (close-on-exec,
+// so after the payload has left its memory). It waits under its seccomp
+// filter: every sandbox policy allows send, poll and recvmsg (seccomp_test
+// says so), and whatever follows the filter here followed it before.
 struct ArmedPayload {
   const ChildPlan* plan = nullptr;
   const namespaces::ExecRequestView* request = nullptr;  // init's; filled in before the hand-off
@@ -374,6 +380,10 @@ struct ArmedPayload {
   long pid = -1;
   int32_t in_init_memory = 0;
   int64_t* exec_stamp = nullptr;  // the exec stamp page, mapped by init (or none)
+  // A request that came on the direct channel, and its linger flag: for
+  // init, which reads them once the payload has left its memory.
+  bool direct_received = false;
+  bool direct_linger = false;
 };
 
 int ArmedPayloadMain(void* arg) {
@@ -388,6 +398,35 @@ int ArmedPayloadMain(void* arg) {
   if (ok) {
     const char word = 'A';
     if (::send(armed.payload_sock, &word, 1, MSG_NOSIGNAL) != 1) ::_exit(127);  // init is gone
+    // The request comes on the direct channel (the launcher's, without a
+    // workspace), or its stdio from init (with one: init moves it in).
+    // Signals are blocked: poll returns only for the sockets.
+    struct pollfd wait[2] = {{armed.payload_sock, POLLIN, 0}, {plan.direct_fd, POLLIN, 0}};
+    while (::poll(wait, plan.direct_fd >= 0 ? 2 : 1, -1) < 0) {
+    }
+    if (!(wait[0].revents & (POLLIN | POLLHUP)) && (wait[1].revents & POLLIN)) {
+      namespaces::ExecRequestView request;
+      if (namespaces::ReceiveExecRequest(plan.direct_fd, plan.request_buffer.get(), plan.request_pointers.get(),
+                                         &request, e)) {
+        if (armed.exec_stamp != nullptr) {
+          __atomic_store_n(&armed.exec_stamp[kStampHandOff], namespaces::MonotonicNanos(), __ATOMIC_RELEASE);
+        }
+        // Init's memory, which init reads once this process has left it.
+        const_cast<ArmedPayload&>(armed).direct_received = true;
+        const_cast<ArmedPayload&>(armed).direct_linger = request.linger;
+        if (request.workspace_fd >= 0) {
+          ok = child::Fail(e, "hand-off", "a workspace comes through init", EINVAL);
+        } else {
+          // The pair with init stays open until the execve (close-on-exec):
+          // its hang-up tells init this process has left init's memory.
+          ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp,
+                           armed.payload_sock);
+        }
+      }
+      msg.type = ControlType::kSetupError;
+      namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
+      ::_exit(127);
+    }
     char go;
     int fds[3];
     size_t nfds = 0;
@@ -429,6 +468,9 @@ bool StartArmedPayload(const ChildPlan& plan, const namespaces::ExecRequestView*
                        nullptr, &armed->in_init_memory);
   const int clone_errno = errno;
   ::close(sv[1]);
+  // The direct channel is the payload's alone: if it dies, the launcher's
+  // send fails instead of waiting on init.
+  if (plan.direct_fd >= 0) ::close(plan.direct_fd);
   if (armed->pid < 0) {
     ::close(sv[0]);
     return child::Fail(e, "clone", "payload", clone_errno);
@@ -584,12 +626,13 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
   ok = ok && rootfs::BuildRoot(plan.rootfs, &build, e);
   // Everything but the control socket goes: the launcher's other fds (and
   // the host-side mount trees, now attached). Stdio comes with the request.
-  int keep[4 + kMaxInheritedFds];
+  int keep[5 + kMaxInheritedFds];
   size_t kept = 0;
   keep[kept++] = plan.control_fd;
   if (plan.egress_fd >= 0) keep[kept++] = plan.egress_fd;
   if (proc_fd >= 0) keep[kept++] = proc_fd;
   if (plan.userns_after_setup_fd >= 0) keep[kept++] = plan.userns_after_setup_fd;
+  if (plan.direct_fd >= 0) keep[kept++] = plan.direct_fd;
   for (int fd : plan.inherited_fds) keep[kept++] = fd;
   // The exec stamp page (an armed payload's): mapped before its fd goes
   // with the rest. None (a failed map) means "executing" is a message.
@@ -657,6 +700,26 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
   report.type = ControlType::kReady;
   namespaces::SendControl(plan.control_fd, report);
 
+  // An armed payload with a direct channel may get its request there
+  // (ArmedPayload): init then only waits, in poll, until the payload's
+  // end of their pair hangs up, which it does at its execve or exit, once
+  // it has left init's memory; then it supervises. A request on the
+  // control socket (one with a workspace) goes the way below.
+  if (plan.armed_payload && plan.direct_fd >= 0) {
+    struct pollfd wait[2] = {{plan.control_fd, POLLIN, 0}, {armed.init_sock, POLLIN, 0}};
+    while (::poll(wait, 2, -1) < 0) {
+    }
+    if (!(wait[0].revents & (POLLIN | POLLHUP)) && (wait[1].revents & (POLLIN | POLLHUP))) {
+      if (!armed.direct_received) {  // it died waiting (killed): no execution to supervise
+        child::Fail(e, "payload", "ended before its request", 0);
+        report.type = ControlType::kSetupError;
+        namespaces::SendControl(plan.control_fd, report);
+        ::_exit(1);
+      }
+      namespaces::Supervise(plan.control_fd, &report, armed.pid, bridge.fd >= 0 ? &bridge : nullptr,
+                            {.linger = armed.direct_linger, .own_pid_namespace = plan.pid_namespace});
+    }
+  }
   // The hand-off: one request, then the workspace (a detached mount made
   // on the host) is moved in while init still holds its capabilities.
   ok = namespaces::ReceiveExecRequest(plan.control_fd, plan.request_buffer.get(),
@@ -1003,6 +1066,9 @@ struct Zygote::State {
   // An armed payload's "executing" (kStamp*): its stamp, read with
   // pread when the execution ends however it ends.
   UniqueFd exec_stamp;
+  // The direct channel to an armed payload (ArmedPayload): a request
+  // without a workspace goes there, not through init.
+  UniqueFd direct;
   bool ready = false;
   bool used = false;
 };
@@ -1260,6 +1326,18 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
       state->exec_stamp = std::move(page);
     }
   }
+  // The direct channel: a request without a workspace goes from here to the
+  // armed payload itself, one wake-up and init's forwarding fewer. Without
+  // the pair, every request goes through init.
+  UniqueFd direct_child;
+  if (plan.armed_payload) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == 0) {
+      state->direct.reset(pair[0]);
+      direct_child.reset(pair[1]);
+      plan.direct_fd = pair[1];
+    }
+  }
   plan.prefault = ahead_of_request;
   if (plan.prefault) plan.text = namespaces::ExecutableSegments();
   clock.Mark("prepare");
@@ -1329,6 +1407,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   trees.clear();  // the child holds its own copies
   task_files.clear();
+  direct_child.reset();
   clock.Mark("clone");
 
   // 3. v1 groups (and v2 without CLONE_INTO_CGROUP). The child joins its
@@ -1474,11 +1553,14 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
     env.push_back(kv);
   }
-  absl::Status sent = namespaces::SendExecRequest(z.control.get(), request.argv, env, request.cwd,
-                                                  SearchPath(env), stdio, workspace.get(), &peer_gone,
-                                                  warm, /*linger=*/request.return_at_exit);
-  // A sandbox that failed its setup before reading the request has already
-  // sent why: go on and collect it.
+  // To an armed payload directly, unless a workspace needs init.
+  const bool direct = z.direct && !workspace;
+  absl::Status sent = namespaces::SendExecRequest(direct ? z.direct.get() : z.control.get(), request.argv, env,
+                                                  request.cwd, SearchPath(env), stdio, workspace.get(),
+                                                  &peer_gone, warm, /*linger=*/request.return_at_exit);
+  // A sandbox that failed its setup before reading the request (an armed
+  // payload killed while it waited: init says so) has already sent why, or
+  // is about to: go on and collect it.
   if (!sent.ok() && !peer_gone) return fail(sent);
   workspace.reset();
   clock.Mark("handoff");

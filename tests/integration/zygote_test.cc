@@ -351,22 +351,71 @@ TEST_F(CoreZygote, AColdSandboxStartsNoPayloadAhead) {
 
 // Killed while it waits (nothing of cubicle's does that), the payload is
 // missed at hand-off: the request fails with a setup error that says so,
-// and the zygote still leaves nothing behind (HostHygieneTest).
+// whichever way it goes (to the payload directly, or through init when it
+// brings a workspace), and the zygote still leaves nothing behind
+// (HostHygieneTest).
 TEST_F(CoreZygote, AnArmedPayloadKilledBeforeItsRequestIsASetupError) {
-  std::unique_ptr<runtime::Zygote> z = MakeZygote();
-  ASSERT_NE(z, nullptr);
-  const std::vector<pid_t> children = ChildrenOf(z->init_pid());
-  ASSERT_EQ(children.size(), 1u);
-  ASSERT_EQ(::kill(children[0], SIGKILL), 0);
-  // Dead (a zombie: init reaps only once it supervises): 5 s at most.
-  for (int i = 0; i < 500 && StateOf(children[0]) != 'Z'; ++i) absl::SleepFor(absl::Milliseconds(10));
-  ASSERT_EQ(StateOf(children[0]), 'Z');
-  absl::StatusOr<SandboxRun> run = RunInZygote(*z, Shell("echo never"));
-  ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
-  EXPECT_TRUE(absl::StrContains(run->result.setup_error.message(), "the request's stdio to the payload"))
-      << run->result.setup_error;
-  EXPECT_EQ(run->out, "");
+  TempDir host;
+  const bool workspace_too = IsRoot() && IdmappedMounts(host.path()).present;
+  for (bool through_init : {false, true}) {
+    if (through_init && !workspace_too) continue;  // a workspace needs root and idmapped mounts
+    SCOPED_TRACE(through_init ? "with a workspace, through init" : "direct");
+    runtime::ZygoteOptions options;
+    options.accept_workspace = through_init;
+    std::unique_ptr<runtime::Zygote> z = MakeZygote(options);
+    ASSERT_NE(z, nullptr);
+    const std::vector<pid_t> children = ChildrenOf(z->init_pid());
+    ASSERT_EQ(children.size(), 1u);
+    ASSERT_EQ(::kill(children[0], SIGKILL), 0);
+    // Dead (a zombie, or reaped by init, which sees its channel hang up):
+    // 5 s at most.
+    auto dead = [&] { return StateOf(children[0]) == 'Z' || StateOf(children[0]) == '?'; };
+    for (int i = 0; i < 500 && !dead(); ++i) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_TRUE(dead());
+    runtime::ExecRequest r = Shell("echo never");
+    if (through_init) r.workspace = host.path();
+    absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+    // Init saw it die ("payload(ended before its request)"), or, with the
+    // request on its way through init first, could not hand it over.
+    const std::string why(run->result.setup_error.message());
+    EXPECT_TRUE(absl::StrContains(why, "payload(ended before its request)") ||
+                absl::StrContains(why, "the request's stdio to the payload"))
+        << why;
+    EXPECT_EQ(run->out, "");
+  }
+}
+
+// A request without a workspace goes to the armed payload directly, one
+// that brings a workspace through init (which moves it in): both run, and
+// both as the process that waited armed.
+TEST_F(CoreZygote, ARequestReachesTheArmedPayloadDirectlyOrThroughInit) {
+  TempDir host;
+  const bool workspace_too = IsRoot() && IdmappedMounts(host.path()).present;
+  for (bool through_init : {false, true}) {
+    if (through_init && !workspace_too) continue;
+    SCOPED_TRACE(through_init ? "with a workspace, through init" : "direct");
+    runtime::ZygoteOptions options;
+    options.accept_workspace = through_init;
+    std::unique_ptr<runtime::Zygote> z = MakeZygote(options);
+    ASSERT_NE(z, nullptr);
+    const std::vector<pid_t> children = ChildrenOf(z->init_pid());
+    ASSERT_EQ(children.size(), 1u);
+    const std::string nspid = StatusField(children[0], "NSpid");
+    runtime::ExecRequest r = Shell("echo $$; cat; exit 3");
+    if (through_init) r.workspace = host.path();
+    r.return_at_exit = true;  // a pool's: init lingers after its report
+    absl::StatusOr<SandboxRun> run = RunInZygote(*z, r, "in\n");
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+    EXPECT_EQ(run->result.exit_code, 3);
+    EXPECT_EQ(run->out, nspid.substr(nspid.find_last_of(" \t") + 1) + "\nin\n");
+    // The linger flag reached init either way: it is still there.
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_EQ(::kill(z->init_pid(), 0), 0);
+    EXPECT_NE(StateOf(z->init_pid()), 'Z');
+  }
 }
 
 // An armed payload says "executing" by writing its stamp where the

@@ -4,6 +4,7 @@
 #include "seccomp/policy.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -419,9 +420,10 @@ TEST(DefaultPolicyTest, OrdinarySyscallsStillWork) {
 }
 
 // A pool's payload waits for its request under its policy's filter
-// (runtime/zygote.cc, ArmedPayload): "armed" goes out with send, the
-// request's three stdio fds come in with recvmsg. Every policy a sandbox
-// can name must allow both, or pooled payloads would die at hand-off.
+// (runtime/zygote.cc, ArmedPayload): "armed" goes out with send, it waits
+// in poll, the request (or its three stdio fds) comes in with recvmsg.
+// Every policy a sandbox can name must allow all three, or pooled
+// payloads would die at hand-off.
 TEST(SandboxPolicies, LetAnArmedPayloadSayArmedAndReceiveItsStdio) {
   for (Policy policy : {Policy::kNone, Policy::kDefault, Policy::kNoNetwork}) {
     SCOPED_TRACE(std::string(PolicyName(policy)));
@@ -435,6 +437,8 @@ TEST(SandboxPolicies, LetAnArmedPayloadSayArmedAndReceiveItsStdio) {
       if (recv(init_end, &word, 1, 0) != 1 || word != 'A') return 197;
       const int stdio[3] = {0, 1, 2};
       if (cubicle::SendWithFds(init_end, "G", 1, stdio, 3, MSG_NOSIGNAL) != 1) return errno;
+      struct pollfd wait = {payload_end, POLLIN, 0};
+      if (poll(&wait, 1, 5000) != 1) return errno != 0 ? errno : 195;
       int fds[3];
       size_t nfds = 0;
       int flags = 0;
