@@ -287,26 +287,23 @@ TEST_F(CoreZygote, ThePayloadStartsWithAFreshSignalState) {
 
 // The host pids of a process's children (/proc/PID/task/PID/children).
 std::vector<pid_t> ChildrenOf(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/task/", pid, "/children"));
+  std::istringstream in(ReadFile(absl::StrCat("/proc/", pid, "/task/", pid, "/children")));
   std::vector<pid_t> out;
   for (pid_t child; in >> child;) out.push_back(child);
   return out;
 }
 
+// The state letter of /proc/PID/stat; '?' once the process is gone (also
+// when it goes while being read: ReadFile does not throw).
 char StateOf(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string line = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   const size_t paren = line.rfind(')');
   return paren == std::string::npos || paren + 2 >= line.size() ? '?' : line[paren + 2];
 }
 
-// The value of `field` in /proc/PID/status ("" when absent).
-std::string StatusField(pid_t pid, const std::string& field) {
-  std::istringstream in(ReadFile(absl::StrCat("/proc/", pid, "/status")));
-  for (std::string line; std::getline(in, line);) {
-    if (absl::StartsWith(line, field + ":")) return std::string(absl::StripAsciiWhitespace(line.substr(field.size() + 1)));
-  }
-  return "";
+// The value of `field` in /proc/PID/status ("" when absent or gone).
+std::string StatusOf(pid_t pid, const std::string& field) {
+  return StatusField(ReadFile(absl::StrCat("/proc/", pid, "/status")), field);
 }
 
 // A zygote's plain payload is started before its request, its hygiene
@@ -319,16 +316,16 @@ TEST_F(CoreZygote, APlainPayloadWaitsAheadOfItsRequestWithItsHygieneDone) {
   const std::vector<pid_t> children = ChildrenOf(z->init_pid());
   ASSERT_EQ(children.size(), 1u) << "init has no payload waiting";
   const pid_t armed = children[0];
-  EXPECT_EQ(StatusField(armed, "NoNewPrivs"), "1");
-  EXPECT_EQ(StatusField(armed, "Seccomp"), "2");
+  EXPECT_EQ(StatusOf(armed, "NoNewPrivs"), "1");
+  EXPECT_EQ(StatusOf(armed, "Seccomp"), "2");
   for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
-    EXPECT_EQ(StatusField(armed, set), "0000000000000000") << set;
+    EXPECT_EQ(StatusOf(armed, set), "0000000000000000") << set;
   }
   // In the sandbox's groups, as init is: it was started after init's attach.
   EXPECT_EQ(ReadFile(absl::StrCat("/proc/", armed, "/cgroup")),
             ReadFile(absl::StrCat("/proc/", z->init_pid(), "/cgroup")));
   // Its pid in the sandbox's namespace: the last of NSpid's.
-  const std::string nspid = StatusField(armed, "NSpid");
+  const std::string nspid = StatusOf(armed, "NSpid");
   const std::string inner = nspid.substr(nspid.find_last_of(" \t") + 1);
   absl::StatusOr<SandboxRun> run = RunInZygote(*z, Shell("echo $$"));
   ASSERT_TRUE(run.ok()) << run.status();
@@ -402,7 +399,7 @@ TEST_F(CoreZygote, ARequestReachesTheArmedPayloadDirectlyOrThroughInit) {
     ASSERT_NE(z, nullptr);
     const std::vector<pid_t> children = ChildrenOf(z->init_pid());
     ASSERT_EQ(children.size(), 1u);
-    const std::string nspid = StatusField(children[0], "NSpid");
+    const std::string nspid = StatusOf(children[0], "NSpid");
     runtime::ExecRequest r = Shell("echo $$; cat; exit 3");
     if (through_init) r.workspace = host.path();
     r.return_at_exit = true;  // a pool's: init lingers after its report
