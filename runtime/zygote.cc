@@ -163,6 +163,14 @@ void PrefaultForHandOff(const ChildPlan& plan) {
   __atomic_fetch_or(&errno, 0, __ATOMIC_RELAXED);
 }
 
+// The end of a failed setup on the sandbox side: `msg`, its error filled
+// in, goes to the launcher as a kSetupError on `control_fd`; then _exit.
+[[noreturn]] void ExitWithSetupError(int control_fd, ControlMessage& msg, int code) {
+  msg.type = ControlType::kSetupError;
+  namespaces::SendControl(control_fd, msg);
+  ::_exit(code);
+}
+
 // Puts the three stdio fds in place even when they overlap 0..2.
 bool InstallStdio(const int (&stdio)[3], ChildError* error) {
   int moved[3];
@@ -304,9 +312,7 @@ void PrepareAndExec(const ChildPlan& plan, namespaces::ExecRequestView& request,
 // launcher reaps.
 [[noreturn]] void BecomePayload(const ChildPlan& plan, namespaces::ExecRequestView& request, ControlMessage msg) {
   PrepareAndExec(plan, request, plan.control_fd, msg, namespaces::ResetSignals);
-  msg.type = ControlType::kSetupError;
-  namespaces::SendControl(plan.control_fd, msg);
-  ::_exit(127);
+  ExitWithSetupError(plan.control_fd, msg, 127);
 }
 
 // What init hands the payload process it spawns (SpawnPayload).
@@ -338,9 +344,7 @@ int SpawnedPayloadMain(void* arg) {
   } else if (DieWithInit(plan, start.init_pid, e)) {
     PrepareAndExec(plan, *start.request, control, msg, namespaces::RestoreSignalsForPayload);
   }
-  msg.type = ControlType::kSetupError;
-  namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
-  ::_exit(127);
+  ExitWithSetupError(control >= 0 ? control : plan.control_fd, msg, 127);
 }
 
 // Init's side of the spawn: returns the payload's pid once it has exec'd
@@ -386,6 +390,52 @@ struct ArmedPayload {
   bool direct_linger = false;
 };
 
+// The request, whole, on the direct channel: read into init's request
+// buffers (init is waiting in poll, away from them), then the exec.
+// Returns only on failure.
+void ExecFromDirectChannel(const ArmedPayload& armed, int control, ControlMessage& msg) {
+  const ChildPlan& plan = *armed.plan;
+  ChildError* e = &msg.error;
+  namespaces::ExecRequestView request;
+  if (!namespaces::ReceiveExecRequest(plan.direct_fd, plan.request_buffer.get(), plan.request_pointers.get(),
+                                      &request, e)) {
+    return;
+  }
+  if (armed.exec_stamp != nullptr) {
+    __atomic_store_n(&armed.exec_stamp[kStampHandOff], namespaces::MonotonicNanos(), __ATOMIC_RELEASE);
+  }
+  // Init's memory, which init reads once this process has left it.
+  const_cast<ArmedPayload&>(armed).direct_received = true;
+  const_cast<ArmedPayload&>(armed).direct_linger = request.linger;
+  if (request.workspace_fd >= 0) {
+    child::Fail(e, "hand-off", "a workspace comes through init", EINVAL);
+    return;
+  }
+  // The pair with init stays open until the execve (close-on-exec): its
+  // hang-up tells init this process has left init's memory.
+  ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp,
+                   armed.payload_sock);
+}
+
+// The request's stdio from init, which read the request (it brought a
+// workspace, which init moved in), then the exec. Returns only on failure.
+void ExecFromInit(const ArmedPayload& armed, int control, ControlMessage& msg) {
+  char go;
+  int fds[3];
+  size_t nfds = 0;
+  int msg_flags = 0;
+  const ssize_t got = ReceiveWithFds(armed.payload_sock, &go, 1, fds, 3, &nfds, 0, &msg_flags);
+  if (got == 0) ::_exit(127);  // init ended before a request: nothing to report
+  if (got != 1 || nfds != 3) {
+    child::Fail(&msg.error, "recvmsg", "the request's stdio",
+                got < 0 ? errno : (msg_flags & MSG_CTRUNC) ? EMFILE : EPROTO);
+    return;
+  }
+  namespaces::ExecRequestView request = *armed.request;
+  for (int i = 0; i < 3; ++i) request.stdio[i] = fds[i];
+  ExecAfterHygiene(*armed.plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp);
+}
+
 int ArmedPayloadMain(void* arg) {
   const ArmedPayload& armed = *static_cast<const ArmedPayload*>(arg);
   const ChildPlan& plan = *armed.plan;
@@ -393,9 +443,8 @@ int ArmedPayloadMain(void* arg) {
   ChildError* e = &msg.error;
   ::close(armed.init_sock);
   const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
-  bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) && DieWithInit(plan, armed.init_pid, e) &&
-            PayloadHygiene(plan, e);
-  if (ok) {
+  if ((control >= 0 || child::Fail(e, "dup(control)", "", errno)) && DieWithInit(plan, armed.init_pid, e) &&
+      PayloadHygiene(plan, e)) {
     const char word = 'A';
     if (::send(armed.payload_sock, &word, 1, MSG_NOSIGNAL) != 1) ::_exit(127);  // init is gone
     // The request comes on the direct channel (the launcher's, without a
@@ -405,45 +454,12 @@ int ArmedPayloadMain(void* arg) {
     while (::poll(wait, plan.direct_fd >= 0 ? 2 : 1, -1) < 0) {
     }
     if (!(wait[0].revents & (POLLIN | POLLHUP)) && (wait[1].revents & POLLIN)) {
-      namespaces::ExecRequestView request;
-      if (namespaces::ReceiveExecRequest(plan.direct_fd, plan.request_buffer.get(), plan.request_pointers.get(),
-                                         &request, e)) {
-        if (armed.exec_stamp != nullptr) {
-          __atomic_store_n(&armed.exec_stamp[kStampHandOff], namespaces::MonotonicNanos(), __ATOMIC_RELEASE);
-        }
-        // Init's memory, which init reads once this process has left it.
-        const_cast<ArmedPayload&>(armed).direct_received = true;
-        const_cast<ArmedPayload&>(armed).direct_linger = request.linger;
-        if (request.workspace_fd >= 0) {
-          ok = child::Fail(e, "hand-off", "a workspace comes through init", EINVAL);
-        } else {
-          // The pair with init stays open until the execve (close-on-exec):
-          // its hang-up tells init this process has left init's memory.
-          ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp,
-                           armed.payload_sock);
-        }
-      }
-      msg.type = ControlType::kSetupError;
-      namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
-      ::_exit(127);
-    }
-    char go;
-    int fds[3];
-    size_t nfds = 0;
-    int msg_flags = 0;
-    const ssize_t got = ReceiveWithFds(armed.payload_sock, &go, 1, fds, 3, &nfds, 0, &msg_flags);
-    if (got == 0) ::_exit(127);  // init ended before a request: nothing to report
-    if (got != 1 || nfds != 3) {
-      ok = child::Fail(e, "recvmsg", "the request's stdio", got < 0 ? errno : (msg_flags & MSG_CTRUNC) ? EMFILE : EPROTO);
+      ExecFromDirectChannel(armed, control, msg);
     } else {
-      namespaces::ExecRequestView request = *armed.request;
-      for (int i = 0; i < 3; ++i) request.stdio[i] = fds[i];
-      ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp);
+      ExecFromInit(armed, control, msg);
     }
   }
-  msg.type = ControlType::kSetupError;
-  namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
-  ::_exit(127);
+  ExitWithSetupError(control >= 0 ? control : plan.control_fd, msg, 127);
 }
 
 // Init's side, before "ready": starts the payload and waits until it is
@@ -531,9 +547,7 @@ bool HandOffToArmedPayload(ArmedPayload& armed, const namespaces::ExecRequestVie
       child::Fail(e, "execve", plan.warm_argv[0], errno);
     }
   }
-  msg.type = ControlType::kSetupError;
-  namespaces::SendControl(control >= 0 ? control : plan.control_fd, msg);
-  ::_exit(127);
+  ExitWithSetupError(control >= 0 ? control : plan.control_fd, msg, 127);
 }
 
 // Init's side: fork the warm interpreter and wait for its bootstrap's "R"
@@ -601,9 +615,7 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
   ChildError* e = &report.error;
   ::close(plan.launcher_control_fd);
   if (!JoinOwnGroups(plan, e)) {
-    report.type = ControlType::kSetupError;
-    namespaces::SendControl(plan.control_fd, report);
-    ::_exit(1);
+    ExitWithSetupError(plan.control_fd, report, 1);
   }
   rootfs::BuildReport build;
   // The parent-death signal is set after the id switch: the kernel clears
@@ -668,17 +680,13 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
     ok = child::Fail(e, "creation of new user namespaces was not disabled as requested", "", 0);
   }
   if (!ok) {
-    report.type = ControlType::kSetupError;
-    namespaces::SendControl(plan.control_fd, report);
-    ::_exit(1);
+    ExitWithSetupError(plan.control_fd, report, 1);
   }
   // bwrap --new-session with a PID 1 of bwrap's: the session is init's,
   // and the payload forked below joins it.
   if (ok && plan.init_new_session && ::setsid() < 0) ok = child::Fail(e, "setsid", "init", errno);
   if (!ok) {
-    report.type = ControlType::kSetupError;
-    namespaces::SendControl(plan.control_fd, report);
-    ::_exit(1);
+    ExitWithSetupError(plan.control_fd, report, 1);
   }
   if (build.proc_fallback) report.flags |= namespaces::kFlagProcFallback;
   // Init from here on (bwrap --as-pid-1: this process will be the payload,
@@ -691,9 +699,7 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
   if (!plan.as_pid_1) namespaces::BecomeInit();
   if ((plan.warm && !StartWarmInterpreter(plan, report, &warm_socket, &payload_pid, e)) ||
       (plan.armed_payload && !StartArmedPayload(plan, &request, report, exec_stamp, &armed, e))) {
-    report.type = ControlType::kSetupError;
-    namespaces::SendControl(plan.control_fd, report);
-    ::_exit(1);
+    ExitWithSetupError(plan.control_fd, report, 1);
   }
   if (plan.prefault) PrefaultForHandOff(plan);
   report.step_ns[namespaces::kStepInitReady] = namespaces::MonotonicNanos();
@@ -712,9 +718,7 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
     if (!(wait[0].revents & (POLLIN | POLLHUP)) && (wait[1].revents & (POLLIN | POLLHUP))) {
       if (!armed.direct_received) {  // it died waiting (killed): no execution to supervise
         child::Fail(e, "payload", "ended before its request", 0);
-        report.type = ControlType::kSetupError;
-        namespaces::SendControl(plan.control_fd, report);
-        ::_exit(1);
+        ExitWithSetupError(plan.control_fd, report, 1);
       }
       namespaces::Supervise(plan.control_fd, &report, armed.pid, bridge.fd >= 0 ? &bridge : nullptr,
                             {.linger = armed.direct_linger, .own_pid_namespace = plan.pid_namespace});
@@ -731,9 +735,7 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
     ::close(request.workspace_fd);
   }
   if (!ok) {
-    report.type = ControlType::kSetupError;
-    namespaces::SendControl(plan.control_fd, report);
-    ::_exit(1);
+    ExitWithSetupError(plan.control_fd, report, 1);
   }
   // bwrap --as-pid-1: no init; the first process becomes the payload.
   if (plan.as_pid_1) BecomePayload(plan, request, report);
@@ -756,9 +758,7 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
     ok = payload_pid > 0 || child::Fail(e, "clone", "payload", errno);
   }
   if (!ok) {
-    report.type = ControlType::kSetupError;
-    namespaces::SendControl(plan.control_fd, report);
-    ::_exit(1);
+    ExitWithSetupError(plan.control_fd, report, 1);
   }
   if (plan.warm) {
     report.type = ControlType::kExecuting;
@@ -937,24 +937,34 @@ ExecResult SetupFailure(absl::Status status) {
 }
 
 // The launcher's side of JoinOwnGroups: the child's 'A', or why it failed.
-absl::Status WaitUntilJoined(int control, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+// The next message the sandbox sends on `control` before `deadline` (a
+// ControlMessage, or JoinOwnGroups' one byte): its size, 0 when the
+// sandbox hung up, -1 for a failed recv. Waiting for `step` (poll(step) on
+// error); DeadlineExceeded with `late` when the deadline passes first.
+absl::StatusOr<ssize_t> ReceiveBy(int control, absl::Time deadline, ControlMessage* msg, const char* step,
+                                  const std::string& late) {
   for (;;) {
     struct pollfd p = {control, POLLIN, 0};
     const absl::Duration left = deadline - absl::Now();
     const int n = ::poll(&p, 1, left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "poll(joined)");
-    if (n == 0) return absl::DeadlineExceededError("the sandbox did not join its cgroups in time");
-    ControlMessage msg;
-    const ssize_t got = ::recv(control, &msg, sizeof(msg), 0);
+    if (n < 0) return ErrnoStatus(errno, absl::StrCat("poll(", step, ")"));
+    if (n == 0) return absl::DeadlineExceededError(late);
+    const ssize_t got = ::recv(control, msg, sizeof(*msg), 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got == 1 && reinterpret_cast<const char*>(&msg)[0] == 'A') return absl::OkStatus();
-    if (got == static_cast<ssize_t>(sizeof(msg)) && msg.type == ControlType::kSetupError) {
-      return ChildErrorStatus(msg.error);
-    }
-    return absl::InternalError("the sandbox ended before it joined its cgroups");
+    return got;
   }
+}
+
+absl::Status WaitUntilJoined(int control, absl::Duration timeout) {
+  ControlMessage msg;
+  CUBICLE_ASSIGN_OR_RETURN(ssize_t got, ReceiveBy(control, absl::Now() + timeout, &msg, "joined",
+                                                  "the sandbox did not join its cgroups in time"));
+  if (got == 1 && reinterpret_cast<const char*>(&msg)[0] == 'A') return absl::OkStatus();
+  if (got == static_cast<ssize_t>(sizeof(msg)) && msg.type == ControlType::kSetupError) {
+    return ChildErrorStatus(msg.error);
+  }
+  return absl::InternalError("the sandbox ended before it joined its cgroups");
 }
 
 // The sandbox's cgroup, or nullptr when this host cannot give it one and
@@ -1459,18 +1469,11 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   // 5. A pool waits until the sandbox says it is built (or failed).
   if (options.wait_until_ready) {
     const absl::Time deadline = absl::Now() + options.ready_timeout;
+    const std::string late =
+        absl::StrCat("the sandbox was not ready within ", absl::FormatDuration(options.ready_timeout));
     while (!state->ready) {
-      struct pollfd p = {state->control.get(), POLLIN, 0};
-      absl::Duration left = deadline - absl::Now();
-      int n = ::poll(&p, 1, left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return n == 0 ? absl::DeadlineExceededError(absl::StrCat("the sandbox was not ready within ",
-                                                                absl::FormatDuration(options.ready_timeout)))
-                      : ErrnoStatus(errno, "poll(ready)");
-      }
       ControlMessage msg;
-      ssize_t got = ::recv(state->control.get(), &msg, sizeof(msg), 0);
+      CUBICLE_ASSIGN_OR_RETURN(ssize_t got, ReceiveBy(state->control.get(), deadline, &msg, "ready", late));
       if (got != static_cast<ssize_t>(sizeof(msg))) {
         return absl::InternalError("sandbox init ended before it was ready");
       }
