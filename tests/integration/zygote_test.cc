@@ -306,16 +306,46 @@ std::string StatusOf(pid_t pid, const std::string& field) {
   return StatusField(ReadFile(absl::StrCat("/proc/", pid, "/status")), field);
 }
 
+// A process's pid in the innermost pid namespace it is in: the last of
+// its NSpid's.
+std::string InnerPid(pid_t pid) {
+  const std::string nspid = StatusOf(pid, "NSpid");
+  return nspid.substr(nspid.find_last_of(" \t") + 1);
+}
+
+// The routes a request can take to an armed payload that this host can
+// exercise: direct (false), and through init (true: a request with a
+// workspace, as root, where `workspace` can be idmapped).
+std::vector<bool> ArmedRoutes(const TempDir& workspace) {
+  std::vector<bool> routes = {false};
+  if (::geteuid() == 0 && IdmappedMounts(workspace.path()).present) routes.push_back(true);
+  return routes;
+}
+
+// A zygote, accepting a workspace when asked, and the host pid of its
+// armed payload, init's one child (-1, with a failure, when init has not
+// exactly one).
+std::unique_ptr<runtime::Zygote> MakeArmedZygote(bool accept_workspace, pid_t* armed) {
+  runtime::ZygoteOptions options;
+  options.accept_workspace = accept_workspace;
+  std::unique_ptr<runtime::Zygote> z = MakeZygote(options);
+  *armed = -1;
+  if (z == nullptr) return z;
+  const std::vector<pid_t> children = ChildrenOf(z->init_pid());
+  EXPECT_EQ(children.size(), 1u) << "init has no payload waiting";
+  if (children.size() == 1) *armed = children[0];
+  return z;
+}
+
 // A zygote's plain payload is started before its request, its hygiene
 // done (runtime/zygote.cc, ArmedPayload): the hand-off pays for no clone,
 // no capability drop and no seccomp compile. It waits as init's one child,
 // with nothing left to give up, and it is the process the request runs in.
 TEST_F(CoreZygote, APlainPayloadWaitsAheadOfItsRequestWithItsHygieneDone) {
-  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  pid_t armed;
+  std::unique_ptr<runtime::Zygote> z = MakeArmedZygote(/*accept_workspace=*/false, &armed);
   ASSERT_NE(z, nullptr);
-  const std::vector<pid_t> children = ChildrenOf(z->init_pid());
-  ASSERT_EQ(children.size(), 1u) << "init has no payload waiting";
-  const pid_t armed = children[0];
+  ASSERT_GT(armed, 0);
   EXPECT_EQ(StatusOf(armed, "NoNewPrivs"), "1");
   EXPECT_EQ(StatusOf(armed, "Seccomp"), "2");
   for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
@@ -324,9 +354,8 @@ TEST_F(CoreZygote, APlainPayloadWaitsAheadOfItsRequestWithItsHygieneDone) {
   // In the sandbox's groups, as init is: it was started after init's attach.
   EXPECT_EQ(ReadFile(absl::StrCat("/proc/", armed, "/cgroup")),
             ReadFile(absl::StrCat("/proc/", z->init_pid(), "/cgroup")));
-  // Its pid in the sandbox's namespace: the last of NSpid's.
-  const std::string nspid = StatusOf(armed, "NSpid");
-  const std::string inner = nspid.substr(nspid.find_last_of(" \t") + 1);
+  // Its pid in the sandbox's namespace is the request's.
+  const std::string inner = InnerPid(armed);
   absl::StatusOr<SandboxRun> run = RunInZygote(*z, Shell("echo $$"));
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
@@ -353,20 +382,16 @@ TEST_F(CoreZygote, AColdSandboxStartsNoPayloadAhead) {
 // (HostHygieneTest).
 TEST_F(CoreZygote, AnArmedPayloadKilledBeforeItsRequestIsASetupError) {
   TempDir host;
-  const bool workspace_too = IsRoot() && IdmappedMounts(host.path()).present;
-  for (bool through_init : {false, true}) {
-    if (through_init && !workspace_too) continue;  // a workspace needs root and idmapped mounts
+  for (bool through_init : ArmedRoutes(host)) {
     SCOPED_TRACE(through_init ? "with a workspace, through init" : "direct");
-    runtime::ZygoteOptions options;
-    options.accept_workspace = through_init;
-    std::unique_ptr<runtime::Zygote> z = MakeZygote(options);
+    pid_t armed;
+    std::unique_ptr<runtime::Zygote> z = MakeArmedZygote(through_init, &armed);
     ASSERT_NE(z, nullptr);
-    const std::vector<pid_t> children = ChildrenOf(z->init_pid());
-    ASSERT_EQ(children.size(), 1u);
-    ASSERT_EQ(::kill(children[0], SIGKILL), 0);
+    ASSERT_GT(armed, 0);
+    ASSERT_EQ(::kill(armed, SIGKILL), 0);
     // Dead (a zombie, or reaped by init, which sees its channel hang up):
     // 5 s at most.
-    auto dead = [&] { return StateOf(children[0]) == 'Z' || StateOf(children[0]) == '?'; };
+    auto dead = [&] { return StateOf(armed) == 'Z' || StateOf(armed) == '?'; };
     for (int i = 0; i < 500 && !dead(); ++i) absl::SleepFor(absl::Milliseconds(10));
     ASSERT_TRUE(dead());
     runtime::ExecRequest r = Shell("echo never");
@@ -389,17 +414,13 @@ TEST_F(CoreZygote, AnArmedPayloadKilledBeforeItsRequestIsASetupError) {
 // both as the process that waited armed.
 TEST_F(CoreZygote, ARequestReachesTheArmedPayloadDirectlyOrThroughInit) {
   TempDir host;
-  const bool workspace_too = IsRoot() && IdmappedMounts(host.path()).present;
-  for (bool through_init : {false, true}) {
-    if (through_init && !workspace_too) continue;
+  for (bool through_init : ArmedRoutes(host)) {
     SCOPED_TRACE(through_init ? "with a workspace, through init" : "direct");
-    runtime::ZygoteOptions options;
-    options.accept_workspace = through_init;
-    std::unique_ptr<runtime::Zygote> z = MakeZygote(options);
+    pid_t armed;
+    std::unique_ptr<runtime::Zygote> z = MakeArmedZygote(through_init, &armed);
     ASSERT_NE(z, nullptr);
-    const std::vector<pid_t> children = ChildrenOf(z->init_pid());
-    ASSERT_EQ(children.size(), 1u);
-    const std::string nspid = StatusOf(children[0], "NSpid");
+    ASSERT_GT(armed, 0);
+    const std::string inner = InnerPid(armed);
     runtime::ExecRequest r = Shell("echo $$; cat; exit 3");
     if (through_init) r.workspace = host.path();
     r.return_at_exit = true;  // a pool's: init lingers after its report
@@ -407,7 +428,7 @@ TEST_F(CoreZygote, ARequestReachesTheArmedPayloadDirectlyOrThroughInit) {
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
     EXPECT_EQ(run->result.exit_code, 3);
-    EXPECT_EQ(run->out, nspid.substr(nspid.find_last_of(" \t") + 1) + "\nin\n");
+    EXPECT_EQ(run->out, inner + "\nin\n");
     // The linger flag reached init either way: it is still there.
     absl::SleepFor(absl::Milliseconds(50));
     EXPECT_EQ(::kill(z->init_pid(), 0), 0);
