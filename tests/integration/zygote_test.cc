@@ -313,15 +313,6 @@ std::string InnerPid(pid_t pid) {
   return nspid.substr(nspid.find_last_of(" \t") + 1);
 }
 
-// The routes a request can take to an armed payload that this host can
-// exercise: direct (false), and through init (true: a request with a
-// workspace, as root, where `workspace` can be idmapped).
-std::vector<bool> ArmedRoutes(const TempDir& workspace) {
-  std::vector<bool> routes = {false};
-  if (::geteuid() == 0 && IdmappedMounts(workspace.path()).present) routes.push_back(true);
-  return routes;
-}
-
 // A zygote, accepting a workspace when asked, and the host pid of its
 // armed payload, init's one child (-1, with a failure, when init has not
 // exactly one).
@@ -375,65 +366,77 @@ TEST_F(CoreZygote, AColdSandboxStartsNoPayloadAhead) {
   EXPECT_EQ(run->out, "ran\n") << run->result.setup_error;
 }
 
+// The two routes a request takes to an armed payload: direct (false),
+// and through init (true: a request that brings a workspace, which init
+// moves in; that needs root and a host directory that can be idmapped).
+// Each test starts with a zygote on its route and its armed payload's pid.
+class CoreArmedPayloadRoute : public HostHygieneTest, public testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    HostHygieneTest::SetUp();
+    if (through_init() && !(IsRoot() && IdmappedMounts(workspace_.path()).present)) {
+      GTEST_SKIP() << "a workspace needs root and idmapped mounts here";
+    }
+    z_ = MakeArmedZygote(through_init(), &armed_);
+    ASSERT_NE(z_, nullptr);
+    ASSERT_GT(armed_, 0);
+  }
+  void TearDown() override {
+    z_.reset();  // killed and reaped before the hygiene check
+    HostHygieneTest::TearDown();
+  }
+  bool through_init() const { return GetParam(); }
+  runtime::ExecRequest Request(const std::string& script) const {
+    runtime::ExecRequest r = Shell(script);
+    if (through_init()) r.workspace = workspace_.path();
+    return r;
+  }
+
+  TempDir workspace_;
+  std::unique_ptr<runtime::Zygote> z_;
+  pid_t armed_ = -1;
+};
+
+INSTANTIATE_TEST_SUITE_P(Routes, CoreArmedPayloadRoute, testing::Bool(),
+                         [](const testing::TestParamInfo<bool>& info) { return info.param ? "ThroughInit" : "Direct"; });
+
 // Killed while it waits (nothing of cubicle's does that), the payload is
 // missed at hand-off: the request fails with a setup error that says so,
-// whichever way it goes (to the payload directly, or through init when it
-// brings a workspace), and the zygote still leaves nothing behind
-// (HostHygieneTest).
-TEST_F(CoreZygote, AnArmedPayloadKilledBeforeItsRequestIsASetupError) {
-  TempDir host;
-  for (bool through_init : ArmedRoutes(host)) {
-    SCOPED_TRACE(through_init ? "with a workspace, through init" : "direct");
-    pid_t armed;
-    std::unique_ptr<runtime::Zygote> z = MakeArmedZygote(through_init, &armed);
-    ASSERT_NE(z, nullptr);
-    ASSERT_GT(armed, 0);
-    ASSERT_EQ(::kill(armed, SIGKILL), 0);
-    // Dead (a zombie, or reaped by init, which sees its channel hang up):
-    // 5 s at most.
-    auto dead = [&] { return StateOf(armed) == 'Z' || StateOf(armed) == '?'; };
-    for (int i = 0; i < 500 && !dead(); ++i) absl::SleepFor(absl::Milliseconds(10));
-    ASSERT_TRUE(dead());
-    runtime::ExecRequest r = Shell("echo never");
-    if (through_init) r.workspace = host.path();
-    absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
-    ASSERT_TRUE(run.ok()) << run.status();
-    EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
-    // Init saw it die ("payload(ended before its request)"), or, with the
-    // request on its way through init first, could not hand it over.
-    const std::string why(run->result.setup_error.message());
-    EXPECT_TRUE(absl::StrContains(why, "payload(ended before its request)") ||
-                absl::StrContains(why, "the request's stdio to the payload"))
-        << why;
-    EXPECT_EQ(run->out, "");
-  }
+// and the zygote still leaves nothing behind (HostHygieneTest).
+TEST_P(CoreArmedPayloadRoute, KilledBeforeItsRequestItIsASetupError) {
+  ASSERT_EQ(::kill(armed_, SIGKILL), 0);
+  // Dead (a zombie, or reaped by init, which sees its channel hang up):
+  // 5 s at most.
+  auto dead = [&] { return StateOf(armed_) == 'Z' || StateOf(armed_) == '?'; };
+  for (int i = 0; i < 500 && !dead(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(dead());
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z_, Request("echo never"));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+  // Init saw it die ("payload(ended before its request)"), or, with the
+  // request on its way through init first, could not hand it over.
+  const std::string why(run->result.setup_error.message());
+  EXPECT_TRUE(absl::StrContains(why, "payload(ended before its request)") ||
+              absl::StrContains(why, "the request's stdio to the payload"))
+      << why;
+  EXPECT_EQ(run->out, "");
 }
 
-// A request without a workspace goes to the armed payload directly, one
-// that brings a workspace through init (which moves it in): both run, and
-// both as the process that waited armed.
-TEST_F(CoreZygote, ARequestReachesTheArmedPayloadDirectlyOrThroughInit) {
-  TempDir host;
-  for (bool through_init : ArmedRoutes(host)) {
-    SCOPED_TRACE(through_init ? "with a workspace, through init" : "direct");
-    pid_t armed;
-    std::unique_ptr<runtime::Zygote> z = MakeArmedZygote(through_init, &armed);
-    ASSERT_NE(z, nullptr);
-    ASSERT_GT(armed, 0);
-    const std::string inner = InnerPid(armed);
-    runtime::ExecRequest r = Shell("echo $$; cat; exit 3");
-    if (through_init) r.workspace = host.path();
-    r.return_at_exit = true;  // a pool's: init lingers after its report
-    absl::StatusOr<SandboxRun> run = RunInZygote(*z, r, "in\n");
-    ASSERT_TRUE(run.ok()) << run.status();
-    EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
-    EXPECT_EQ(run->result.exit_code, 3);
-    EXPECT_EQ(run->out, inner + "\nin\n");
-    // The linger flag reached init either way: it is still there.
-    absl::SleepFor(absl::Milliseconds(50));
-    EXPECT_EQ(::kill(z->init_pid(), 0), 0);
-    EXPECT_NE(StateOf(z->init_pid()), 'Z');
-  }
+// Either way the request runs as the process that waited armed, with its
+// stdin and exit status, and init, told to linger (a pool's request),
+// lingers.
+TEST_P(CoreArmedPayloadRoute, TheRequestRunsAsTheArmedPayload) {
+  const std::string inner = InnerPid(armed_);
+  runtime::ExecRequest r = Request("echo $$; cat; exit 3");
+  r.return_at_exit = true;  // a pool's: init lingers after its report
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z_, r, "in\n");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->result.exit_code, 3);
+  EXPECT_EQ(run->out, inner + "\nin\n");
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(::kill(z_->init_pid(), 0), 0);
+  EXPECT_NE(StateOf(z_->init_pid()), 'Z');
 }
 
 // An armed payload says "executing" by writing its stamp where the
