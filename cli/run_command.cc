@@ -36,8 +36,9 @@ namespace cubicle::cli {
 namespace {
 
 struct RunFlags {
-  CLI::App* app = nullptr;
-  // Mount flags, kept in argv order through CLI11's parse_order().
+  // The option group of the mount and environment flags, kept in argv order
+  // through its parse_order().
+  CLI::App* ordered = nullptr;
   CLI::Option* ro_bind = nullptr;
   CLI::Option* ro_bind_try = nullptr;
   CLI::Option* bind = nullptr;
@@ -58,6 +59,7 @@ struct RunFlags {
   std::string tmp_size;
   std::string timeout;
   std::string seccomp = "no-network";
+  CLI::Option* seccomp_flag = nullptr;
   std::string memory, memory_high, pids, cpus, cpu_weight;
   std::string breaker_cpu, breaker_cpu_window, breaker_cpu_grace, breaker_memory, breaker_memory_grace,
       breaker_io, breaker_io_window;
@@ -84,7 +86,7 @@ absl::Status ApplyOrderedFlags(const RunFlags& f, runtime::SandboxSpec* spec) {
   // parse_order() lists an option once per value: act once per occurrence,
   // on its last value.
   std::map<const CLI::Option*, int> seen;
-  for (const CLI::Option* opt : f.app->parse_order()) {
+  for (const CLI::Option* opt : f.ordered->parse_order()) {
     if (++seen[opt] % std::max(1, opt->get_type_size_max()) != 0) continue;
     rootfs::MountOp op;
     bool is_mount = true;
@@ -254,7 +256,7 @@ absl::StatusOr<runtime::SandboxSpec> BuildSpec(const RunFlags& f) {
   absl::StatusOr<seccomp::Policy> policy = seccomp::ParsePolicy(f.seccomp);
   if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--seccomp: ", policy.status().message()));
   spec.seccomp = *policy;
-  CUBICLE_RETURN_IF_ERROR(ApplyEgressFlags(f.egress, f.app->count("--seccomp") > 0, &spec));
+  CUBICLE_RETURN_IF_ERROR(ApplyEgressFlags(f.egress, f.seccomp_flag->count() > 0, &spec));
   // The defaults need the cgroup layout (discovery and the stale-group
   // sweep): skip that when both defaulted limits are given explicitly.
   if (f.memory.empty() || f.pids.empty()) spec.limits = runtime::DefaultLimits();
@@ -330,6 +332,7 @@ int Run(const RunFlags& f) {
     }
     runtime::LaunchOptions options;
     options.signal_fd = signals.fd();
+    options.read_stats = !f.json_status.empty();  // nothing else prints them
     result = runtime::Launch(*spec, options);
   }
   if (!result.ok()) {
@@ -375,54 +378,59 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   auto flags = std::make_shared<RunFlags>();
   RunFlags& f = *flags;
   CLI::App* app = root.add_subcommand("run", "Run a command in a fresh sandbox");
-  f.app = app;
-  f.ro_bind = Pair(app, "--ro-bind", "SRC DEST", "Bind host SRC read-only at DEST");
-  f.ro_bind_try = Pair(app, "--ro-bind-try", "SRC DEST", "As --ro-bind; skipped if SRC is missing");
-  f.bind = Pair(app, "--bind", "SRC DEST", "Bind host SRC read-write at DEST");
-  f.bind_try = Pair(app, "--bind-try", "SRC DEST", "As --bind; skipped if SRC is missing");
-  f.dev_bind = Pair(app, "--dev-bind", "SRC DEST", "As --bind, device nodes usable");
-  f.tmpfs = Single(app, "--tmpfs", "DEST", "Mount a new tmpfs at DEST");
-  f.size = Single(app, "--size", "BYTES", "Size of the next --tmpfs (64K, 256M, ...)");
-  f.dir = Single(app, "--dir", "DEST", "Create a directory");
-  f.symlink = Pair(app, "--symlink", "TARGET DEST", "Create a symlink at DEST pointing to TARGET");
-  f.remount_ro = Single(app, "--remount-ro", "DEST", "Make the mount at DEST read-only");
-  f.setenv = Pair(app, "--setenv", "VAR VALUE", "Set an environment variable");
-  f.unsetenv = Single(app, "--unsetenv", "VAR", "Unset an environment variable");
-  app->add_option("--chdir", f.chdir, "Working directory (default: /workspace with --workspace, else /)");
-  app->add_option("--hostname", f.hostname, "Hostname inside the sandbox");
-  app->add_option("--uid", f.uid, "User id inside the sandbox (default 1000)");
-  app->add_option("--gid", f.gid, "Group id inside the sandbox (default 1000)");
-  app->add_option("--host-uid", f.host_uid,
+  CLI::App* fs = app->add_option_group("Mounts and environment", "Applied in the order given");
+  f.ordered = fs;
+  f.ro_bind = Pair(fs, "--ro-bind", "SRC DEST", "Bind host SRC read-only at DEST");
+  f.ro_bind_try = Pair(fs, "--ro-bind-try", "SRC DEST", "As --ro-bind; skipped if SRC is missing");
+  f.bind = Pair(fs, "--bind", "SRC DEST", "Bind host SRC read-write at DEST");
+  f.bind_try = Pair(fs, "--bind-try", "SRC DEST", "As --bind; skipped if SRC is missing");
+  f.dev_bind = Pair(fs, "--dev-bind", "SRC DEST", "As --bind, device nodes usable");
+  f.tmpfs = Single(fs, "--tmpfs", "DEST", "Mount a new tmpfs at DEST");
+  f.size = Single(fs, "--size", "BYTES", "Size of the next --tmpfs (64K, 256M, ...)");
+  f.dir = Single(fs, "--dir", "DEST", "Create a directory");
+  f.symlink = Pair(fs, "--symlink", "TARGET DEST", "Create a symlink at DEST pointing to TARGET");
+  f.remount_ro = Single(fs, "--remount-ro", "DEST", "Make the mount at DEST read-only");
+  f.setenv = Pair(fs, "--setenv", "VAR VALUE", "Set an environment variable");
+  f.unsetenv = Single(fs, "--unsetenv", "VAR", "Unset an environment variable");
+  CLI::App* sb = app->add_option_group("Sandbox");
+  sb->add_option("--chdir", f.chdir, "Working directory (default: /workspace with --workspace, else /)");
+  sb->add_option("--hostname", f.hostname, "Hostname inside the sandbox");
+  sb->add_option("--uid", f.uid, "User id inside the sandbox (default 1000)");
+  sb->add_option("--gid", f.gid, "Group id inside the sandbox (default 1000)");
+  sb->add_option("--host-uid", f.host_uid,
                   "Host uid the sandbox uid maps to (root only; default 1000000+uid)");
-  app->add_option("--host-gid", f.host_gid, "Host gid the sandbox gid maps to (root only)");
-  app->add_option("--workspace", f.workspace, "Host directory bound read-write at /workspace");
-  app->add_option("--tmp-size", f.tmp_size, "Size cap of /tmp (default 64M)");
-  app->add_option("--timeout", f.timeout, "Wall-clock limit in seconds; kills every process");
-  app->add_option("--seccomp", f.seccomp, "Seccomp policy: no-network (default), default, none");
-  app->add_option("--json-status", f.json_status, "Write the result as JSON to FILE (/dev/fd/N works)");
-  app->add_option("--memory", f.memory, "Memory limit (cgroup; swap held at 0), e.g. 256M, or unlimited");
-  app->add_option("--memory-high", f.memory_high, "Memory high mark: reclaim/throttle above it");
-  app->add_option("--pids", f.pids, "Most processes and threads at once, or unlimited");
-  app->add_option("--cpus", f.cpus, "CPU time per wall second, e.g. 0.5");
-  app->add_option("--cpu-weight", f.cpu_weight, "CPU weight 1-10000 (100 is the default share)");
-  app->add_option("--breaker-cpu", f.breaker_cpu, "Breaker: above this many CPUs over the window, SIGUSR1, then SIGKILL after the grace");
-  app->add_option("--breaker-cpu-window", f.breaker_cpu_window, "Seconds the CPU breaker averages over (default 5)");
-  app->add_option("--breaker-cpu-grace", f.breaker_cpu_grace, "Seconds between SIGUSR1 and SIGKILL (default 5)");
-  app->add_option("--breaker-memory", f.breaker_memory, "Breaker: above this memory, SIGTERM, then SIGKILL after the grace");
-  app->add_option("--breaker-memory-grace", f.breaker_memory_grace, "Seconds between SIGTERM and SIGKILL (default 5)");
-  app->add_option("--breaker-io", f.breaker_io, "Breaker: block IO above this many bytes/s over the window kills");
-  app->add_option("--breaker-io-window", f.breaker_io_window, "Seconds the IO breaker averages over (default 2)");
-  f.io_read_bps = Single(app, "--io-read-bps", "MAJ:MIN=RATE", "Read bytes/s cap on a block device");
-  f.io_write_bps = Single(app, "--io-write-bps", "MAJ:MIN=RATE", "Write bytes/s cap on a block device");
-  f.io_read_iops = Single(app, "--io-read-iops", "MAJ:MIN=N", "Read operations/s cap on a block device");
-  f.io_write_iops = Single(app, "--io-write-iops", "MAJ:MIN=N", "Write operations/s cap on a block device");
+  sb->add_option("--host-gid", f.host_gid, "Host gid the sandbox gid maps to (root only)");
+  sb->add_option("--workspace", f.workspace, "Host directory bound read-write at /workspace");
+  sb->add_option("--tmp-size", f.tmp_size, "Size cap of /tmp (default 64M)");
+  sb->add_option("--timeout", f.timeout, "Wall-clock limit in seconds; kills every process");
+  f.seccomp_flag = sb->add_option("--seccomp", f.seccomp, "Seccomp policy: no-network (default), default, none");
+  sb->add_option("--json-status", f.json_status, "Write the result as JSON to FILE (/dev/fd/N works)");
+  CLI::App* lim = app->add_option_group("Limits");
+  lim->add_option("--memory", f.memory, "Memory limit (cgroup; swap held at 0), e.g. 256M, or unlimited");
+  lim->add_option("--memory-high", f.memory_high, "Memory high mark: reclaim/throttle above it");
+  lim->add_option("--pids", f.pids, "Most processes and threads at once, or unlimited");
+  lim->add_option("--cpus", f.cpus, "CPU time per wall second, e.g. 0.5");
+  lim->add_option("--cpu-weight", f.cpu_weight, "CPU weight 1-10000 (100 is the default share)");
+  CLI::App* brk = app->add_option_group("Breakers");
+  brk->add_option("--breaker-cpu", f.breaker_cpu, "Breaker: above this many CPUs over the window, SIGUSR1, then SIGKILL after the grace");
+  brk->add_option("--breaker-cpu-window", f.breaker_cpu_window, "Seconds the CPU breaker averages over (default 5)");
+  brk->add_option("--breaker-cpu-grace", f.breaker_cpu_grace, "Seconds between SIGUSR1 and SIGKILL (default 5)");
+  brk->add_option("--breaker-memory", f.breaker_memory, "Breaker: above this memory, SIGTERM, then SIGKILL after the grace");
+  brk->add_option("--breaker-memory-grace", f.breaker_memory_grace, "Seconds between SIGTERM and SIGKILL (default 5)");
+  brk->add_option("--breaker-io", f.breaker_io, "Breaker: block IO above this many bytes/s over the window kills");
+  brk->add_option("--breaker-io-window", f.breaker_io_window, "Seconds the IO breaker averages over (default 2)");
+  f.io_read_bps = Single(lim, "--io-read-bps", "MAJ:MIN=RATE", "Read bytes/s cap on a block device");
+  f.io_write_bps = Single(lim, "--io-write-bps", "MAJ:MIN=RATE", "Write bytes/s cap on a block device");
+  f.io_read_iops = Single(lim, "--io-read-iops", "MAJ:MIN=N", "Read operations/s cap on a block device");
+  f.io_write_iops = Single(lim, "--io-write-iops", "MAJ:MIN=N", "Write operations/s cap on a block device");
   // One value per occurrence: a vector option would take `--` as the end of
   // its values and leave the command's own dash arguments to the parser.
-  f.rlimit = Single(app, "--rlimit", "NAME=SOFT[:HARD]", "e.g. nofile=256 (repeatable)");
-  f.npu = app->add_option("--npu", f.accelerators.npu, "Ascend NPUs by host logic id, e.g. 6,4: each is probed, then shown as /dev/davinci0.. in ascending host id");
-  f.gpu = app->add_option("--gpu", f.accelerators.gpu, "NVIDIA GPUs by host index, e.g. 0,1: probed, then /dev/nvidia0..");
-  app->add_option("--npu-root", f.accelerators.npu_root, "Directory that stands for / when looking for accelerator nodes, tools and driver files");
-  AddEgressFlags(app, &f.egress);
+  f.rlimit = Single(lim, "--rlimit", "NAME=SOFT[:HARD]", "e.g. nofile=256 (repeatable)");
+  CLI::App* acc = app->add_option_group("Accelerators");
+  f.npu = acc->add_option("--npu", f.accelerators.npu, "Ascend NPUs by host logic id, e.g. 6,4: each is probed, then shown as /dev/davinci0.. in ascending host id");
+  f.gpu = acc->add_option("--gpu", f.accelerators.gpu, "NVIDIA GPUs by host index, e.g. 0,1: probed, then /dev/nvidia0..");
+  acc->add_option("--npu-root", f.accelerators.npu_root, "Directory that stands for / when looking for accelerator nodes, tools and driver files");
+  AddEgressFlags(app->add_option_group("Network"), &f.egress);
   app->add_option("command", f.command, "The command and its arguments")->required();
   return [flags] { return Run(*flags); };
 }
