@@ -578,6 +578,25 @@ absl::Status SandboxCgroup::Remove() {
   return result;
 }
 
+absl::Status SandboxCgroup::RemoveOrKill() {
+  if (!emulated_) {  // a fake tree's rmdir does not check for processes
+    open_files_.clear();
+    // Reverse order, as Remove(): the v2 group, which Kill() uses, goes last.
+    for (auto it = groups_.rbegin(); it != groups_.rend(); ++it) {
+      if (it->removed) continue;
+      if (cgroupfs::RemoveGroupDirRaw(it->path, false) != 0) break;  // not empty (or EBUSY a moment)
+      it->dir.reset();
+      it->removed = true;
+    }
+    if (std::all_of(groups_.begin(), groups_.end(), [](const Group& g) { return g.removed; })) {
+      return absl::OkStatus();
+    }
+  }
+  absl::Status result = Kill();
+  result.Update(Remove());  // also after a failed kill: what emptied goes
+  return result;
+}
+
 std::vector<std::string> SandboxCgroup::paths() const {
   std::vector<std::string> out;
   for (const Group& g : groups_) out.push_back(g.path);

@@ -140,6 +140,13 @@ class SandboxCgroup {
   // Idempotent.
   absl::Status Remove();
 
+  // Kill() then Remove(), for groups that are mostly empty already (their
+  // sandbox's pid namespace died with its init): each group is first simply
+  // removed, which the kernel allows only when it is empty, and only when
+  // one is refused do Kill() and Remove() take the rest. One rmdir per
+  // group instead of the kill and a read of each cgroup.procs.
+  absl::Status RemoveOrKill();
+
   // The group directories, for logs and tests.
   std::vector<std::string> paths() const;
   // Degradations applied at Create ("swap not strictly held at 0").

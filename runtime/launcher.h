@@ -25,6 +25,8 @@ struct LaunchOptions {
   // fallbacks of older kernels on this one. A feature the host lacks cannot
   // be turned on.
   std::optional<HostFeatures> features;
+  // ExecRequest::read_stats: the cgroup counters in ExecResult::cgroup.
+  bool read_stats = true;
 };
 
 // Validates `spec` (InvalidArgument on bad input; nothing is created), then

@@ -1737,18 +1737,22 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   }
   const absl::Time end = absl::Now();
   if (cgroup != nullptr) {
-    absl::StatusOr<cgroups::Stats> stats = cgroup->ReadStats();
-    if (stats.ok()) {
-      result.cgroup = *stats;
-    } else {
-      result.warnings.push_back(absl::StrCat("cgroup stats: ", stats.status().message()));
+    const bool sigkilled = have_exit && WIFSIGNALED(last.wait_status) && WTERMSIG(last.wait_status) == SIGKILL;
+    if (request.read_stats || sigkilled) {
+      absl::StatusOr<cgroups::Stats> stats = cgroup->ReadStats();
+      if (stats.ok()) {
+        result.cgroup = *stats;
+      } else {
+        result.warnings.push_back(absl::StrCat("cgroup stats: ", stats.status().message()));
+      }
     }
-    // The pid namespace is gone with init, so the groups are empty already;
-    // Kill() is the guarantee, Remove() the cleanup. Returning early, the
-    // destructor does both.
+    // With its own pid namespace, init's death took every process of the
+    // sandbox with it, so the groups are mostly empty already: RemoveOrKill
+    // tries the removal first and kills only what that shows is left.
+    // Returning early, the destructor kills and removes.
     if (!early) {
-      for (absl::Status st : {cgroup->Kill(), cgroup->Remove()}) {
-        if (!st.ok()) result.warnings.push_back(absl::StrCat("cgroup cleanup: ", st.message()));
+      if (absl::Status st = cgroup->RemoveOrKill(); !st.ok()) {
+        result.warnings.push_back(absl::StrCat("cgroup cleanup: ", st.message()));
       }
     }
   }
@@ -1850,6 +1854,7 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   request.stdout_fd = options.stdout_fd;
   request.stderr_fd = options.stderr_fd;
   request.signal_fd = options.signal_fd;
+  request.read_stats = options.read_stats;
   return (*zygote)->Run(request);
 }
 

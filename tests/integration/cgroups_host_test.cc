@@ -264,6 +264,28 @@ TEST_F(HostCgroupTest, AttachedChildIsInEveryGroupUntilKillEmptiesThem) {
   EXPECT_TRUE(cg->Remove().ok());  // idempotent
 }
 
+// The end of a sandbox whose pid namespace died with its init: empty
+// groups are simply removed; a group that still has a process is not
+// removed over it, but killed and then removed.
+TEST_F(HostCgroupTest, RemoveOrKillRemovesEmptyGroupsAndKillsWhatIsLeft) {
+  auto empty = MustCreate(layout_, WhatThisHostLimits(Limits{.memory_max = 64 * kMiB, .pids_max = 16}));
+  ASSERT_NE(empty, nullptr);
+  ASSERT_TRUE(empty->RemoveOrKill().ok());
+  for (const std::string& group : empty->paths()) EXPECT_FALSE(Exists(group)) << group;
+
+  auto busy = MustCreate(layout_, WhatThisHostLimits(Limits{.memory_max = 64 * kMiB, .pids_max = 16}));
+  ASSERT_NE(busy, nullptr);
+  Child child([] { return 0; });  // never released: waits on its pipe
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(busy->Attach(child.pid()).ok());
+  ASSERT_TRUE(busy->RemoveOrKill().ok());
+  std::optional<int> status = child.Wait(5000);
+  ASSERT_TRUE(status.has_value()) << "the process in the groups was not killed";
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
+  for (const std::string& group : busy->paths()) EXPECT_FALSE(Exists(group)) << group;
+  EXPECT_TRUE(busy->RemoveOrKill().ok());  // idempotent
+}
+
 TEST_F(HostCgroupTest, CloneIntoTheV2GroupAndCgroupKill) {
   REQUIRE(layout_.unified >= 0, "no cgroup2 mount here");
   auto cg = MustCreate(layout_, WhatThisHostLimits(Limits{.pids_max = 16}));

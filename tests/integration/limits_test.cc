@@ -157,14 +157,46 @@ TEST_F(RootLimits, MemoryBombEndsWithReasonOom) {
       TestSpec({"python3", "-c", "b = bytearray(512 << 20)\nprint('survived', len(b))"});
   spec.limits.memory_max = 64ull << 20;
   spec.timeout = absl::Seconds(60);
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
-  ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->result.reason, runtime::ExitReason::kOom) << run->out << run->err;
-  EXPECT_EQ(run->result.signal, SIGKILL);
-  ASSERT_TRUE(run->result.cgroup.has_value());
-  EXPECT_GE(run->result.cgroup->oom_kills.value_or(0), 1u);
-  EXPECT_LE(run->result.cgroup->memory_peak_bytes.value_or(0), 64ull << 20);
-  EXPECT_EQ(run->out.find("survived"), std::string::npos);
+  // Also without the counters asked for, as `cubicle run` launches.
+  for (bool read_stats : {true, false}) {
+    SCOPED_TRACE(read_stats ? "stats asked for" : "stats not asked for");
+    runtime::LaunchOptions options;
+    options.read_stats = read_stats;
+    absl::StatusOr<SandboxRun> run = RunInSandbox(spec, "", options);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->result.reason, runtime::ExitReason::kOom) << run->out << run->err;
+    EXPECT_EQ(run->result.signal, SIGKILL);
+    ASSERT_TRUE(run->result.cgroup.has_value());
+    EXPECT_GE(run->result.cgroup->oom_kills.value_or(0), 1u);
+    EXPECT_LE(run->result.cgroup->memory_peak_bytes.value_or(0), 64ull << 20);
+    EXPECT_EQ(run->out.find("survived"), std::string::npos);
+  }
+}
+
+// A caller that reports no counters (`cubicle run` without --json-status)
+// has them read only for the OOM verdict of a SIGKILLed payload.
+TEST_F(RootLimits, StatsAreReadOnlyWhenAskedOrForTheOomVerdict) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.limits.memory_max = 256ull << 20;
+  spec.limits.pids_max = 64;
+  runtime::LaunchOptions quiet;
+  quiet.read_stats = false;
+  absl::StatusOr<runtime::ExecResult> plain = runtime::Launch(spec, quiet);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->reason, runtime::ExitReason::kExited);
+  EXPECT_FALSE(plain->cgroup.has_value());
+
+  absl::StatusOr<runtime::ExecResult> asked = runtime::Launch(spec);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  ASSERT_TRUE(asked->cgroup.has_value());
+  EXPECT_TRUE(asked->cgroup->pids_peak.has_value());
+
+  spec.argv = {"/bin/sh", "-c", "kill -KILL $$"};
+  absl::StatusOr<runtime::ExecResult> killed = runtime::Launch(spec, quiet);
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_EQ(killed->reason, runtime::ExitReason::kSignaled);
+  ASSERT_TRUE(killed->cgroup.has_value()) << "no counters for the OOM verdict of a SIGKILL";
+  EXPECT_EQ(killed->cgroup->oom_kills.value_or(0), 0u);
 }
 
 TEST_F(RootLimits, ForkBombIsBoundedByPidsAndDiesOnTimeout) {
