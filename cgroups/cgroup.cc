@@ -115,37 +115,64 @@ absl::Status SandboxCgroup::AddGroup(const Layout& layout, int hierarchy, bool c
 
 absl::StatusOr<std::unique_ptr<SandboxCgroup>> SandboxCgroup::Create(const Layout& layout,
                                                                      const Limits& limits) {
+  return Make(layout, limits, /*v1_later=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<SandboxCgroup>> SandboxCgroup::CreateV2First(const Layout& layout,
+                                                                            const Limits& limits) {
+  return Make(layout, limits, /*v1_later=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<SandboxCgroup>> SandboxCgroup::Make(const Layout& layout, const Limits& limits,
+                                                                   bool v1_later) {
   // The host's CPU count is the caller's check (it reads sysfs); the rest of
   // what the kernel would refuse is refused before anything is made.
   CUBICLE_RETURN_IF_ERROR(ValidateLimits(limits, nullptr, std::numeric_limits<unsigned>::max()));
   CUBICLE_ASSIGN_OR_RETURN(GroupPlan plan, PlanGroups(layout, limits));
+  auto later = [&](int h) { return v1_later && layout.hierarchies[h].version == 1; };
   for (int attempt = 1;; ++attempt) {
     std::unique_ptr<SandboxCgroup> cg(new SandboxCgroup());
     cg->emulated_ = layout.emulated;
     cg->notes_ = plan.notes;
     cg->name_ = absl::StrCat("cubicle-", ::getpid(), "-", next_sequence.fetch_add(1));
-    std::vector<int> group_of_hierarchy(layout.hierarchies.size(), -1);
     absl::Status st;
     for (int h : plan.hierarchies) {
+      if (later(h)) {
+        // Made by CreateV1: the name must be free there too.
+        const std::string path = cgroupfs::Join(layout.hierarchies[h].parent, cg->name_);
+        if (::access(path.c_str(), F_OK) == 0) {
+          st = absl::AlreadyExistsError(absl::StrCat(path, " exists"));
+          break;
+        }
+        cg->pending_hierarchies_.push_back(h);
+        continue;
+      }
       st = cg->AddGroup(layout, h, /*create=*/true);
       if (!st.ok()) break;
-      group_of_hierarchy[h] = static_cast<int>(cg->groups_.size()) - 1;
     }
     // An existing name belongs to an earlier process that had our pid; the
     // next sequence number avoids it (and `cg` removes what it made).
     if (absl::IsAlreadyExists(st) && attempt < kCreateAttempts) continue;
     CUBICLE_RETURN_IF_ERROR(st);
     for (const LimitWrite& w : plan.writes) {
-      const Group& g = cg->groups_[group_of_hierarchy[w.hierarchy]];
-      if (!w.if_missing.empty() && !cgroupfs::Exists(g.dir.get(), w.file.c_str())) {
-        cg->notes_.push_back(w.if_missing);
+      if (later(w.hierarchy)) {
+        cg->pending_writes_.push_back(w);
         continue;
       }
-      CUBICLE_RETURN_IF_ERROR(
-          cgroupfs::Write(g.dir.get(), g.path, w.file.c_str(), w.value, w.mode));
+      CUBICLE_RETURN_IF_ERROR(cg->ApplyWrite(layout, w));
     }
     return cg;
   }
+}
+
+absl::Status SandboxCgroup::CreateV1(const Layout& layout) {
+  std::vector<int> hierarchies = std::move(pending_hierarchies_);
+  std::vector<LimitWrite> writes = std::move(pending_writes_);
+  pending_hierarchies_.clear();
+  pending_writes_.clear();
+  for (int h : hierarchies) CUBICLE_RETURN_IF_ERROR(AddGroup(layout, h, /*create=*/true));
+  for (const LimitWrite& w : writes) CUBICLE_RETURN_IF_ERROR(ApplyWrite(layout, w));
+  return absl::OkStatus();
 }
 
 namespace {
@@ -161,6 +188,17 @@ int GroupIn(const Groups& groups, const Layout& layout, int hierarchy, const std
 }
 
 }  // namespace
+
+absl::Status SandboxCgroup::ApplyWrite(const Layout& layout, const LimitWrite& w) {
+  const int index = GroupIn(groups_, layout, w.hierarchy, name_);
+  if (index < 0) return absl::InternalError(absl::StrCat("no group of ", name_, " for ", w.file));
+  const Group& g = groups_[index];
+  if (!w.if_missing.empty() && !cgroupfs::Exists(g.dir.get(), w.file.c_str())) {
+    notes_.push_back(w.if_missing);
+    return absl::OkStatus();
+  }
+  return cgroupfs::Write(g.dir.get(), g.path, w.file.c_str(), w.value, w.mode);
+}
 
 bool SandboxCgroup::CanRewrite(const Layout& layout, const Limits& limits) const {
   absl::StatusOr<GroupPlan> plan = PlanGroups(layout, limits);

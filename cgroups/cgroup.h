@@ -31,6 +31,8 @@
 
 namespace cubicle::cgroups {
 
+struct LimitWrite;  // cgroups/plan.h
+
 class SandboxCgroup {
  public:
   // Which groups Attach writes the pid to.
@@ -47,6 +49,20 @@ class SandboxCgroup {
   // pid is skipped (SweepStale removes it).
   static absl::StatusOr<std::unique_ptr<SandboxCgroup>> Create(const Layout& layout,
                                                                const Limits& limits);
+
+  // Create in two steps, for a launcher that makes the v1 groups while its
+  // sandbox builds its root: now the v2 group with its limits (what
+  // clone3(CLONE_INTO_CGROUP) needs), CreateV1() the v1 groups and theirs.
+  // The name is checked free in every hierarchy now. Until CreateV1()
+  // succeeds the v1 groups do not exist: V1TaskFiles() lists none and
+  // Attach() writes to v2 only. Failures leave nothing of what was made
+  // once the object is gone. On a host without v1 groups to make,
+  // CreateV1() has nothing to do.
+  static absl::StatusOr<std::unique_ptr<SandboxCgroup>> CreateV2First(const Layout& layout,
+                                                                      const Limits& limits);
+  absl::Status CreateV1(const Layout& layout);
+  // Whether CreateV1() still has groups to make.
+  bool v1_pending() const { return !pending_hierarchies_.empty(); }
 
   // Takes charge of the existing groups called `name` (in every hierarchy of
   // `layout` that has one), to kill and remove them: SweepStale's tool.
@@ -161,7 +177,10 @@ class SandboxCgroup {
   };
 
   SandboxCgroup() = default;
+  static absl::StatusOr<std::unique_ptr<SandboxCgroup>> Make(const Layout& layout, const Limits& limits,
+                                                             bool v1_later);
   absl::Status AddGroup(const Layout& layout, int hierarchy, bool create);
+  absl::Status ApplyWrite(const Layout& layout, const LimitWrite& w);
   absl::StatusOr<std::vector<pid_t>> Pids(const Group& g) const;
   absl::StatusOr<std::vector<pid_t>> AllPids() const;
   absl::Status WaitEmpty(const Group& g, int64_t deadline_ns) const;
@@ -186,6 +205,9 @@ class SandboxCgroup {
   int v2_ = -1;                                                            // into groups_
   bool emulated_ = false;
   std::vector<std::string> notes_;
+  // CreateV2First's v1 part, for CreateV1: hierarchies and their writes.
+  std::vector<int> pending_hierarchies_;
+  std::vector<LimitWrite> pending_writes_;
 };
 
 // The owner pid in a sandbox group's name ("cubicle-<pid>-<seq>"); 0 when

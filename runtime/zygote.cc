@@ -66,6 +66,10 @@ constexpr size_t kPayloadStackBytes = 128 * 1024;
 enum : int { kStampHandOff = 0, kStampExecReady, kStampCount };
 constexpr size_t kStampBytes = kStampCount * sizeof(int64_t);
 
+// The launcher's 'J' (JoinGroupsSentLater): 'J', then the paths of the v1
+// groups whose tasks files come with it, one per line.
+constexpr size_t kGroupsMessageBytes = 2048;
+
 // Everything the child side needs, computed before clone so that the child
 // only reads memory and makes syscalls.
 struct ChildPlan {
@@ -134,6 +138,10 @@ struct ChildPlan {
   // thing (JoinOwnGroups), and the groups' paths for errors.
   std::vector<int> v1_task_fds;
   std::vector<const char*> v1_task_paths;
+  // The v1 groups are made by the launcher while the child builds its root
+  // (SandboxCgroup::CreateV2First): the child joins them at the end of its
+  // setup, from the tasks files the launcher then sends (JoinGroupsSentLater).
+  bool join_later = false;
   // A warm interpreter (runtime/warm.h): its command line and environment,
   // as NULL-terminated arrays into the strings below.
   bool warm = false;
@@ -602,6 +610,36 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
   return ::send(plan.control_fd, &joined, 1, MSG_NOSIGNAL) == 1 || child::Fail(e, "send", "joined", errno);
 }
 
+// JoinOwnGroups at the end of the setup, for v1 groups the launcher made
+// meanwhile: its message 'J', the groups' paths one per line, carries their
+// tasks files (none: it attached this process itself). Before any process
+// of the sandbox but init exists, so all start in the groups.
+bool JoinGroupsSentLater(const ChildPlan& plan, ChildError* e) {
+  char text[kGroupsMessageBytes + 1];
+  int fds[kMaxPassedFds];
+  size_t nfds = 0;
+  int flags = 0;
+  const ssize_t n = ReceiveWithFds(plan.control_fd, text, kGroupsMessageBytes, fds, kMaxPassedFds, &nfds, 0, &flags);
+  if (n <= 0) return child::Fail(e, "wait for cgroups", n == 0 ? "launcher exited" : "recvmsg", n == 0 ? EPIPE : errno);
+  if (text[0] != 'J' || (flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
+    return child::Fail(e, "wait for cgroups", "unexpected message", EPROTO);
+  }
+  text[n] = '\0';
+  char* path = text + 1;
+  bool ok = true;
+  for (size_t i = 0; i < nfds; ++i) {
+    char* end = std::strchr(path, '\n');
+    if (end != nullptr) *end = '\0';
+    if (ok && ::write(fds[i], "0", 1) != 1) ok = child::Fail(e, "join cgroup", path, errno);
+    ::close(fds[i]);
+    if (end != nullptr) path = end + 1;
+  }
+  if (!ok || nfds == 0) return ok;
+  const char joined = 'A';
+  return ::send(plan.control_fd, &joined, 1, MSG_NOSIGNAL) == 1 || child::Fail(e, "send", "joined", errno);
+}
+
 // The sandbox's first process: ids, root filesystem, hostname, loopback,
 // "ready", then it waits for its execution request and becomes cubicle's
 // init.
@@ -660,6 +698,7 @@ bool JoinOwnGroups(const ChildPlan& plan, ChildError* e) {
        (plan.egress_fd < 0 || egress::bridge::Listen(plan.bridge_port, &bridge.fd, e)) &&
        (plan.pid_namespace || ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ||
         child::Fail(e, "prctl(PR_SET_CHILD_SUBREAPER)", "", errno));
+  ok = ok && (!plan.join_later || JoinGroupsSentLater(plan, e));
   // The user namespace to run in once set up (bwrap --userns2): the
   // setup above needed the privileges of the one it was made in.
   if (ok && plan.userns_after_setup_fd >= 0) {
@@ -967,11 +1006,32 @@ absl::Status WaitUntilJoined(int control, absl::Duration timeout) {
   return absl::InternalError("the sandbox ended before it joined its cgroups");
 }
 
+// The launcher's side of JoinGroupsSentLater: 'J' with the tasks files. A
+// child that failed its setup meanwhile is gone: its report is the error.
+absl::Status SendGroups(int control, const std::vector<cgroups::SandboxCgroup::TaskFile>& files) {
+  std::string text = "J";
+  int fds[kMaxPassedFds];
+  if (files.size() > kMaxPassedFds) return absl::InternalError("more v1 groups than one message carries");
+  for (size_t i = 0; i < files.size(); ++i) {
+    fds[i] = files[i].fd.get();
+    absl::StrAppend(&text, files[i].path, "\n");
+  }
+  if (text.size() > kGroupsMessageBytes) text.resize(1);  // paths only name errors
+  if (SendWithFds(control, text.data(), text.size(), fds, files.size(), MSG_NOSIGNAL) >= 0) return absl::OkStatus();
+  const int err = errno;
+  ControlMessage msg;
+  if (::recv(control, &msg, sizeof(msg), MSG_DONTWAIT | MSG_PEEK) == sizeof(msg) &&
+      msg.type == ControlType::kSetupError) {
+    return ChildErrorStatus(msg.error);
+  }
+  return ErrnoStatus(err, "send(control, cgroups)");
+}
+
 // The sandbox's cgroup, or nullptr when this host cannot give it one and
 // the limits degrade to rlimits (rootless without a delegated subtree, no
 // cgroup mount, a controller missing), with a warning in `result`.
 absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups::Limits& limits,
-                                                                   ExecResult* result) {
+                                                                   bool v1_later, ExecResult* result) {
   const CgroupHost& host = SharedCgroupHost();
   auto degrade = [&](absl::string_view why) -> std::unique_ptr<cgroups::SandboxCgroup> {
     result->warnings.push_back(absl::StrCat(
@@ -988,7 +1048,8 @@ absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> MakeCgroup(const cgroups
   if ((limits.cpus || limits.cpu_weight) && !layout.Has(cgroups::Controller::kCpu)) missing.push_back("cpu");
   if (!limits.io.empty() && !layout.Has(cgroups::Controller::kIo)) missing.push_back("io");
   if (!missing.empty()) return degrade(absl::StrCat("controllers not on this host: ", absl::StrJoin(missing, ", ")));
-  absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> made = cgroups::SandboxCgroup::Create(layout, limits);
+  absl::StatusOr<std::unique_ptr<cgroups::SandboxCgroup>> made =
+      v1_later ? cgroups::SandboxCgroup::CreateV2First(layout, limits) : cgroups::SandboxCgroup::Create(layout, limits);
   if (!made.ok() && ::geteuid() != 0 && absl::IsPermissionDenied(made.status())) {
     return degrade(absl::StrCat("no writable delegated subtree: ", made.status().message()));
   }
@@ -1251,22 +1312,35 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   const bool ahead_of_request = options.wait_until_ready && !options.cold;
 
   // The cgroup exists before the child does, so no payload instruction runs
-  // unconfined.
+  // unconfined. Its v1 groups (a hybrid or v1 host's memory and pids) are
+  // made while the child builds its root, and the child joins them after
+  // that: they were ~0.25 ms of a cold start's ~4 spent before clone. Only as root
+  // (a rootless launcher that cannot make them falls back to rlimits, which
+  // must be known before clone), and not with devices passed through or a
+  // user namespace joined before clone (whose launcher may lose its rights
+  // over the host's cgroup tree).
+  const bool v1_later = ::geteuid() == 0 && spec.devices.empty() && !spec.join_userns.has_value();
+  auto keep_stat_files = [&] {
+    // The stats are read on the reply path: their files are opened now
+    // (the first read opens them) and kept.
+    if (ahead_of_request && state->cgroup != nullptr) {
+      state->cgroup->KeepStatFilesOpen();
+      (void)state->cgroup->ReadStats();
+    }
+  };
   if (!spec.limits.empty() || spec.breakers.any()) {
     cgroups::Limits limits = spec.limits;
     if (spec.breakers.io_bytes_per_sec.has_value()) AddIoAccountingRules(&limits);
-    CUBICLE_ASSIGN_OR_RETURN(state->cgroup, MakeCgroup(limits, &created));
+    CUBICLE_ASSIGN_OR_RETURN(state->cgroup, MakeCgroup(limits, v1_later, &created));
     if (state->cgroup == nullptr) {
       for (const RlimitSpec& r : DegradedRlimits(spec.limits)) {
         plan.rlimits.push_back({r.resource, r.soft, r.hard});
       }
-    } else if (ahead_of_request) {
-      // The stats are read on the reply path: their files are opened now
-      // (the first read opens them) and kept.
-      state->cgroup->KeepStatFilesOpen();
-      (void)state->cgroup->ReadStats();
     }
   }
+  const bool v1_deferred = state->cgroup != nullptr && state->cgroup->v1_pending();
+  plan.join_later = v1_deferred;
+  if (!v1_deferred) keep_stat_files();
   CUBICLE_RETURN_IF_ERROR(MakeDeviceCgroup(spec, state->cgroup.get(), &state->devices, &created));
   // The child joins its v1 groups itself (SandboxCgroup::V1TaskFiles): no
   // RCU grace period after an idle spell, as the launcher's cgroup.procs
@@ -1292,7 +1366,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   }
   // The sandbox's own groups' v1 part is the child's to join (else none
   // of it is: the launcher attaches it all).
-  const bool self_join = !task_files.empty();
+  bool self_join = !task_files.empty();
   clock.Mark("cgroup");
 
   // Egress: the gateway of this policy (made on first use) and the
@@ -1431,7 +1505,8 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   //    returns only once it is attached, before any request can be sent.
   //    Either way every process of the sandbox starts in the groups.
   auto attach = [&]() -> absl::Status {
-    if (state->cgroup == nullptr || (self_join && placed_on_v2)) return absl::OkStatus();
+    // Deferred v1 groups are attached (or joined) once made, below.
+    if (state->cgroup == nullptr || v1_deferred || (self_join && placed_on_v2)) return absl::OkStatus();
     using Placement = cgroups::SandboxCgroup::Placement;
     CUBICLE_RETURN_IF_ERROR(state->cgroup->Attach(
         cloned.pid, self_join ? Placement::kV2Only : placed_on_v2 ? Placement::kV1Only : Placement::kAll));
@@ -1460,6 +1535,24 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
       }
       return attached;
     }
+  }
+  if (v1_deferred) {
+    // The v1 groups, made while the child builds its root; it waits for
+    // their tasks files before it makes any process (JoinGroupsSentLater).
+    const size_t notes = state->cgroup->notes().size();
+    CUBICLE_RETURN_IF_ERROR(state->cgroup->CreateV1(*SharedCgroupHost().layout));
+    for (size_t i = notes; i < state->cgroup->notes().size(); ++i) created.warnings.push_back(state->cgroup->notes()[i]);
+    absl::StatusOr<std::vector<cgroups::SandboxCgroup::TaskFile>> opened = state->cgroup->V1TaskFiles();
+    if (opened.ok()) task_files = *std::move(opened);
+    self_join = !task_files.empty();
+    if (!self_join) {
+      using Placement = cgroups::SandboxCgroup::Placement;
+      CUBICLE_RETURN_IF_ERROR(state->cgroup->Attach(cloned.pid, placed_on_v2 ? Placement::kV1Only : Placement::kAll));
+    }
+    CUBICLE_RETURN_IF_ERROR(SendGroups(state->control.get(), task_files));
+    task_files.clear();
+    keep_stat_files();
+    clock.Mark("cgroup_v1");
   }
   if (self_join) {
     CUBICLE_RETURN_IF_ERROR(WaitUntilJoined(state->control.get(), options.ready_timeout));

@@ -264,6 +264,51 @@ TEST_F(HostCgroupTest, AttachedChildIsInEveryGroupUntilKillEmptiesThem) {
   EXPECT_TRUE(cg->Remove().ok());  // idempotent
 }
 
+// CreateV2First makes only the v2 group; CreateV1 the v1 groups with their
+// limits, as Create would have. A name taken meanwhile is a clear error,
+// and what was made goes with the object.
+TEST_F(HostCgroupTest, TwoStepCreationMakesTheV1GroupsSecond) {
+  REQUIRE(Have(Controller::kMemory, 1) && Have(Controller::kPids, 1), "memory and pids are not on cgroup v1 here");
+  const Limits limits{.memory_max = 64 * kMiB, .pids_max = 16};
+  auto made = SandboxCgroup::CreateV2First(layout_, limits);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<SandboxCgroup> cg = std::move(*made);
+  EXPECT_TRUE(cg->v1_pending());
+  EXPECT_FALSE(Exists(GroupOf(*cg, Controller::kMemory)));
+  EXPECT_FALSE(Exists(GroupOf(*cg, Controller::kPids)));
+  if (layout_.unified >= 0) {
+    EXPECT_GE(cg->v2_dir_fd(), 0);
+    EXPECT_TRUE(Exists(cgroupfs::Join(layout_.hierarchies[layout_.unified].parent, cg->name())));
+  }
+  auto none = cg->V1TaskFiles();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+
+  ASSERT_TRUE(cg->CreateV1(layout_).ok());
+  EXPECT_FALSE(cg->v1_pending());
+  EXPECT_EQ(ReadText(GroupOf(*cg, Controller::kMemory) + "/memory.limit_in_bytes"), "67108864");
+  EXPECT_EQ(ReadText(GroupOf(*cg, Controller::kPids) + "/pids.max"), "16");
+  auto files = cg->V1TaskFiles();
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_GE(files->size(), 2u);
+  ASSERT_TRUE(cg->Remove().ok());
+  for (const std::string& p : cg->paths()) EXPECT_FALSE(Exists(p)) << p;
+
+  // The pids group's name taken between the two steps.
+  made = SandboxCgroup::CreateV2First(layout_, limits);
+  ASSERT_TRUE(made.ok()) << made.status();
+  cg = std::move(*made);
+  const std::string squatter = GroupOf(*cg, Controller::kPids);
+  ASSERT_EQ(::mkdir(squatter.c_str(), 0755), 0);
+  absl::Status st = cg->CreateV1(layout_);
+  EXPECT_TRUE(absl::IsAlreadyExists(st)) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(squatter));
+  const std::vector<std::string> made_paths = cg->paths();
+  cg.reset();
+  for (const std::string& p : made_paths) EXPECT_FALSE(Exists(p)) << p;
+  EXPECT_EQ(::rmdir(squatter.c_str()), 0);
+}
+
 // The end of a sandbox whose pid namespace died with its init: empty
 // groups are simply removed; a group that still has a process is not
 // removed over it, but killed and then removed.

@@ -92,10 +92,12 @@ TEST_F(RootLimits, InitIsInItsGroupsWhenCreateReturns) {
 }
 
 // The sandbox joins its v1 groups itself, writing "0" to their tasks files
-// before its first step (runtime/zygote.cc, JoinOwnGroups): the launcher
+// (runtime/zygote.cc, JoinOwnGroups, JoinGroupsSentLater): the launcher
 // writes no v1 cgroup.procs, whose migration waits for an RCU grace period
-// after an idle spell. The steps say which way it went; the limits hold
-// either way (the tests above).
+// after an idle spell. As root the launcher makes those groups while the
+// sandbox builds its root (step cgroup_v1), which joins them at the end of
+// its setup. The steps say which way it went; the limits hold either way
+// (the tests above).
 TEST_F(RootLimits, TheSandboxJoinsItsV1GroupsItself) {
   const cgroups::Layout& layout = *runtime::SharedCgroupHost().layout;
   bool v1 = false;
@@ -110,19 +112,46 @@ TEST_F(RootLimits, TheSandboxJoinsItsV1GroupsItself) {
   absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
-  bool joined = false, launcher_attached = false, born_elsewhere = false;
+  bool joined = false, launcher_attached = false, born_elsewhere = false, made_later = false;
   for (const auto& [name, d] : run->result.steps) {
     joined |= name == "cgroup_join";
     launcher_attached |= name == "cgroup_attach";
+    made_later |= name == "cgroup_v1";
   }
   for (const std::string& w : run->result.warnings) born_elsewhere |= absl::StrContains(w, "CLONE_INTO_CGROUP");
   EXPECT_TRUE(joined);
+  EXPECT_TRUE(made_later) << "the v1 groups were made before clone";
   // Born in its v2 group (or none here): the launcher attached nothing.
   if (!born_elsewhere) {
     EXPECT_FALSE(launcher_attached);
   }
   // The payload's own view (its cgroup namespace is rooted at its groups).
   EXPECT_FALSE(run->out.empty());
+}
+
+// The v1 groups are made while the sandbox builds its root: a root that
+// fails to build is still the sandbox's own clear error (not a failure to
+// hand it its groups), cold and pooled, and no group or process is left.
+TEST_F(RootLimits, ASetupThatFailsBeforeJoiningItsGroupsSaysWhy) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/true"});
+  spec.limits.memory_max = 256ull << 20;
+  spec.limits.pids_max = 64;
+  // /usr is bound read-only: the sandbox's own mkdir fails (EROFS).
+  rootfs::MountOp dir;
+  dir.kind = rootfs::MountKind::kDir;
+  dir.dest = "/usr/itest-no-such-dir";
+  spec.mounts.push_back(dir);
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+  EXPECT_TRUE(absl::StrContains(run->result.setup_error.message(), "mkdir(/usr/itest-no-such-dir): EROFS"))
+      << run->result.setup_error;
+  runtime::ZygoteOptions pooled;
+  pooled.wait_until_ready = true;
+  spec.argv.clear();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(spec, pooled);
+  ASSERT_FALSE(z.ok());
+  EXPECT_TRUE(absl::StrContains(z.status().message(), "mkdir(/usr/itest-no-such-dir): EROFS")) << z.status();
 }
 
 // A zygote reads its stats through files it opened while it waited
