@@ -1554,7 +1554,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
     keep_stat_files();
     clock.Mark("cgroup_v1");
   }
-  if (self_join) {
+  // The cold path sends its request at once: the sandbox joins its groups
+  // before it reads it, and its 'A' is skipped in Run().
+  if (self_join && !options.cold) {
     CUBICLE_RETURN_IF_ERROR(WaitUntilJoined(state->control.get(), options.ready_timeout));
     clock.Mark("cgroup_join");
   }
@@ -1806,7 +1808,9 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
   // Messages sent just before init exited may still be queued.
   for (;;) {
     ControlMessage msg;
-    if (::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(msg))) break;
+    const ssize_t got = ::recv(z.control.get(), &msg, sizeof(msg), MSG_DONTWAIT);
+    if (got == 1) continue;  // a cold sandbox's 'A' (joined), which Create did not wait for
+    if (got != static_cast<ssize_t>(sizeof(msg))) break;
     absorb(msg);
   }
   if (!have_exec && z.exec_stamp) {

@@ -36,7 +36,9 @@ struct ZygoteOptions {
   // that); the cold path skips the wait and sends its request at once.
   bool wait_until_ready = true;
   // The cold path (Launch, a pool's miss): Run() is called at once, and its
-  // times, steps and deadline count from Create().
+  // times, steps and deadline count from Create(). Create() then does not
+  // wait for the sandbox to join its v1 groups: it does so before it reads
+  // the request.
   bool cold = false;
   // How long Create() waits for "ready".
   absl::Duration ready_timeout = absl::Seconds(30);

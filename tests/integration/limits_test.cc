@@ -109,16 +109,25 @@ TEST_F(RootLimits, TheSandboxJoinsItsV1GroupsItself) {
   runtime::SandboxSpec spec = TestSpec({"/bin/sh", "-c", "cat /proc/self/cgroup"});
   spec.limits.memory_max = 256ull << 20;
   spec.limits.pids_max = 64;
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  // Not the cold path, whose Create does not wait for the join (the sandbox
+  // joins before it reads its request; the limit tests run that way).
+  runtime::ZygoteOptions options;
+  options.wait_until_ready = false;
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = runtime::Zygote::Create(spec, options);
+  ASSERT_TRUE(z.ok()) << z.status();
+  runtime::ExecRequest request;
+  request.argv = spec.argv;
+  request.env = spec.env;
+  absl::StatusOr<SandboxRun> run = RunInZygote(**z, request);
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
   bool joined = false, launcher_attached = false, born_elsewhere = false, made_later = false;
-  for (const auto& [name, d] : run->result.steps) {
+  for (const auto& [name, d] : (*z)->creation().steps) {
     joined |= name == "cgroup_join";
     launcher_attached |= name == "cgroup_attach";
     made_later |= name == "cgroup_v1";
   }
-  for (const std::string& w : run->result.warnings) born_elsewhere |= absl::StrContains(w, "CLONE_INTO_CGROUP");
+  for (const std::string& w : (*z)->creation().warnings) born_elsewhere |= absl::StrContains(w, "CLONE_INTO_CGROUP");
   EXPECT_TRUE(joined);
   EXPECT_TRUE(made_later) << "the v1 groups were made before clone";
   // Born in its v2 group (or none here): the launcher attached nothing.
@@ -131,7 +140,8 @@ TEST_F(RootLimits, TheSandboxJoinsItsV1GroupsItself) {
 
 // The v1 groups are made while the sandbox builds its root: a root that
 // fails to build is still the sandbox's own clear error (not a failure to
-// hand it its groups), cold and pooled, and no group or process is left.
+// hand it its groups), cold and pooled, and so is a failure after the join;
+// no group or process is left.
 TEST_F(RootLimits, ASetupThatFailsBeforeJoiningItsGroupsSaysWhy) {
   runtime::SandboxSpec spec = TestSpec({"/bin/true"});
   spec.limits.memory_max = 256ull << 20;
@@ -146,6 +156,16 @@ TEST_F(RootLimits, ASetupThatFailsBeforeJoiningItsGroupsSaysWhy) {
   EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
   EXPECT_TRUE(absl::StrContains(run->result.setup_error.message(), "mkdir(/usr/itest-no-such-dir): EROFS"))
       << run->result.setup_error;
+  // Failing after the join: the cold path's Create did not wait for the
+  // sandbox's 'A', which comes before the report, and the report is read.
+  spec.mounts.pop_back();
+  spec.cwd = "/no/such/dir";
+  run = RunInSandbox(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+  EXPECT_TRUE(absl::StrContains(run->result.setup_error.message(), "chdir")) << run->result.setup_error;
+  spec.cwd = "/";
+  spec.mounts.push_back(dir);
   runtime::ZygoteOptions pooled;
   pooled.wait_until_ready = true;
   spec.argv.clear();
