@@ -309,6 +309,32 @@ TEST_F(HostCgroupTest, TwoStepCreationMakesTheV1GroupsSecond) {
   EXPECT_EQ(::rmdir(squatter.c_str()), 0);
 }
 
+// On a v1-only host (this host's layout without its cgroup2 mount) the
+// first step makes nothing: no v2 group to clone into, every group, the
+// freezer's included, made by CreateV1.
+TEST_F(HostCgroupTest, TwoStepCreationOnAV1OnlyHostMakesEverythingSecond) {
+  Layout v1 = WithoutUnified(layout_);
+  REQUIRE(v1.Find(Controller::kMemory) != nullptr && v1.Find(Controller::kPids) != nullptr,
+          "memory and pids are not on cgroup v1 here");
+  auto made = SandboxCgroup::CreateV2First(v1, Limits{.memory_max = 64 * kMiB, .pids_max = 16});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<SandboxCgroup> cg = std::move(*made);
+  EXPECT_TRUE(cg->v1_pending());
+  EXPECT_LT(cg->v2_dir_fd(), 0);
+  EXPECT_TRUE(cg->paths().empty());
+  ASSERT_TRUE(cg->CreateV1(v1).ok());
+  EXPECT_EQ(ReadText(cgroupfs::Join(v1.Find(Controller::kPids)->parent, cg->name()) + "/pids.max"), "16");
+  if (v1.Find(Controller::kFreezer) != nullptr) {
+    EXPECT_TRUE(Exists(cgroupfs::Join(v1.Find(Controller::kFreezer)->parent, cg->name())))
+        << "no freezer group to kill with";
+  }
+  auto files = cg->V1TaskFiles();
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->size(), cg->paths().size());
+  ASSERT_TRUE(cg->Remove().ok());
+  for (const std::string& p : cg->paths()) EXPECT_FALSE(Exists(p)) << p;
+}
+
 // The end of a sandbox whose pid namespace died with its init: empty
 // groups are simply removed; a group that still has a process is not
 // removed over it, but killed and then removed.
