@@ -401,7 +401,7 @@ struct ArmedPayload {
 // The request, whole, on the direct channel: read into init's request
 // buffers (init is waiting in poll, away from them), then the exec.
 // Returns only on failure.
-void ExecFromDirectChannel(const ArmedPayload& armed, int control, ControlMessage& msg) {
+void ExecFromDirectChannel(const ArmedPayload& armed, int sock, int control, ControlMessage& msg) {
   const ChildPlan& plan = *armed.plan;
   ChildError* e = &msg.error;
   namespaces::ExecRequestView request;
@@ -421,18 +421,17 @@ void ExecFromDirectChannel(const ArmedPayload& armed, int control, ControlMessag
   }
   // The pair with init stays open until the execve (close-on-exec): its
   // hang-up tells init this process has left init's memory.
-  ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp,
-                   armed.payload_sock);
+  ExecAfterHygiene(plan, request, control, msg, namespaces::RestoreSignalsForPayload, armed.exec_stamp, sock);
 }
 
 // The request's stdio from init, which read the request (it brought a
 // workspace, which init moved in), then the exec. Returns only on failure.
-void ExecFromInit(const ArmedPayload& armed, int control, ControlMessage& msg) {
+void ExecFromInit(const ArmedPayload& armed, int sock, int control, ControlMessage& msg) {
   char go;
   int fds[3];
   size_t nfds = 0;
   int msg_flags = 0;
-  const ssize_t got = ReceiveWithFds(armed.payload_sock, &go, 1, fds, 3, &nfds, 0, &msg_flags);
+  const ssize_t got = ReceiveWithFds(sock, &go, 1, fds, 3, &nfds, 0, &msg_flags);
   if (got == 0) ::_exit(127);  // init ended before a request: nothing to report
   if (got != 1 || nfds != 3) {
     child::Fail(&msg.error, "recvmsg", "the request's stdio",
@@ -451,20 +450,28 @@ int ArmedPayloadMain(void* arg) {
   ChildError* e = &msg.error;
   ::close(armed.init_sock);
   const int control = ::fcntl(plan.control_fd, F_DUPFD_CLOEXEC, 10);
-  if ((control >= 0 || child::Fail(e, "dup(control)", "", errno)) && DieWithInit(plan, armed.init_pid, e) &&
+  // Its end of the pair, away from the stdio numbers: init (which may have
+  // no stdio) can get 0 and 1 from socketpair, and the dup2 of the
+  // request's stdout over a pair on fd 1 would hang it up before the
+  // execve, waking init to supervise while this process still runs in its
+  // memory (one errno for both). The copy is close-on-exec, as the pair is.
+  const int sock = ::fcntl(armed.payload_sock, F_DUPFD_CLOEXEC, 10);
+  ::close(armed.payload_sock);
+  if ((control >= 0 || child::Fail(e, "dup(control)", "", errno)) &&
+      (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) && DieWithInit(plan, armed.init_pid, e) &&
       PayloadHygiene(plan, e)) {
     const char word = 'A';
-    if (::send(armed.payload_sock, &word, 1, MSG_NOSIGNAL) != 1) ::_exit(127);  // init is gone
+    if (::send(sock, &word, 1, MSG_NOSIGNAL) != 1) ::_exit(127);  // init is gone
     // The request comes on the direct channel (the launcher's, without a
     // workspace), or its stdio from init (with one: init moves it in).
     // Signals are blocked: poll returns only for the sockets.
-    struct pollfd wait[2] = {{armed.payload_sock, POLLIN, 0}, {plan.direct_fd, POLLIN, 0}};
+    struct pollfd wait[2] = {{sock, POLLIN, 0}, {plan.direct_fd, POLLIN, 0}};
     while (::poll(wait, plan.direct_fd >= 0 ? 2 : 1, -1) < 0) {
     }
     if (!(wait[0].revents & (POLLIN | POLLHUP)) && (wait[1].revents & POLLIN)) {
-      ExecFromDirectChannel(armed, control, msg);
+      ExecFromDirectChannel(armed, sock, control, msg);
     } else {
-      ExecFromInit(armed, control, msg);
+      ExecFromInit(armed, sock, control, msg);
     }
   }
   ExitWithSetupError(control >= 0 ? control : plan.control_fd, msg, 127);

@@ -400,6 +400,30 @@ class CoreArmedPayloadRoute : public HostHygieneTest, public testing::WithParamI
 INSTANTIATE_TEST_SUITE_P(Routes, CoreArmedPayloadRoute, testing::Bool(),
                          [](const testing::TestParamInfo<bool>& info) { return info.param ? "ThroughInit" : "Direct"; });
 
+// Init leaves its wait at the hand-off when the armed payload's end of
+// their pair hangs up, which must be its execve (close-on-exec), never the
+// install of the request's stdio: so no stdio number holds a socket while
+// the payload waits. (Init has no stdio of its own; its socketpair once
+// got fds 0 and 1, and the dup2 of the request's stdout over fd 1 woke
+// init to supervise while the payload still ran in init's memory.)
+TEST_P(CoreArmedPayloadRoute, NoStdioNumberOfTheWaitingPayloadIsASocket) {
+  for (int fd = 0; fd <= 2; ++fd) {
+    char target[256] = {};
+    const std::string link = absl::StrCat("/proc/", armed_, "/fd/", fd);
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n < 0) {
+      EXPECT_EQ(errno, ENOENT) << link;  // closed: nothing to hang up
+      continue;
+    }
+    EXPECT_FALSE(absl::StartsWith(target, "socket:")) << link << " -> " << target;
+  }
+  // And the request still runs, with its stdio in place.
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z_, Request("echo out; echo err >&2; cat"), "in\n");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->out, "out\nin\n");
+}
+
 // Killed while it waits (nothing of cubicle's does that), the payload is
 // missed at hand-off: the request fails with a setup error that says so,
 // and the zygote still leaves nothing behind (HostHygieneTest).
