@@ -30,6 +30,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 #include <vector>
 
@@ -50,10 +51,45 @@ namespace cubicle::rpc {
 namespace asio = boost::asio;
 namespace json = boost::json;
 
+// The threads requests run on, and the slots that bound how many run at
+// once (`max_concurrent`): a request the stdio transport runs on the
+// thread that read it (HandleLine's `may_run_here`) takes a slot too.
 struct Daemon::Workers {
-  explicit Workers(size_t n) : pool(n) {}
+  explicit Workers(size_t n) : pool(n), slots(static_cast<std::ptrdiff_t>(n)) {}
   asio::thread_pool pool;
+  std::counting_semaphore<4096> slots;
 };
+
+namespace {
+
+// While a reader thread of the stdio transport runs a request itself:
+// stdin, and what to do when a line comes meanwhile (hand the reading on).
+// The sandbox's wait watches it (runtime::ExecRequest::watch_fd).
+struct ReaderWatch {
+  int fd;
+  std::function<void()> on_line;
+};
+thread_local const ReaderWatch* t_reader_watch = nullptr;
+
+void WatchForTheReader(runtime::ExecRequest* request) {
+  if (t_reader_watch == nullptr) return;
+  request->watch_fd = t_reader_watch->fd;
+  request->on_watch = t_reader_watch->on_line;
+}
+
+// One of the `max_concurrent` slots, held while a request's work runs.
+class Slot {
+ public:
+  explicit Slot(std::counting_semaphore<4096>& slots) : slots_(slots) { slots_.acquire(); }
+  ~Slot() { slots_.release(); }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  std::counting_semaphore<4096>& slots_;
+};
+
+}  // namespace
 
 namespace {
 
@@ -318,6 +354,7 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
   }
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;
+  WatchForTheReader(&request);
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, p.budget);
   if (!run.ok()) return FromRunStatus(run.status());
   json::object out = ResultToJson(run->result);
@@ -383,6 +420,7 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
   // Counted like any request; the work runs on the same workers.
   in_flight_.fetch_add(1);
   asio::post(workers_->pool, [this, exec, p = std::move(p), stdin_data = stdin_text.value_or("")] {
+    Slot slot(workers_->slots);
     {
       std::lock_guard<std::mutex> lock(exec_mu_);
       exec->state = "running";
@@ -472,7 +510,9 @@ Expected<json::value> Daemon::SkillCall(const json::value& raw) {
   };
   runtime::Pool* pool = p.pool;
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, p.request, line, options);
+  runtime::ExecRequest request = p.request;
+  WatchForTheReader(&request);
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, line, options);
   if (!run.ok()) return FromRunStatus(run.status());
   auto tail = [](const std::string& s) { return s.size() <= 4096 ? s : s.substr(s.size() - 4096); };
   if (!response.has_value()) {
@@ -556,9 +596,9 @@ json::value Daemon::Dispatch(const Call& call, Error* error) {
   return nullptr;
 }
 
-void Daemon::HandleLine(const std::string& line, std::function<void(std::string)> reply) {
+Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std::string)> reply, bool may_run_here) {
   Incoming in = ParseLine(line, std::string::npos);
-  if (in.entries.empty()) return;
+  if (in.entries.empty()) return {};
   // Every entry needing work goes to the workers as one task; the cap on
   // accepted requests bounds both the queue and the daemon's memory.
   if (stopping_) {
@@ -570,10 +610,13 @@ void Daemon::HandleLine(const std::string& line, std::function<void(std::string)
     }
     std::string out = in.batch ? Batch(replies) : (replies.empty() ? "" : replies.front());
     if (!out.empty()) reply(std::move(out));
-    return;
+    return {};
   }
+  const bool runs_a_sandbox = !in.batch && in.entries.size() == 1 && !in.entries[0].error &&
+                              (in.entries[0].call.method == "sandbox.run" || in.entries[0].call.method == "skill.call");
   const size_t cap = config_.max_concurrent + config_.max_queue;
-  if (in_flight_.fetch_add(1) >= cap) {
+  const size_t before = in_flight_.fetch_add(1);
+  if (before >= cap) {
     in_flight_.fetch_sub(1);
     std::vector<std::string> replies;
     for (const Entry& e : in.entries) {
@@ -586,9 +629,10 @@ void Daemon::HandleLine(const std::string& line, std::function<void(std::string)
     }
     std::string out = in.batch ? Batch(replies) : (replies.empty() ? "" : replies.front());
     if (!out.empty()) reply(std::move(out));
-    return;
+    return {};
   }
-  asio::post(workers_->pool, [this, in = std::move(in), reply = std::move(reply)]() mutable {
+  auto work = [this, in = std::move(in), reply = std::move(reply)]() mutable {
+    Slot slot(workers_->slots);
     // A request that runs a sandbox holds back every pool's refill and
     // teardown until its reply is out (runtime::Pool::Hold): they would
     // share the CPUs with it, and a refill's fork of this process makes
@@ -622,7 +666,14 @@ void Daemon::HandleLine(const std::string& line, std::function<void(std::string)
     if (!out.empty()) reply(std::move(out));
     holds.clear();  // written (stdio) or queued for the socket's writer
     in_flight_.fetch_sub(1);
-  });
+  };
+  // Alone, a run of a sandbox runs where it was read: handing it to a
+  // worker would put a wake-up of another thread (and of an idle CPU) on
+  // its path. Only these: the reader watches stdin from the sandbox's wait
+  // (WatchForTheReader), and nothing else here may block for long.
+  if (may_run_here && before == 0 && runs_a_sandbox) return Work(std::move(work));
+  asio::post(workers_->pool, std::move(work));
+  return {};
 }
 
 namespace {
@@ -687,18 +738,32 @@ void Accept(Daemon* daemon, asio::local::stream_protocol::acceptor& acceptor, si
   });
 }
 
-// The stdio transport: a reader thread (stdin may be a pipe, a tty or a
-// file, which epoll cannot watch) and serialized blocking writes to stdout.
+// The stdio transport: readers (stdin may be a pipe, a tty or a file,
+// which epoll cannot watch) and serialized blocking writes to stdout.
+//
+// Two reader threads take turns reading. The one reading hands each line
+// to the daemon; a sandbox run that would be the only request in flight
+// comes back as work to run on this thread (HandleLine's `may_run_here`),
+// which runs it while still holding the turn, with stdin watched from the
+// sandbox's wait: only if another line comes meanwhile is the turn passed
+// to the other thread, which reads on. A lone request so runs on the
+// thread that read it, awake, instead of waiting for a worker's wake-up,
+// and no other thread wakes at all unless there is something to read.
 class StdioTransport {
  public:
   StdioTransport(Daemon* daemon, size_t max_line, std::function<void()> on_eof)
       : daemon_(daemon), max_line_(max_line), on_eof_(std::move(on_eof)) {
     if (::pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
-    reader_ = std::thread([this] { Read(); });
+    for (std::thread& t : readers_) t = std::thread([this] { Take(); });
   }
   ~StdioTransport() {
-    if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);
-    reader_.join();
+    if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);  // never drained: ends the reading
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    turn_.notify_all();
+    for (std::thread& t : readers_) t.join();
     for (int fd : wake_) if (fd >= 0) ::close(fd);
   }
 
@@ -716,40 +781,88 @@ class StdioTransport {
     }
   }
 
-  void Read() {
-    std::string pending;
-    bool discarding = false;
+  // One reader thread: waits for the turn, then reads and runs what comes
+  // back, until the turn was passed on during a run, or reading ends.
+  void Take() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        turn_.wait(lock, [&] { return done_ || !reading_; });
+        if (done_) return;
+        reading_ = true;
+      }
+      bool passed = false;
+      while (!passed) {
+        Daemon::Work work = Read();
+        if (!work) {  // stdin ended or shutting down: done_ is set
+          turn_.notify_all();
+          return;
+        }
+        const ReaderWatch watch{STDIN_FILENO, [&] {
+                                  passed = true;
+                                  {
+                                    std::lock_guard<std::mutex> lock(mu_);
+                                    reading_ = false;
+                                  }
+                                  turn_.notify_one();
+                                }};
+        t_reader_watch = &watch;
+        std::move(work)();
+        t_reader_watch = nullptr;
+      }
+    }
+  }
+
+  // The turn's reading: the whole lines read so far, then blocking reads,
+  // until a line's work is to run on this thread (returned), or stdin ends
+  // or the transport is shut down (done_ set, nothing returned). Only the
+  // thread with the turn touches pending_ and discarding_.
+  Daemon::Work Read() {
+    auto reply = [this](std::string reply) { Write(reply); };
     char buf[65536];
     for (;;) {
+      size_t nl;
+      while ((nl = pending_.find('\n')) != std::string::npos) {
+        std::string line = pending_.substr(0, nl);
+        pending_.erase(0, nl + 1);
+        if (discarding_) {
+          discarding_ = false;
+          continue;
+        }
+        Daemon::Work work = daemon_->HandleLine(line, reply, /*may_run_here=*/true);
+        if (work) return work;
+      }
+      if (pending_.size() > max_line_) {
+        if (!discarding_) Write(ErrorReply(nullptr, LineTooLongError(max_line_)));
+        discarding_ = true;
+        pending_.clear();
+      }
       struct pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake_[0], POLLIN, 0}};
       if (::poll(fds, 2, -1) < 0) {
         if (errno == EINTR) continue;
-        break;
+        return Stop(/*eof=*/true);
       }
-      if (fds[1].revents) return;  // shutting down
+      if (fds[1].revents) return Stop(/*eof=*/false);  // shutting down
       ssize_t n = ::read(STDIN_FILENO, buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      pending.append(buf, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = pending.find('\n')) != std::string::npos) {
-        std::string line = pending.substr(0, nl);
-        pending.erase(0, nl + 1);
-        if (discarding) {
-          discarding = false;
-          continue;
-        }
-        daemon_->HandleLine(line, [this](std::string reply) { Write(reply); });
-      }
-      if (pending.size() > max_line_) {
-        if (!discarding) Write(ErrorReply(nullptr, LineTooLongError(max_line_)));
-        discarding = true;
-        pending.clear();
-      }
+      if (n <= 0) return Stop(/*eof=*/true);
+      pending_.append(buf, static_cast<size_t>(n));
     }
-    // A last line without "\n" still counts.
-    if (!pending.empty() && !discarding) daemon_->HandleLine(pending, [this](std::string reply) { Write(reply); });
-    on_eof_();
+  }
+
+  // The end of reading. At EOF a last line without "\n" still counts (to
+  // the workers), and the daemon is told.
+  Daemon::Work Stop(bool eof) {
+    if (eof) {
+      if (!pending_.empty() && !discarding_) {
+        (void)daemon_->HandleLine(pending_, [this](std::string reply) { Write(reply); });
+      }
+      pending_.clear();
+      on_eof_();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    return {};
   }
 
   Daemon* daemon_;
@@ -757,7 +870,13 @@ class StdioTransport {
   std::function<void()> on_eof_;
   int wake_[2] = {-1, -1};
   std::mutex write_mu_;
-  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable turn_;
+  bool reading_ = false;  // a reader has the turn
+  bool done_ = false;     // stdin ended or the transport is shutting down
+  std::string pending_;   // read, not yet a whole line
+  bool discarding_ = false;
+  std::thread readers_[2];
 };
 
 }  // namespace

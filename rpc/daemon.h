@@ -14,6 +14,7 @@
 
 #include <boost/json/value.hpp>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "npu/inventory.h"
@@ -47,7 +48,14 @@ class Daemon {
   // Handles one line; `reply` receives the reply line (without "\n"), or is
   // not called when nothing is to be sent (notifications). May call `reply`
   // from a worker thread, after HandleLine returns. Thread-safe.
-  void HandleLine(const std::string& line, std::function<void(std::string)> reply);
+  //
+  // With `may_run_here`, a line whose work would be the only request in
+  // flight is not queued for a worker: its work is returned, for the
+  // calling thread to run (and it counts as in flight until it has run).
+  // Otherwise, and for lines answered at once, the result is empty.
+  using Work = absl::AnyInvocable<void() &&>;
+  Work HandleLine(const std::string& line, std::function<void(std::string)> reply,
+                  bool may_run_here = false);
 
   // Serves until SIGTERM/SIGINT (or EOF on stdin for the stdio transport),
   // then drains in-flight work and shuts down. Returns the exit status.

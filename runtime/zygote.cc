@@ -1742,12 +1742,14 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     }
   };
   bool output_open[2] = {request.output_fds[0] >= 0 && request.on_output, request.output_fds[1] >= 0 && request.on_output};
+  bool watching = request.watch_fd >= 0 && request.on_watch;
   while (!init_gone) {
-    struct pollfd fds[8] = {{z.control.get(), POLLIN, 0},     {init.pidfd(), POLLIN, 0},
+    struct pollfd fds[9] = {{z.control.get(), POLLIN, 0},     {init.pidfd(), POLLIN, 0},
                             {request.signal_fd, POLLIN, 0},   {breaker_timer.get(), POLLIN, 0},
                             {memory_mark_fd.get(), POLLIN, 0}, {cancelled ? -1 : request.cancel_fd, POLLIN, 0},
                             {output_open[0] ? request.output_fds[0] : -1, POLLIN, 0},
-                            {output_open[1] ? request.output_fds[1] : -1, POLLIN, 0}};
+                            {output_open[1] ? request.output_fds[1] : -1, POLLIN, 0},
+                            {watching ? request.watch_fd : -1, POLLIN, 0}};
     int timeout_ms = -1;
     if (!timed_out && deadline != absl::InfiniteFuture()) {
       absl::Duration left = deadline - absl::Now();
@@ -1755,7 +1757,7 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
                        ? 0
                        : static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
     }
-    int n = ::poll(fds, 8, timeout_ms);
+    int n = ::poll(fds, 9, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return fail(ErrnoStatus(errno, "poll(sandbox)"));
@@ -1770,6 +1772,10 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
     }
     for (int i = 0; i < 2; ++i) {
       if ((fds[6 + i].revents & (POLLIN | POLLHUP | POLLERR)) && !request.on_output(i)) output_open[i] = false;
+    }
+    if (fds[8].revents & (POLLIN | POLLHUP | POLLERR)) {
+      watching = false;
+      request.on_watch();
     }
     if (fds[5].revents & (POLLIN | POLLHUP | POLLERR)) {
       cancelled = true;

@@ -87,6 +87,13 @@ struct ExecRequest {
   // only when the payload dies of SIGKILL (the OOM verdict needs them): a
   // caller that reports none of them saves a cold run six file reads.
   bool read_stats = true;
+  // Watched while the execution runs (-1: not): the first time it is
+  // readable or hung up, on_watch() is called, on Run()'s thread, and the
+  // fd is watched no more. The daemon's stdio reader, running a request
+  // itself, learns so that another line has come and hands the reading on
+  // (rpc/daemon.cc, StdioTransport).
+  int watch_fd = -1;
+  std::function<void()> on_watch;
 };
 
 class Zygote {

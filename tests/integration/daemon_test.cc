@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -653,6 +654,53 @@ TEST_F(CoreDaemon, BeyondTheQueueRequestsAreBusyAndTheRestAreServed) {
   EXPECT_GE(served, 1);
   EXPECT_GE(busy, 1);
   EXPECT_EQ(served + busy, 6);
+}
+
+// A lone request over stdio runs on the reader thread that read it
+// (rpc/daemon.cc, StdioTransport): the reading must go on meanwhile, so a
+// health check sent after a long run is answered first.
+TEST_F(CoreDaemon, WhileALoneRequestRunsTheNextLinesAreStillRead) {
+  std::vector<json::value> r = Serve({
+      R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["sleep","1"]}})",
+      R"({"jsonrpc":"2.0","id":2,"method":"health"})",
+  });
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].at("id").as_int64(), 2) << json::serialize(r[0]);
+  EXPECT_EQ(r[1].at("id").as_int64(), 1) << json::serialize(r[1]);
+  EXPECT_EQ(r[1].at("result").at("reason").as_string(), "exited") << json::serialize(r[1]);
+}
+
+// `max_concurrent` bounds the runs at once whether a request runs on the
+// reader thread or on a worker: with 1, three runs sent together (one
+// taken by the reader, two queued for the workers) never overlap. Each
+// payload prints the clock (the host's: there is no time namespace) at
+// its start and end.
+TEST_F(CoreDaemon, MaxConcurrentHoldsForRequestsRunWhereTheyWereRead) {
+  TempDir dir;
+  const std::string config = dir.Join("config.json");
+  {
+    std::ofstream f(config);
+    f << R"({"concurrency": {"max_concurrent": 1, "max_queue": 8},
+             "profiles": {"shell": {"pool": {"min_idle": 1, "max_idle": 2, "max_total": 4}}}})";
+  }
+  std::vector<std::string> lines;
+  for (int i = 1; i <= 3; ++i) {
+    lines.push_back(absl::StrCat(R"({"jsonrpc":"2.0","id":)", i,
+                                 R"(,"method":"sandbox.run","params":{"argv":["sh","-c","date +%s%N; sleep 0.3; date +%s%N"]}})"));
+  }
+  std::vector<json::value> r = Serve(lines, nullptr, {"--config", config});
+  ASSERT_EQ(r.size(), 3u);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const json::value& v : r) {
+    ASSERT_TRUE(v.as_object().contains("result")) << json::serialize(v);
+    std::vector<std::string> out = Lines(std::string(v.at("result").at("stdout").as_string()));
+    ASSERT_EQ(out.size(), 2u) << json::serialize(v);
+    spans.emplace_back(std::stoll(out[0]), std::stoll(out[1]));
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    EXPECT_GE(spans[i].first, spans[i - 1].second) << "runs " << i - 1 << " and " << i << " overlapped";
+  }
 }
 
 TEST_F(CoreDaemon, AnOversizedLineIsRefusedAndTheNextLineServed) {

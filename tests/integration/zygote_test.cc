@@ -355,6 +355,31 @@ TEST_F(CoreZygote, APlainPayloadWaitsAheadOfItsRequestWithItsHygieneDone) {
 
 // A cold sandbox has no request to wait for: its payload is spawned at
 // hand-off, and nothing runs beside init before.
+// A request's watch_fd (the daemon's stdin, for its reader) is watched
+// while the execution runs: on_watch is called once when it becomes
+// readable, not again although it stays readable, and the run goes on.
+TEST_F(CoreZygote, AWatchedFdIsReportedOnceWhileTheExecutionRuns) {
+  std::unique_ptr<runtime::Zygote> z = MakeZygote();
+  ASSERT_NE(z, nullptr);
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  UniqueFd read_end(p[0]), write_end(p[1]);
+  runtime::ExecRequest r = Shell("sleep 0.3; echo done");
+  int calls = 0;
+  r.watch_fd = read_end.get();
+  r.on_watch = [&] { ++calls; };
+  std::thread writer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    (void)!::write(write_end.get(), "x", 1);  // never read: it stays readable
+  });
+  absl::StatusOr<SandboxRun> run = RunInZygote(*z, r);
+  writer.join();
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->out, "done\n");
+  EXPECT_EQ(calls, 1);
+}
+
 TEST_F(CoreZygote, AColdSandboxStartsNoPayloadAhead) {
   runtime::ZygoteOptions cold;
   cold.cold = true;
