@@ -130,19 +130,30 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
 absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
                                         const CaptureOptions& options) {
   const uint64_t budget = options.budget;
-  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!cancel) return ErrnoStatus(errno, "eventfd(cancel)");
-  UniqueFd in(::memfd_create("cubicle-stdin", MFD_CLOEXEC));
-  if (!in) return ErrnoStatus(errno, "memfd_create(stdin)");
-  for (size_t off = 0; off < stdin_data.size();) {
-    ssize_t n = ::write(in.get(), stdin_data.data() + off, stdin_data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "write(stdin memfd)");
-    }
-    off += static_cast<size_t>(n);
+  // The line hook's way to stop the execution: made only for a hook.
+  UniqueFd cancel;
+  if (options.on_stdout_line) {
+    cancel.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!cancel) return ErrnoStatus(errno, "eventfd(cancel)");
   }
-  ::lseek(in.get(), 0, SEEK_SET);
+  // No stdin: /dev/null, opened once for all (reads give EOF at once, as
+  // an empty memfd's did), which spares each such request a memfd's
+  // creation and release.
+  static const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  UniqueFd in;
+  if (!stdin_data.empty() || dev_null < 0) {
+    in.reset(::memfd_create("cubicle-stdin", MFD_CLOEXEC));
+    if (!in) return ErrnoStatus(errno, "memfd_create(stdin)");
+    for (size_t off = 0; off < stdin_data.size();) {
+      ssize_t n = ::write(in.get(), stdin_data.data() + off, stdin_data.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, "write(stdin memfd)");
+      }
+      off += static_cast<size_t>(n);
+    }
+    ::lseek(in.get(), 0, SEEK_SET);
+  }
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2(stdout)");
   UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
@@ -153,7 +164,7 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
   Stream streams[2] = {{std::move(out_read), &captured.out, &captured.out_truncated, &captured.out_total},
                        {std::move(err_read), &captured.err, &captured.err_truncated, &captured.err_total}};
   LineSplitter lines{&options, cancel.get()};
-  request.stdin_fd = in.get();
+  request.stdin_fd = in ? in.get() : dev_null;
   if (options.on_stdout_line) request.cancel_fd = cancel.get();
   request.stdout_fd = out_write.get();
   request.stderr_fd = err_write.get();

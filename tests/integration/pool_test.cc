@@ -256,6 +256,17 @@ TEST_F(CoreCapture, FeedsStdinAndKeepsTheStreamsApart) {
   EXPECT_EQ(run->out_total, 6u);
 }
 
+// Without stdin the payload reads EOF at once, from /dev/null (the
+// character device 1:3), and cannot write there as if it were a file.
+TEST_F(CoreCapture, WithoutStdinThePayloadReadsEofFromDevNull) {
+  runtime::ExecRequest r;
+  r.argv = {"/bin/sh", "-c", "wc -c; stat -L -c %t:%T /dev/stdin; echo x >&0 || echo refused"};
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(ColdRunner(), r, "", 1 << 20);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->out, "0\n1:3\nrefused\n") << run->err;
+}
+
 TEST_F(CoreCapture, AnEndlessWriterIsTruncatedAtTheBudgetAndNeverBlocks) {
   runtime::ExecRequest r;
   // 4 MiB on stdout, far past the 1000-byte budget and any pipe buffer.
