@@ -38,6 +38,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/hot_stacks.h"
 #include "base/unique_fd.h"
 #include "rpc/npu_methods.h"
 #include "egress/policy_json.h"
@@ -784,6 +785,7 @@ class StdioTransport {
   // One reader thread: waits for the turn, then reads and runs what comes
   // back, until the turn was passed on during a run, or reading ends.
   void Take() {
+    RegisterHotStack();  // requests run here: see base/hot_stacks.h
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu_);
