@@ -436,6 +436,10 @@ TEST_P(CoreArmedPayloadRoute, NoStdioNumberOfTheWaitingPayloadIsASocket) {
     char target[256] = {};
     const std::string link = absl::StrCat("/proc/", armed_, "/fd/", fd);
     const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n < 0 && errno == EACCES) {
+      // Rootless: the payload's fd table is out of this uid's reach.
+      GTEST_SKIP() << "readlink(" << link << "): EACCES (the payload's fds need privilege to inspect)";
+    }
     if (n < 0) {
       EXPECT_EQ(errno, ENOENT) << link;  // closed: nothing to hang up
       continue;
