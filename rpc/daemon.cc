@@ -38,7 +38,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "base/hot_stacks.h"
+#include "base/hot_memory.h"
 #include "base/unique_fd.h"
 #include "rpc/npu_methods.h"
 #include "egress/policy_json.h"
@@ -785,7 +785,8 @@ class StdioTransport {
   // One reader thread: waits for the turn, then reads and runs what comes
   // back, until the turn was passed on during a run, or reading ends.
   void Take() {
-    RegisterHotStack();  // requests run here: see base/hot_stacks.h
+    RegisterHotStack();  // requests run here: see base/hot_memory.h
+    RegisterHotHeap();
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu_);

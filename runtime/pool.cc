@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/hot_stacks.h"
+#include "base/hot_memory.h"
 #include "base/status.h"
 
 namespace cubicle::runtime {
@@ -99,8 +99,8 @@ void Pool::RefillLoop() {
     absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(profile_, options);
     const absl::Duration took = absl::Now() - start;
     // The build forked this process: the next request's stack pages are
-    // copied now rather than at its first writes (base/hot_stacks.h).
-    UnshareHotStacks();
+    // copied now rather than at its first writes (base/hot_memory.h).
+    UnshareHotMemory();
     lock.lock();
     --stats_.building;
     stats_.last_build = took;

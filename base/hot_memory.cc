@@ -1,4 +1,4 @@
-#include "base/hot_stacks.h"
+#include "base/hot_memory.h"
 
 #include <pthread.h>
 #include <sys/mman.h>
@@ -8,6 +8,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -44,6 +47,32 @@ struct Registration {
   }
 };
 thread_local Registration t_registration;
+thread_local Registration t_heap_registration;
+
+// The mapping of /proc/self/maps that holds `addr` (unless it is [heap]),
+// with the inaccessible mappings right after it: a glibc arena reserves
+// its heap's whole span and opens it up (mprotect) as it grows.
+Range MappingOf(uintptr_t addr) {
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return {0, 0};
+  Range found{0, 0};
+  char line[512];
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
+    unsigned long begin = 0, end = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%lx-%lx %7s", &begin, &end, perms) != 3) continue;
+    if (found.size != 0) {  // extending over the reserve
+      if (begin != found.begin + found.size || std::strcmp(perms, "---p") != 0) break;
+      found.size = end - found.begin;
+      continue;
+    }
+    if (addr < begin || addr >= end) continue;
+    if (std::strstr(line, "[heap]") != nullptr) break;
+    found = {begin, end - begin};
+  }
+  std::fclose(maps);
+  return found;
+}
 
 // The resident pages of [begin, begin + size), as runs, populated writable.
 void Unshare(const Range& r, std::vector<unsigned char>& resident) {
@@ -87,14 +116,29 @@ void RegisterHotStack() {
   Ranges().push_back(t_registration.range);
 }
 
-void UnshareHotStacks() {
+void RegisterHotHeap() {
+  if (t_heap_registration.range.size != 0) return;
+  void* probe = std::malloc(64);
+  if (probe == nullptr) return;
+  const Range r = MappingOf(reinterpret_cast<uintptr_t>(probe));
+  std::free(probe);
+  if (r.size == 0) return;
+  std::lock_guard<std::mutex> lock(Mu());
+  for (const Range& other : Ranges()) {
+    if (other.begin == r.begin) return;  // another thread's arena too
+  }
+  t_heap_registration.range = r;
+  Ranges().push_back(r);
+}
+
+void UnshareHotMemory() {
   if (g_unsupported.load(std::memory_order_relaxed)) return;
   std::vector<unsigned char> resident;
   std::lock_guard<std::mutex> lock(Mu());  // a registered thread cannot end meanwhile
   for (const Range& r : Ranges()) Unshare(r, resident);
 }
 
-int HotStackCount() {
+int HotMemoryCount() {
   std::lock_guard<std::mutex> lock(Mu());
   return static_cast<int>(Ranges().size());
 }

@@ -1,6 +1,6 @@
-// base/hot_stacks.h: after a fork, a registered thread's stack pages are
-// copied by UnshareHotStacks(), so the thread's own writes no longer fault.
-#include "base/hot_stacks.h"
+// base/hot_memory.h: after a fork, a registered thread's stack pages are
+// copied by UnshareHotMemory(), so the thread's own writes no longer fault.
+#include "base/hot_memory.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -64,7 +65,7 @@ long FaultsOfAWriteAfterAFork(bool unshare) {
       ::pause();  // shares the pages until the test kills it
       ::_exit(0);
     }
-    if (unshare) UnshareHotStacks();
+    if (unshare) UnshareHotMemory();
     stage = 2;
     cv.notify_all();
   }
@@ -84,7 +85,7 @@ bool PopulateWriteWorks() {
   return ok;
 }
 
-TEST(HotStacks, AForkedStackIsCopiedAheadAndItsWritesDoNotFault) {
+TEST(HotMemory, AForkedStackIsCopiedAheadAndItsWritesDoNotFault) {
   if (!PopulateWriteWorks()) GTEST_SKIP() << "MADV_POPULATE_WRITE needs Linux 5.14";
   // The control: without the unshare, each page written faults once (the
   // copy), so the measurement can tell.
@@ -92,15 +93,68 @@ TEST(HotStacks, AForkedStackIsCopiedAheadAndItsWritesDoNotFault) {
   EXPECT_EQ(FaultsOfAWriteAfterAFork(/*unshare=*/true), 0);
 }
 
-TEST(HotStacks, AThreadsStackIsForgottenWhenItEnds) {
-  const int before = HotStackCount();
+// The same for a thread's malloc arena: a block it allocated and wrote
+// before the fork is written again without a fault once unshared.
+TEST(HotMemory, AForkedArenaIsCopiedAheadAndItsWritesDoNotFault) {
+  if (!PopulateWriteWorks()) GTEST_SKIP() << "MADV_POPULATE_WRITE needs Linux 5.14";
+  for (bool unshare : {false, true}) {
+    SCOPED_TRACE(unshare ? "unshared" : "the control");
+    std::mutex mu;
+    std::condition_variable cv;
+    int stage = 0;
+    long faults = -1;
+    bool registered = false;
+    std::thread t([&] {
+      const int before = HotMemoryCount();
+      RegisterHotHeap();
+      registered = HotMemoryCount() == before + 1;
+      char* block = static_cast<char*>(std::malloc(kBytes));
+      std::memset(block, 1, kBytes);
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        stage = 1;
+        cv.notify_all();
+        cv.wait(lock, [&] { return stage == 2; });
+      }
+      const long at = ThreadMinorFaults();
+      for (size_t i = 0; i < kBytes; i += 512) static_cast<volatile char*>(block)[i] = 2;
+      faults = ThreadMinorFaults() - at;
+      std::free(block);
+    });
+    pid_t child = -1;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stage == 1; });
+      child = ::fork();
+      if (child == 0) {
+        ::pause();
+        ::_exit(0);
+      }
+      if (unshare) UnshareHotMemory();
+      stage = 2;
+      cv.notify_all();
+    }
+    t.join();
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    if (!registered) GTEST_SKIP() << "this thread allocates from the shared main heap here";
+    if (unshare) {
+      EXPECT_EQ(faults, 0);
+    } else {
+      EXPECT_GE(faults, static_cast<long>(kBytes / 4096 / 2));
+    }
+  }
+}
+
+TEST(HotMemory, AThreadsStackIsForgottenWhenItEnds) {
+  const int before = HotMemoryCount();
   std::thread([&] {
     RegisterHotStack();
     RegisterHotStack();  // idempotent
-    EXPECT_EQ(HotStackCount(), before + 1);
+    EXPECT_EQ(HotMemoryCount(), before + 1);
   }).join();
-  EXPECT_EQ(HotStackCount(), before);
-  UnshareHotStacks();  // nothing registered left of it: no access to a freed stack
+  EXPECT_EQ(HotMemoryCount(), before);
+  UnshareHotMemory();  // nothing registered left of it: no access to a freed stack
 }
 
 }  // namespace
