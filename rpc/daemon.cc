@@ -332,7 +332,9 @@ Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const js
   const Profile& profile = config_.profiles.at(p.pool->name());
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(params, profile));
   if (chips.empty()) return RunToJson(p, stdin_data, -1);  // the pool, as always
-  absl::StatusOr<AcceleratedRun> run = RunWithAccelerators(*inventory_, profile, chips, p.request, stdin_data, p.budget);
+  runtime::ExecRequest request = p.request;
+  WatchForTheReader(&request);
+  absl::StatusOr<AcceleratedRun> run = RunWithAccelerators(*inventory_, profile, chips, request, stdin_data, p.budget);
   if (!run.ok()) {
     // A chip that is gone or unusable fails the whole execution, naming it.
     return FromStatus(run.status(), absl::IsInvalidArgument(run.status()) ? kInvalidParams : kSetupFailed);

@@ -705,6 +705,28 @@ TEST_F(NpuTest, DaemonListsRunsWithChipsAndBrokersJobs) {
   }
 }
 
+// A lone run with chips over stdio runs on the reader thread too
+// (rpc/daemon.cc, StdioTransport): its sandbox's wait watches stdin as a
+// pooled run's does, so a line sent meanwhile is read and answered first.
+TEST_F(NpuTest, WhileALoneRunWithChipsRunsTheNextLineIsStillRead) {
+  FakeHost host;
+  TempDir dir;
+  const std::string config = dir.Join("config.json");
+  ASSERT_TRUE(WriteFile(config, absl::StrCat(R"({"npu": {"root": ")", host.root(), R"("},
+    "profiles": {"shell": {"pool": {"min_idle": 0}}}})")));
+  ProcessRun run;
+  std::vector<boost::json::value> r = Serve(
+      config,
+      {R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"profile":"shell","npu":"6","argv":["sleep","1"]}})",
+       R"({"jsonrpc":"2.0","id":2,"method":"health"})"},
+      &run);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  ASSERT_EQ(r.size(), 2u) << run.out;
+  EXPECT_EQ(r[0].at("id").as_int64(), 2) << run.out;
+  EXPECT_EQ(r[1].at("id").as_int64(), 1) << run.out;
+  EXPECT_EQ(r[1].at("result").at("reason").as_string(), "exited") << boost::json::serialize(r[1]);
+}
+
 // The cgroup v2 device program, on a v2 group of this host's unified
 // hierarchy (which on a hybrid host exists beside the v1 devices
 // controller: both apply).
