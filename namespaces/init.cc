@@ -88,6 +88,22 @@ void RestoreSignalsForPayload() {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+namespace {
+
+// The wait(2) status word of an exited child, from waitid's siginfo.
+int WaitStatusOf(const siginfo_t& info) {
+  switch (info.si_code) {
+    case CLD_EXITED:
+      return (info.si_status & 0xff) << 8;
+    case CLD_DUMPED:
+      return (info.si_status & 0x7f) | 0x80;
+    default:  // CLD_KILLED
+      return info.si_status & 0x7f;
+  }
+}
+
+}  // namespace
+
 void Supervise(int control_fd, ControlMessage* report, long pid, const InitService* service, AfterExit after) {
   // From here init needs only its control socket (and the service's two
   // sockets); the payload has its own copies of the stdio fds.
@@ -130,16 +146,26 @@ void Supervise(int control_fd, ControlMessage* report, long pid, const InitServi
       ::kill(static_cast<pid_t>(pid), sig);
       continue;
     }
+    // Each exited child, seen before it is reaped (WNOWAIT): the payload's
+    // status and rusage go out first, and its reap (the task's release,
+    // tens of µs) comes after the report, off the request's path. Orphans
+    // reparented to init are reaped, nothing to report.
     for (;;) {
-      int status = 0;
+      siginfo_t info;
+      std::memset(&info, 0, sizeof(info));
       struct rusage usage;
-      pid_t reaped = ::wait4(-1, &status, WNOHANG, &usage);
-      if (reaped <= 0) break;
-      if (reaped != pid) continue;  // an orphan reparented to us: reaped, nothing to report
+      if (::syscall(SYS_waitid, P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT, &usage) != 0 || info.si_pid == 0) {
+        break;
+      }
+      if (info.si_pid != pid) {
+        ::waitpid(info.si_pid, nullptr, WNOHANG);
+        continue;
+      }
       report->type = ControlType::kPayloadExited;
-      report->wait_status = status;
+      report->wait_status = WaitStatusOf(info);
       report->rusage = usage;
       SendControl(control_fd, *report);
+      ::waitpid(static_cast<pid_t>(pid), nullptr, 0);
       if (after.linger) Linger(control_fd, after.own_pid_namespace);
       ::_exit(0);
     }

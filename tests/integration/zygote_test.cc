@@ -380,6 +380,39 @@ TEST_F(CoreZygote, AWatchedFdIsReportedOnceWhileTheExecutionRuns) {
   EXPECT_EQ(calls, 1);
 }
 
+// Init reports the payload's end before reaping it (waitid with WNOWAIT;
+// namespaces/init.cc): the status word and rusage it sends must be the
+// ones a reaping wait gives — an exit code, a killing signal, and the
+// payload's own CPU time and peak memory.
+TEST_F(CoreZygote, TheExitReportCarriesTheStatusAndUsageOfThePayload) {
+  struct Case {
+    const char* script;
+    runtime::ExitReason reason;
+    int exit_code;
+    int signal;
+  };
+  for (const Case& c : {Case{"exit 7", runtime::ExitReason::kExited, 7, 0},
+                        Case{"kill -SEGV $$", runtime::ExitReason::kSignaled, -1, SIGSEGV},
+                        Case{"i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done", runtime::ExitReason::kExited, 0, 0}}) {
+    SCOPED_TRACE(c.script);
+    std::unique_ptr<runtime::Zygote> z = MakeZygote();
+    ASSERT_NE(z, nullptr);
+    absl::StatusOr<SandboxRun> run = RunInZygote(*z, Shell(c.script));
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->result.reason, c.reason) << run->result.setup_error;
+    if (c.reason == runtime::ExitReason::kExited) {
+      EXPECT_EQ(run->result.exit_code, c.exit_code);
+    }
+    EXPECT_EQ(run->result.signal, c.signal);
+    EXPECT_GT(run->result.rusage.ru_maxrss, 0);
+    if (c.exit_code == 0) {  // the busy loop: its CPU time is the shell's own
+      const int64_t cpu_us = run->result.rusage.ru_utime.tv_sec * 1000000 + run->result.rusage.ru_utime.tv_usec +
+                             run->result.rusage.ru_stime.tv_sec * 1000000 + run->result.rusage.ru_stime.tv_usec;
+      EXPECT_GT(cpu_us, 0);
+    }
+  }
+}
+
 TEST_F(CoreZygote, AColdSandboxStartsNoPayloadAhead) {
   runtime::ZygoteOptions cold;
   cold.cold = true;
