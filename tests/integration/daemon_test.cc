@@ -624,20 +624,28 @@ uint64_t PeakRssKib(pid_t pid) {
   return 0;
 }
 
+// `text` as config.json in `dir`; its path.
+std::string WriteConfig(const TempDir& dir, const std::string& text) {
+  const std::string config = dir.Join("config.json");
+  std::ofstream(config) << text;
+  return config;
+}
+
+// `n` sandbox.run lines, ids 1..n, each running `argv_json`.
+std::vector<std::string> RunLines(int n, const std::string& argv_json) {
+  std::vector<std::string> lines;
+  for (int i = 1; i <= n; ++i) {
+    lines.push_back(absl::StrCat(R"({"jsonrpc":"2.0","id":)", i, R"(,"method":"sandbox.run","params":{"argv":)",
+                                 argv_json, "}}"));
+  }
+  return lines;
+}
+
 TEST_F(CoreDaemon, BeyondTheQueueRequestsAreBusyAndTheRestAreServed) {
   TempDir dir;
-  const std::string config = dir.Join("config.json");
-  {
-    std::ofstream f(config);
-    f << R"({"concurrency": {"max_concurrent": 1, "max_queue": 1},
-             "profiles": {"shell": {"pool": {"min_idle": 0, "max_idle": 1, "max_total": 4}}}})";
-  }
-  std::vector<std::string> lines;
-  for (int i = 1; i <= 6; ++i) {
-    lines.push_back(absl::StrCat(R"({"jsonrpc":"2.0","id":)", i,
-                                 R"(,"method":"sandbox.run","params":{"argv":["sleep","0.5"]}})"));
-  }
-  std::vector<json::value> r = Serve(lines, nullptr, {"--config", config});
+  const std::string config = WriteConfig(dir, R"({"concurrency": {"max_concurrent": 1, "max_queue": 1},
+             "profiles": {"shell": {"pool": {"min_idle": 0, "max_idle": 1, "max_total": 4}}}})");
+  std::vector<json::value> r = Serve(RunLines(6, R"(["sleep","0.5"])"), nullptr, {"--config", config});
   ASSERT_EQ(r.size(), 6u);
   int served = 0, busy = 0;
   for (const json::value& v : r) {
@@ -677,18 +685,10 @@ TEST_F(CoreDaemon, WhileALoneRequestRunsTheNextLinesAreStillRead) {
 // its start and end.
 TEST_F(CoreDaemon, MaxConcurrentHoldsForRequestsRunWhereTheyWereRead) {
   TempDir dir;
-  const std::string config = dir.Join("config.json");
-  {
-    std::ofstream f(config);
-    f << R"({"concurrency": {"max_concurrent": 1, "max_queue": 8},
-             "profiles": {"shell": {"pool": {"min_idle": 1, "max_idle": 2, "max_total": 4}}}})";
-  }
-  std::vector<std::string> lines;
-  for (int i = 1; i <= 3; ++i) {
-    lines.push_back(absl::StrCat(R"({"jsonrpc":"2.0","id":)", i,
-                                 R"(,"method":"sandbox.run","params":{"argv":["sh","-c","date +%s%N; sleep 0.3; date +%s%N"]}})"));
-  }
-  std::vector<json::value> r = Serve(lines, nullptr, {"--config", config});
+  const std::string config = WriteConfig(dir, R"({"concurrency": {"max_concurrent": 1, "max_queue": 8},
+             "profiles": {"shell": {"pool": {"min_idle": 1, "max_idle": 2, "max_total": 4}}}})");
+  std::vector<json::value> r =
+      Serve(RunLines(3, R"(["sh","-c","date +%s%N; sleep 0.3; date +%s%N"])"), nullptr, {"--config", config});
   ASSERT_EQ(r.size(), 3u);
   std::vector<std::pair<int64_t, int64_t>> spans;
   for (const json::value& v : r) {
