@@ -1827,8 +1827,12 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
         // sleep here ended in an idle vCPU's wake-up, which on the VM this
         // was measured on cost more than the wait itself (`cubicle run`
         // /bwrap P50 1.06 with an unbounded spin on the hung-up socket,
-        // 1.14 with a plain sleep). Past the bound, the wait sleeps.
-        const absl::Time spin_until = absl::Now() + absl::Microseconds(kExitSpinMicros);
+        // 1.14 with a plain sleep). Past the bound, the wait sleeps. On
+        // one CPU it sleeps at once: the spin would take the CPU from the
+        // very exit it waits for.
+        static const bool several_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
+        const absl::Time spin_until =
+            absl::Now() + (several_cpus ? absl::Microseconds(kExitSpinMicros) : absl::ZeroDuration());
         while (!init_gone && init.pidfd() >= 0 && absl::Now() < spin_until) {
           struct pollfd p = {init.pidfd(), POLLIN, 0};
           if (::poll(&p, 1, 0) == 1) init_gone = true;
