@@ -90,10 +90,6 @@ class Slot {
   std::counting_semaphore<4096>& slots_;
 };
 
-}  // namespace
-
-namespace {
-
 constexpr const char* kVersion = "0.1.0";
 
 bool ValidUtf8(absl::string_view s) {

@@ -98,8 +98,9 @@ void Pool::RefillLoop() {
     const absl::Time start = absl::Now();
     absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(profile_, options);
     const absl::Duration took = absl::Now() - start;
-    // The build forked this process: the next request's stack pages are
-    // copied now rather than at its first writes (base/hot_memory.h).
+    // The build forked this process: the pages the next request writes
+    // (its thread's stack and arena) are copied now rather than at its
+    // first writes (base/hot_memory.h).
     UnshareHotMemory();
     lock.lock();
     --stats_.building;

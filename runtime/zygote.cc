@@ -365,10 +365,6 @@ long SpawnPayload(const ChildPlan& plan, namespaces::ExecRequestView& request, c
   return ::clone(SpawnedPayloadMain, stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, &start);
 }
 
-// How long the launcher polls init's pidfd without sleeping once init has
-// hung up its control socket (Zygote::Run).
-constexpr int64_t kExitSpinMicros = 1000;
-
 // A plain payload started ahead of its request (ChildPlan::armed_payload),
 // so that the hand-off pays for none of its start: the clone, the
 // parent-death signal, the session, rlimits and capabilities, and the
@@ -1830,9 +1826,9 @@ absl::StatusOr<ExecResult> Zygote::Run(const ExecRequest& request) {
         // this replaced had the same P50 and a P99 of 1.53 against 1.09).
         // Past the bound, the wait sleeps. On one CPU it sleeps at once:
         // the spin would take the CPU from the very exit it waits for.
+        constexpr absl::Duration kExitSpin = absl::Milliseconds(1);
         static const bool several_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
-        const absl::Time spin_until =
-            absl::Now() + (several_cpus ? absl::Microseconds(kExitSpinMicros) : absl::ZeroDuration());
+        const absl::Time spin_until = absl::Now() + (several_cpus ? kExitSpin : absl::ZeroDuration());
         while (!init_gone && init.pidfd() >= 0 && absl::Now() < spin_until) {
           struct pollfd p = {init.pidfd(), POLLIN, 0};
           if (::poll(&p, 1, 0) == 1) init_gone = true;
