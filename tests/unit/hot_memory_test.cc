@@ -33,47 +33,66 @@ long ThreadMinorFaults() {
   return ru.ru_minflt;
 }
 
-// A thread that dirties kBytes of its stack, lets the test fork (and
-// unshare, when `unshare`), then writes the same bytes again: the minor
-// faults of that second write.
-long FaultsOfAWriteAfterAFork(bool unshare) {
+// A thread's meeting with the test around a fork: the thread dirties its
+// memory and waits; the test forks a child that keeps sharing the pages
+// (unsharing them when asked) and lets the thread go on.
+struct ForkRendezvous {
   std::mutex mu;
   std::condition_variable cv;
   int stage = 0;
-  long faults = -1;
-  pid_t child = -1;
-  std::thread t([&] {
-    RegisterHotStack();
-    volatile char buf[kBytes];
-    (void)buf[0];
-    for (size_t i = 0; i < kBytes; i += 512) buf[i] = 1;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      stage = 1;
-      cv.notify_all();
-      cv.wait(lock, [&] { return stage == 2; });
-    }
-    const long before = ThreadMinorFaults();
-    for (size_t i = 0; i < kBytes; i += 512) buf[i] = 2;
-    faults = ThreadMinorFaults() - before;
-  });
-  {
+
+  // In the thread, its memory dirty: waits until the fork is done.
+  void ReadyAndWait() {
+    std::unique_lock<std::mutex> lock(mu);
+    stage = 1;
+    cv.notify_all();
+    cv.wait(lock, [&] { return stage == 2; });
+  }
+  // In the test: the child, which shares the pages until EndChild.
+  pid_t Fork(bool unshare) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return stage == 1; });
-    child = ::fork();
+    const pid_t child = ::fork();
     if (child == 0) {
-      ::pause();  // shares the pages until the test kills it
+      ::pause();
       ::_exit(0);
     }
     if (unshare) UnshareHotMemory();
     stage = 2;
     cv.notify_all();
+    return child;
   }
+};
+
+void EndChild(pid_t child) {
+  if (child <= 0) return;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
+// The minor faults of writing kBytes of `region` again (one byte in 512).
+long FaultsOfARewrite(volatile char* region) {
+  const long before = ThreadMinorFaults();
+  for (size_t i = 0; i < kBytes; i += 512) region[i] = 2;
+  return ThreadMinorFaults() - before;
+}
+
+// A thread that dirties kBytes of its stack, lets the test fork (and
+// unshare, when `unshare`), then writes the same bytes again: the minor
+// faults of that second write.
+long FaultsOfAWriteAfterAFork(bool unshare) {
+  ForkRendezvous meet;
+  long faults = -1;
+  std::thread t([&] {
+    RegisterHotStack();
+    volatile char buf[kBytes];
+    for (size_t i = 0; i < kBytes; i += 512) buf[i] = 1;
+    meet.ReadyAndWait();
+    faults = FaultsOfARewrite(buf);
+  });
+  const pid_t child = meet.Fork(unshare);
   t.join();
-  if (child > 0) {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
-  }
+  EndChild(child);
   return faults;
 }
 
@@ -99,9 +118,7 @@ TEST(HotMemory, AForkedArenaIsCopiedAheadAndItsWritesDoNotFault) {
   if (!PopulateWriteWorks()) GTEST_SKIP() << "MADV_POPULATE_WRITE needs Linux 5.14";
   for (bool unshare : {false, true}) {
     SCOPED_TRACE(unshare ? "unshared" : "the control");
-    std::mutex mu;
-    std::condition_variable cv;
-    int stage = 0;
+    ForkRendezvous meet;
     long faults = -1;
     bool registered = false;
     std::thread t([&] {
@@ -110,33 +127,13 @@ TEST(HotMemory, AForkedArenaIsCopiedAheadAndItsWritesDoNotFault) {
       registered = HotMemoryCount() == before + 1;
       char* block = static_cast<char*>(std::malloc(kBytes));
       std::memset(block, 1, kBytes);
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        stage = 1;
-        cv.notify_all();
-        cv.wait(lock, [&] { return stage == 2; });
-      }
-      const long at = ThreadMinorFaults();
-      for (size_t i = 0; i < kBytes; i += 512) static_cast<volatile char*>(block)[i] = 2;
-      faults = ThreadMinorFaults() - at;
+      meet.ReadyAndWait();
+      faults = FaultsOfARewrite(block);
       std::free(block);
     });
-    pid_t child = -1;
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return stage == 1; });
-      child = ::fork();
-      if (child == 0) {
-        ::pause();
-        ::_exit(0);
-      }
-      if (unshare) UnshareHotMemory();
-      stage = 2;
-      cv.notify_all();
-    }
+    const pid_t child = meet.Fork(unshare);
     t.join();
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
+    EndChild(child);
     if (!registered) GTEST_SKIP() << "this thread allocates from the shared main heap here";
     if (unshare) {
       EXPECT_EQ(faults, 0);
