@@ -60,6 +60,12 @@ bool OwnerAlive(pid_t pid, int64_t birth_ns) {
   return *start <= birth_ns + 2000 * kMs;
 }
 
+bool AnyGroupNamed(const Layout& layout, const std::string& name) {
+  return std::any_of(layout.hierarchies.begin(), layout.hierarchies.end(), [&](const Hierarchy& h) {
+    return ::access(cgroupfs::Join(h.parent, name).c_str(), F_OK) == 0;
+  });
+}
+
 }  // namespace
 
 bool GroupOwnerAlive(pid_t pid, int64_t birth_realtime_ns) { return OwnerAlive(pid, birth_realtime_ns); }
@@ -101,6 +107,10 @@ absl::StatusOr<SweepReport> SweepStale(const Layout& layout) {
     if (st.ok()) st = (*cg)->Remove();
     if (st.ok()) {
       report.removed.push_back(name);
+    } else if (!AnyGroupNamed(layout, name)) {
+      // Removed under us: a cold launcher's cleaner (runtime/teardown.h)
+      // outlives its owner by a moment to do just that.
+      continue;
     } else {
       report.failed.push_back(absl::StrCat(name, ": ", st.message()));
     }

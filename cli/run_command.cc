@@ -320,6 +320,9 @@ int Run(const RunFlags& f) {
   }
   absl::StatusOr<runtime::ExecResult> result;
   absl::StatusOr<std::vector<npu::Passthrough>> attached;
+  // What the run leaves standing once the payload's exit is known: the
+  // exit below waits for the sandbox's processes, not its teardown.
+  std::optional<runtime::SandboxRemains> remains;
   {
     // Termination signals go to the sandbox instead of ending cubicle.
     ForwardedSignals signals;
@@ -333,6 +336,7 @@ int Run(const RunFlags& f) {
     runtime::LaunchOptions options;
     options.signal_fd = signals.fd();
     options.read_stats = !f.json_status.empty();  // nothing else prints them
+    options.remains = &remains;
     result = runtime::Launch(*spec, options);
   }
   if (!result.ok()) {
@@ -353,6 +357,7 @@ int Run(const RunFlags& f) {
       return kExitSetupFailed;
     }
   }
+  if (remains.has_value()) runtime::ExitAfterSandbox(*std::move(remains), result->ShellStatus());
   return result->ShellStatus();
 }
 

@@ -25,14 +25,6 @@ void Ignore(int) {}
 char* argv_begin = nullptr;
 size_t argv_size = 0;
 
-void HideLauncherCommandLine() {
-  if (argv_begin != nullptr && argv_size > 0) {
-    std::memset(argv_begin, 0, argv_size);
-    child::CopyString(argv_begin, argv_size, "cubicle-init");
-  }
-  ::prctl(PR_SET_NAME, "cubicle-init", 0, 0, 0);
-}
-
 // AfterExit::linger. The launcher sends nothing more: a recv that returns
 // is its hang-up (0), or an error on a socket that is as good as gone.
 void Linger(int control_fd, bool own_pid_namespace) {
@@ -46,6 +38,14 @@ void Linger(int control_fd, bool own_pid_namespace) {
 
 }  // namespace
 
+void NameProcess(const char* name) {
+  if (argv_begin != nullptr && argv_size > 0) {
+    std::memset(argv_begin, 0, argv_size);
+    child::CopyString(argv_begin, argv_size, name);
+  }
+  ::prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
 void SetArgvArea(int argc, char** argv) {
   if (argc <= 0 || argv == nullptr || argv[0] == nullptr) return;
   char* end = argv[argc - 1] + std::strlen(argv[argc - 1]) + 1;
@@ -58,7 +58,7 @@ void BecomeInit() {
   // not dumpable, so nothing in the sandbox can read it through /proc/1.
   // The payload's execve makes the payload dumpable again.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  HideLauncherCommandLine();
+  NameProcess("cubicle-init");  // the launcher's command line is not the sandbox's to read
   // Every disposition the launcher had goes back to its default, so that
   // a process init makes inherits a fresh process's signal state but for
   // the forwarded ones (RestoreSignalsForPayload). Those get a handler: a

@@ -14,6 +14,11 @@ namespace cubicle::namespaces {
 // sandbox does not learn the host command line (paths, tokens in flags).
 void SetArgvArea(int argc, char** argv);
 
+// Replaces this process's command line (the registered argv area, zeroed)
+// and its comm with `name`: init's, and the cold launcher's cleaner, which
+// shares the launcher's memory and would otherwise show its command line.
+void NameProcess(const char* name);
+
 // A socket init serves besides its signals (the egress bridge): init keeps
 // `fd` and `partner_fd` open (the payload never has them) and calls
 // `on_readable(fd, partner_fd)` whenever `fd` is readable. The callback

@@ -935,7 +935,13 @@ class InitProcess {
   }
   pid_t pid() const { return pid_; }
   int pidfd() const { return pidfd_.get(); }
+  bool reaped() const { return reaped_; }
   void Signal(int sig) { namespaces::SignalProcess(pidfd_.get(), pid_, sig); }
+  // Gives up the process unreaped: its pidfd goes to the caller.
+  UniqueFd Release() {
+    reaped_ = true;
+    return std::move(pidfd_);
+  }
   int Reap() {
     int status = 0;
     while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
@@ -1155,6 +1161,21 @@ Zygote::Zygote(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Zygote::~Zygote() = default;
 
 pid_t Zygote::init_pid() const { return state_->init.has_value() ? state_->init->pid() : -1; }
+
+absl::StatusOr<SandboxRemains> Zygote::TakeRemains() {
+  State& z = *state_;
+  if (!z.used || !z.init.has_value() || z.init->reaped()) {
+    return absl::FailedPreconditionError("no execution has left this sandbox standing");
+  }
+  // Its gateway's connections are closed by the Zygote's own teardown.
+  if (z.spec.egress.mode == egress::NetMode::kAllowlist) {
+    return absl::FailedPreconditionError("a sandbox with an egress allowlist is torn down by its Zygote");
+  }
+  const pid_t pid = z.init->pid();
+  UniqueFd pidfd = z.init->Release();
+  z.init.reset();
+  return SandboxRemains(pid, std::move(pidfd), std::move(z.cgroup), std::move(z.devices));
+}
 
 bool Zygote::CanApplyLimits(const cgroups::Limits& limits) const {
   if (limits.empty()) return true;
@@ -1984,7 +2005,15 @@ absl::StatusOr<ExecResult> Launch(const SandboxSpec& spec, const LaunchOptions& 
   request.stderr_fd = options.stderr_fd;
   request.signal_fd = options.signal_fd;
   request.read_stats = options.read_stats;
-  return (*zygote)->Run(request);
+  request.return_at_exit = options.remains != nullptr;
+  absl::StatusOr<ExecResult> result = (*zygote)->Run(request);
+  if (options.remains != nullptr && result.ok()) {
+    // Left standing only when Run() returned at the exit report; otherwise
+    // (a timeout, a payload that was PID 1) it is all gone already.
+    absl::StatusOr<SandboxRemains> remains = (*zygote)->TakeRemains();
+    if (remains.ok()) options.remains->emplace(*std::move(remains));
+  }
+  return result;
 }
 
 }  // namespace cubicle::runtime

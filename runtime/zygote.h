@@ -117,6 +117,13 @@ class Zygote {
   // with reason setup_failed. When it returns, the sandbox is gone.
   absl::StatusOr<ExecResult> Run(const ExecRequest& request);
 
+  // After a Run() that returned at the exit report (return_at_exit), what
+  // is left of the sandbox — init, lingering, and the groups — to be torn
+  // down by the caller (runtime/teardown.h). FailedPrecondition when Run()
+  // left nothing standing, or for a sandbox with an egress allowlist, whose
+  // teardown stays with the Zygote.
+  absl::StatusOr<SandboxRemains> TakeRemains();
+
   pid_t init_pid() const;
   // Whether a request's `limits` can be written over this zygote's cgroup
   // (it has a group in every hierarchy they need).

@@ -1,8 +1,12 @@
 // `cubicle run` through the real binary: exit statuses (the payload's,
 // 128+N, 124, 125, 2), flag errors, --json-status, and the flags that shape
 // what the payload sees.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -353,6 +357,51 @@ TEST_F(CoreCli, KillingCubicleKillsTheWholeSandbox) {
   // Clean up after a failure: without its payload, the orphaned init exits.
   for (pid_t pid : survivors) ::kill(pid, SIGKILL);
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+}
+
+// `cubicle run` exits at once when its payload does, its sandbox's
+// teardown left to a cleaner (runtime/teardown.h), but never before every
+// process of the sandbox is dead: what the payload left running in the
+// background is gone when the exit is seen. The marker comes on stdin, so
+// that only the sandbox's processes carry it, not the launcher's argv.
+TEST_F(CoreCli, RunExitsOnlyOnceEveryProcessOfTheSandboxIsDead) {
+  const std::string mark = absl::StrCat("sleep 1000.", ::getpid(), "5");
+  ProcessRun run = RunCubicle({"run", "--", "/bin/sh", "-s"},
+                              absl::StrCat(mark, " >/dev/null 2>&1 &\n", "setsid ", mark,
+                                           " >/dev/null 2>&1 &\n", "exit 3\n"));
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  std::vector<pid_t> survivors = ProcessesWithArgument(mark);
+  EXPECT_EQ(survivors, std::vector<pid_t>{}) << "alive after cubicle run exited";
+  for (pid_t pid : survivors) ::kill(pid, SIGKILL);
+  EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+}
+
+// Nothing that outlives `cubicle run` (its cleaner) holds what the caller
+// gave it: the caller's pipe reaches EOF when the launcher has exited.
+TEST_F(CoreCli, RunsCallersPipeIsAtEofWhenItExits) {
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const std::vector<std::string> args = CubicleArgv({"run", "--", "/bin/echo", "done"});
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  pid_t pid = -1;
+  ASSERT_EQ(::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  struct pollfd p = {out[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 0), 1);
+  EXPECT_TRUE(p.revents & POLLHUP) << "a writer of the caller's pipe outlives cubicle run";
+  char buf[64] = {};
+  EXPECT_EQ(::read(out[0], buf, sizeof(buf)), 5);
+  EXPECT_STREQ(buf, "done\n");
+  ::close(out[0]);
 }
 
 // The launcher's parent (an orchestrator) is SIGKILLed while the payload

@@ -4,12 +4,17 @@
 // CoreLimits checks.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/cgroup_host.h"
+#include "runtime/launcher.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -318,6 +324,53 @@ TEST_F(RootLimits, KilledCubicleLeavesNothingAfterTheNextStart) {
   ProcessRun next = RunCubicle({"run", "--pids", "16", "--", "/bin/true"});
   EXPECT_EQ(next.exit_code, 0) << next.err;
   EXPECT_EQ(GroupsOf(cubicle.pid()), std::vector<std::string>{});
+}
+
+// `cubicle run` exits once its sandbox's processes are gone and leaves the
+// groups to a cleaner process (runtime/teardown.h). This test makes itself
+// the subreaper of what outlives the launcher, reaps it, and then finds
+// every group gone: the cleaner ran, and removed them.
+TEST_F(RootLimits, ColdRunsCleanerRemovesTheGroupsAfterTheLauncherExits) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0) << std::strerror(errno);
+  RunningProcess cubicle(CubicleArgv({"run", "--pids", "16", "--memory", "64M", "--", "/bin/sh", "-c", "exit 7"}));
+  ASSERT_TRUE(cubicle.started());
+  ProcessRun run = cubicle.Wait();
+  EXPECT_EQ(run.exit_code, 7) << run.err;
+  int orphans = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    const pid_t pid = ::waitpid(-1, nullptr, WNOHANG | __WALL);
+    if (pid > 0) {
+      ++orphans;
+    } else if (pid < 0 && errno == ECHILD) {
+      break;
+    } else {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
+  EXPECT_EQ(orphans, 1) << "one cleaner outlives the launcher (init is the launcher's to reap)";
+  EXPECT_EQ(GroupsOf(cubicle.pid()), std::vector<std::string>{});
+}
+
+// What a cold launch leaves standing (LaunchOptions::remains), not handed
+// to ExitAfterSandbox, is torn down by its destructor: init reaped, groups
+// removed (the fixture checks both).
+TEST_F(RootLimits, LaunchRemainsAreTornDownWhenDropped) {
+  runtime::SandboxSpec spec = TestSpec({"/bin/sh", "-c", "sleep 1000 & exit 5"});
+  spec.limits.pids_max = 16;
+  std::optional<runtime::SandboxRemains> remains;
+  runtime::LaunchOptions options;
+  options.remains = &remains;
+  absl::StatusOr<SandboxRun> run = RunInSandbox(spec, "", options);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->result.exit_code, 5);
+  ASSERT_TRUE(remains.has_value()) << "the run returned at the exit report: init lingers";
+  EXPECT_FALSE(GroupsOf(::getpid()).empty()) << "the groups stay until the remains go";
+  remains.reset();
+  EXPECT_EQ(GroupsOf(::getpid()), std::vector<std::string>{});
+  EXPECT_EQ(Descendants(), std::vector<pid_t>{});
 }
 
 TEST_F(RootLimits, JsonStatusCarriesTheAccounting) {
