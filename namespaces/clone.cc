@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/fd_passing.h"
 #include "base/status.h"
+#include "namespaces/control.h"
 
 namespace cubicle::namespaces {
 
@@ -173,6 +175,17 @@ int SignalProcess(int pidfd, pid_t pid, int sig) {
     if (errno != ENOSYS) return -errno;
   }
   return ::kill(pid, sig) == 0 ? 0 : -errno;
+}
+
+bool SpinUntilExited(int pidfd, int64_t bound_ns) {
+  static const bool several_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
+  if (pidfd < 0 || !several_cpus) return false;
+  const int64_t until = MonotonicNanos() + bound_ns;
+  do {
+    struct pollfd p = {pidfd, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) return true;
+  } while (MonotonicNanos() < until);
+  return false;
 }
 
 absl::Status ThreadGroupsCleared::Clear() {

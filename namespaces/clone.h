@@ -91,4 +91,13 @@ class ThreadGroupsCleared {
 // pidfd_send_signal, falling back to kill(pid) where pidfd is -1.
 int SignalProcess(int pidfd, pid_t pid, int sig);
 
+// Polls `pidfd` without sleeping for at most `bound_ns`: whether the
+// process has exited by then. A sandbox's init takes a few hundred µs to
+// exit, and on the VM this was measured on the wake-up of an idle vCPU
+// from a sleeping wait cost more than that. On one CPU it returns at once:
+// the spin would take the CPU from the very exit it waits for.
+bool SpinUntilExited(int pidfd, int64_t bound_ns);
+// The bound a launcher waiting for its sandbox's init uses.
+constexpr int64_t kInitExitSpinNs = 1'000'000;
+
 }  // namespace cubicle::namespaces

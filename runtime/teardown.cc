@@ -158,6 +158,7 @@ void ExitAfterSandbox(SandboxRemains remains, int status) {
     owned->RemoveGroups();
     ::_exit(status);
   }
+  (void)namespaces::SpinUntilExited(init_pidfd, namespaces::kInitExitSpinNs);
   while (::waitpid(init_pid, nullptr, __WALL) < 0 && errno == EINTR) {
   }
   ::_exit(status);
