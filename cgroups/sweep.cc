@@ -75,6 +75,15 @@ absl::StatusOr<SweepReport> SweepStale(const Layout& layout) {
   std::vector<std::pair<std::string, int64_t>> found;
   const uid_t euid = ::geteuid();
   for (const Hierarchy& h : layout.hierarchies) {
+    // cgroupfs (kernfs) counts a directory's links as 2 + its
+    // subdirectories: a parent with 2 holds no group, and one stat tells so
+    // where reading it costs five syscalls (seven hierarchies on a hybrid
+    // host, on every start). A fake tree's filesystem may count otherwise.
+    struct stat parent;
+    if (!layout.emulated && ::stat(h.parent.c_str(), &parent) == 0 && S_ISDIR(parent.st_mode) &&
+        parent.st_nlink == 2) {
+      continue;
+    }
     DIR* d = ::opendir(h.parent.c_str());
     if (d == nullptr) {
       if (errno == ENOENT) continue;
