@@ -33,13 +33,22 @@ constexpr int kCleanerWaitMs = 60'000;
 // Closes every fd without FD_CLOEXEC: cubicle opens all of its own with
 // it, so these are what this process's caller handed it (stdio, pipes,
 // --json-status /dev/fd/N). Holding none of them, the cleaner does not
-// keep a caller's read from reaching EOF.
+// keep a caller's read from reaching EOF. Stdio becomes /dev/null rather
+// than closed, so that no file the cleaner opens takes fd 2, where a log
+// line would go.
 void CloseCallersFds() {
-  const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) {  // no /proc: at least stdio
-    for (int fd = 0; fd <= 2; ++fd) ::close(fd);
-    return;
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0 && null <= 2) {  // a caller that closed some of stdio
+    const int high = ::fcntl(null, F_DUPFD_CLOEXEC, 3);
+    ::close(null);
+    null = high;
   }
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (null < 0 || ::dup3(null, fd, O_CLOEXEC) < 0) ::close(fd);
+  }
+  if (null >= 0) ::close(null);
+  const int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;  // no /proc: stdio at least is done
   alignas(struct dirent64) char buf[2048];
   for (;;) {
     const ssize_t n = ::getdents64(dir, buf, sizeof(buf));

@@ -376,32 +376,57 @@ TEST_F(CoreCli, RunExitsOnlyOnceEveryProcessOfTheSandboxIsDead) {
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
 }
 
-// Nothing that outlives `cubicle run` (its cleaner) holds what the caller
-// gave it: the caller's pipe reaches EOF when the launcher has exited.
-TEST_F(CoreCli, RunsCallersPipeIsAtEofWhenItExits) {
+// `cubicle run ARGS` spawned with its stdout on a pipe (and its stdin
+// closed if asked), waited for; then whether the pipe was at EOF at once
+// (no writer left) and what it held.
+struct PipedRun {
+  int status = -1;
+  bool eof_at_exit = false;
+  std::string out;
+};
+PipedRun RunToPipe(const std::vector<std::string>& cubicle_args, bool close_stdin) {
+  PipedRun run;
   int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  const std::vector<std::string> args = CubicleArgv({"run", "--", "/bin/echo", "done"});
+  if (::pipe2(out, O_CLOEXEC) != 0) return run;
+  const std::vector<std::string> args = CubicleArgv(cubicle_args);
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  if (close_stdin) posix_spawn_file_actions_addclose(&actions, 0);
   pid_t pid = -1;
-  ASSERT_EQ(::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  const int spawned = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(out[1]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  struct pollfd p = {out[0], POLLIN, 0};
-  ASSERT_EQ(::poll(&p, 1, 0), 1);
-  EXPECT_TRUE(p.revents & POLLHUP) << "a writer of the caller's pipe outlives cubicle run";
-  char buf[64] = {};
-  EXPECT_EQ(::read(out[0], buf, sizeof(buf)), 5);
-  EXPECT_STREQ(buf, "done\n");
+  if (spawned == 0 && ::waitpid(pid, &run.status, 0) == pid) {
+    struct pollfd p = {out[0], POLLIN, 0};
+    run.eof_at_exit = ::poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+    char buf[256];
+    ssize_t n;
+    while ((n = ::read(out[0], buf, sizeof(buf))) > 0) run.out.append(buf, static_cast<size_t>(n));
+  }
   ::close(out[0]);
+  return run;
+}
+
+// Nothing that outlives `cubicle run` (its cleaner) holds what the caller
+// gave it: the caller's pipe reaches EOF when the launcher has exited.
+TEST_F(CoreCli, RunsCallersPipeIsAtEofWhenItExits) {
+  PipedRun run = RunToPipe({"run", "--", "/bin/echo", "done"}, /*close_stdin=*/false);
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.status;
+  EXPECT_TRUE(run.eof_at_exit) << "a writer of the caller's pipe outlives cubicle run";
+  EXPECT_EQ(run.out, "done\n");
+}
+
+// A caller that closed stdin: the run still works, and the fd numbers the
+// exit path reuses for /dev/null do not disturb it.
+TEST_F(CoreCli, RunWithStdinClosedRunsAndExits) {
+  PipedRun run = RunToPipe({"run", "--", "/bin/sh", "-c", "echo in-sandbox; exit 4"}, /*close_stdin=*/true);
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 4) << run.status;
+  EXPECT_TRUE(run.eof_at_exit);
+  EXPECT_EQ(run.out, "in-sandbox\n");
 }
 
 // The launcher's parent (an orchestrator) is SIGKILLed while the payload
