@@ -137,7 +137,9 @@ int SandboxRemains::Cleaner(void* arg) {
 void ExitAfterSandbox(SandboxRemains remains, int status) {
   std::fflush(nullptr);
   void* stack = MAP_FAILED;
-  if (remains.init_pid_ > 0 && remains.init_pidfd_ && SingleThreaded()) {
+  // As PID 1 of a pid namespace (a container's entry point), this
+  // process's exit would kill the cleaner with the rest of the namespace.
+  if (remains.init_pid_ > 0 && remains.init_pidfd_ && ::getpid() != 1 && SingleThreaded()) {
     stack = ::mmap(nullptr, kCleanerStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
                    -1, 0);
   }

@@ -68,8 +68,9 @@ class SandboxRemains {
 //
 // Call it with one thread only and nothing else to do: the cleaner runs
 // C++ on this process's heap, which is safe only while nothing else does.
-// With more threads (or if the cleaner cannot be started) the teardown is
-// done here, before the exit.
+// With more threads, as PID 1 of a pid namespace (whose exit would kill
+// the cleaner), or if the cleaner cannot be started, the teardown is done
+// here, before the exit.
 [[noreturn]] void ExitAfterSandbox(SandboxRemains remains, int status);
 
 }  // namespace cubicle::runtime

@@ -353,6 +353,22 @@ TEST_F(RootLimits, ColdRunsCleanerRemovesTheGroupsAfterTheLauncherExits) {
   EXPECT_EQ(GroupsOf(cubicle.pid()), std::vector<std::string>{});
 }
 
+// `cubicle run` as PID 1 of its own pid namespace (a container's entry
+// point): its exit kills every process of that namespace, a cleaner
+// included, so it tears its sandbox down itself. Its groups are named
+// after the pid it sees, 1. (With a procfs of its own pid namespace: it
+// names processes by /proc/<pid>, which the host's procfs answers for
+// other processes.)
+TEST_F(RootLimits, RunAsPid1OfAPidNamespaceLeavesNoGroup) {
+  if (::access("/usr/bin/unshare", X_OK) != 0) GTEST_SKIP() << "unshare(1) is not installed";
+  ASSERT_EQ(GroupsOf(1), std::vector<std::string>{}) << "left by something else before this test";
+  std::vector<std::string> argv = {"/usr/bin/unshare", "--pid", "--fork", "--kill-child", "--mount-proc"};
+  for (const std::string& a : CubicleArgv({"run", "--pids", "16", "--", "/bin/sh", "-c", "exit 6"})) argv.push_back(a);
+  ProcessRun run = RunProcess(argv);
+  EXPECT_EQ(run.exit_code, 6) << run.err;
+  EXPECT_EQ(GroupsOf(1), std::vector<std::string>{});
+}
+
 // What a cold launch leaves standing (LaunchOptions::remains), not handed
 // to ExitAfterSandbox, is torn down by its destructor: init reaped, groups
 // removed (the fixture checks both).
