@@ -229,7 +229,10 @@ struct SweepReport {
 // gone when no process has that pid, or when the process that has it
 // started after the group was made (the pid was reused). Run it at start-
 // up: the groups of a cubicle that was SIGKILLed go away. Assumes one pid
-// namespace per parent (the default parent is per cgroup of the caller).
+// namespace per parent (the default parent is per cgroup of the caller),
+// and does nothing outside the initial pid namespace, where the pids in the
+// names cannot be told from others' (a cubicle in a container with its own
+// pid namespace but the host's cgroup tree would kill live sandboxes).
 // Not root, it leaves groups another user owns (root's stale groups, seen
 // by a rootless cubicle): they are neither removed nor reported.
 absl::StatusOr<SweepReport> SweepStale(const Layout& layout);

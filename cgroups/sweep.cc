@@ -70,7 +70,18 @@ bool AnyGroupNamed(const Layout& layout, const std::string& name) {
 
 bool GroupOwnerAlive(pid_t pid, int64_t birth_realtime_ns) { return OwnerAlive(pid, birth_realtime_ns); }
 
+bool InInitialPidNamespace() {
+  constexpr ino_t kInitialPidNamespaceInode = 0xEFFFFFFC;  // PROC_PID_INIT_INO, fixed since Linux 3.8
+  struct stat ns;
+  return ::stat("/proc/self/ns/pid", &ns) == 0 && ns.st_ino == kInitialPidNamespaceInode;
+}
+
 absl::StatusOr<SweepReport> SweepStale(const Layout& layout) {
+  // A group's name carries its owner's pid as the owner saw it. From
+  // another pid namespace (a container sharing the host's cgroup tree)
+  // those pids mean other processes, or none: every owner would look dead,
+  // live sandboxes included. Only the initial pid namespace sweeps.
+  if (!InInitialPidNamespace()) return SweepReport{};
   // name -> the earliest birth of its directories (CLOCK_REALTIME ns).
   std::vector<std::pair<std::string, int64_t>> found;
   const uid_t euid = ::geteuid();

@@ -8,7 +8,9 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -544,6 +546,50 @@ TEST_F(HostCgroupTest, TwoHundredCyclesLeaveNothingBehind) {
   for (const Hierarchy& h : layout_.hierarchies) {
     EXPECT_FALSE(cgroupfs::HasSubdirectories(h.parent)) << h.parent;
   }
+}
+
+// From another pid namespace every owner's pid is unknown: the sweep there
+// would take live sandboxes' groups for dead owners'. It leaves every
+// group alone, even a dead owner's, which the host's next sweep removes.
+// Before: a `cubicle run` under `unshare --pid` killed the sandboxes of
+// tests running beside it.
+TEST_F(HostCgroupTest, SweepOutsideTheInitialPidNamespaceLeavesEveryGroup) {
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = absl::StrCat("cubicle-", dead, "-0");
+  for (const Hierarchy& h : layout_.hierarchies) {
+    ASSERT_EQ(::mkdir(cgroupfs::Join(h.parent, stale).c_str(), 0755), 0);
+  }
+  // A child in a new pid and mount namespace (its own /proc) sweeps; it
+  // exits 0 if it removed nothing and reported nothing.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWPID | CLONE_NEWNS) != 0) ::_exit(10);
+    pid_t inner = ::fork();
+    if (inner < 0) ::_exit(11);
+    if (inner == 0) {
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(12);
+      if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) ::_exit(13);
+      auto report = SweepStale(layout_);
+      ::_exit(!report.ok() ? 14 : !report->removed.empty() ? 15 : !report->failed.empty() ? 16 : 0);
+    }
+    int status = 0;
+    if (::waitpid(inner, &status, 0) != inner) ::_exit(17);
+    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 18);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10-13: setup failed; 15: it swept a group";
+  for (const Hierarchy& h : layout_.hierarchies) {
+    EXPECT_TRUE(Exists(cgroupfs::Join(h.parent, stale))) << h.parent;
+  }
+  auto report = SweepStale(layout_);  // here, the dead owner's group goes
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->removed, ::testing::ElementsAre(stale));
 }
 
 TEST_F(HostCgroupTest, SweepKillsAndRemovesTheGroupOfADeadOwner) {

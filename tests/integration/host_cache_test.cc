@@ -55,8 +55,15 @@ class RootHostCache : public HostHygieneTest {
   }
   std::string cache_dir() const { return dir_.Join("cache"); }
   std::string cache_file() const { return dir_.Join("cache/host-cache"); }
-  ProcessRun Cubicle(const std::vector<std::string>& args) { return RunCubicle(args, "", env_); }
+  // Waits for what a run leaves behind too (its cleaner): what the tests
+  // then look at is final.
+  ProcessRun Cubicle(const std::vector<std::string>& args) {
+    ProcessRun run = RunCubicle(args, "", env_);
+    reaper_.ReapAll();
+    return run;
+  }
 
+  OrphanReaper reaper_;
   TempDir dir_;
   std::string parent_;
   std::vector<std::string> env_;

@@ -331,25 +331,12 @@ TEST_F(RootLimits, KilledCubicleLeavesNothingAfterTheNextStart) {
 // the subreaper of what outlives the launcher, reaps it, and then finds
 // every group gone: the cleaner ran, and removed them.
 TEST_F(RootLimits, ColdRunsCleanerRemovesTheGroupsAfterTheLauncherExits) {
-  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0) << std::strerror(errno);
+  OrphanReaper reaper;
   RunningProcess cubicle(CubicleArgv({"run", "--pids", "16", "--memory", "64M", "--", "/bin/sh", "-c", "exit 7"}));
   ASSERT_TRUE(cubicle.started());
   ProcessRun run = cubicle.Wait();
   EXPECT_EQ(run.exit_code, 7) << run.err;
-  int orphans = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    const pid_t pid = ::waitpid(-1, nullptr, WNOHANG | __WALL);
-    if (pid > 0) {
-      ++orphans;
-    } else if (pid < 0 && errno == ECHILD) {
-      break;
-    } else {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-  }
-  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
-  EXPECT_EQ(orphans, 1) << "one cleaner outlives the launcher (init is the launcher's to reap)";
+  EXPECT_EQ(reaper.ReapAll(), 1) << "one cleaner outlives the launcher (init is the launcher's to reap)";
   EXPECT_EQ(GroupsOf(cubicle.pid()), std::vector<std::string>{});
 }
 
@@ -364,8 +351,10 @@ TEST_F(RootLimits, RunAsPid1OfAPidNamespaceLeavesNoGroup) {
   ASSERT_EQ(GroupsOf(1), std::vector<std::string>{}) << "left by something else before this test";
   std::vector<std::string> argv = {"/usr/bin/unshare", "--pid", "--fork", "--kill-child", "--mount-proc"};
   for (const std::string& a : CubicleArgv({"run", "--pids", "16", "--", "/bin/sh", "-c", "exit 6"})) argv.push_back(a);
+  OrphanReaper reaper;  // nothing should outlive it, but a regression's cleaner would
   ProcessRun run = RunProcess(argv);
   EXPECT_EQ(run.exit_code, 6) << run.err;
+  EXPECT_EQ(reaper.ReapAll(), 0) << "a cleaner outlived the namespace's PID 1";
   EXPECT_EQ(GroupsOf(1), std::vector<std::string>{});
 }
 

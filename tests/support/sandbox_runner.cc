@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -281,6 +282,29 @@ ProcessRun RunProcess(const std::vector<std::string>& argv, absl::string_view st
                       const std::vector<std::string>& extra_env, absl::Duration limit) {
   RunningProcess process(argv, stdin_text, extra_env);
   return process.Wait(limit);
+}
+
+OrphanReaper::OrphanReaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
+
+OrphanReaper::~OrphanReaper() {
+  ReapAll();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+}
+
+int OrphanReaper::ReapAll(absl::Duration limit) {
+  int reaped = 0;
+  const absl::Time deadline = absl::Now() + limit;
+  while (absl::Now() < deadline) {
+    const pid_t pid = ::waitpid(-1, nullptr, WNOHANG | __WALL);
+    if (pid > 0) {
+      ++reaped;
+    } else if (pid < 0 && errno == ECHILD) {
+      break;
+    } else {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  return reaped;
 }
 
 std::vector<std::string> CubicleArgv(const std::vector<std::string>& args) {

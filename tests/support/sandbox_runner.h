@@ -102,6 +102,21 @@ class RunningProcess {
   std::string spawn_error_;
 };
 
+// Makes this process the subreaper of what its children leave behind, so
+// that a test can wait for it: a cold `cubicle run` exits before its
+// cleaner (runtime/teardown.h) has removed the sandbox's groups. Undone,
+// after a last ReapAll(), on destruction.
+class OrphanReaper {
+ public:
+  OrphanReaper();
+  ~OrphanReaper();
+  OrphanReaper(const OrphanReaper&) = delete;
+  OrphanReaper& operator=(const OrphanReaper&) = delete;
+  // Reaps every child this process has, waiting at most `limit` for them
+  // to exit (polling every millisecond); returns how many it reaped.
+  int ReapAll(absl::Duration limit = absl::Seconds(20));
+};
+
 // RunProcess of `cubicle ARGS...`.
 ProcessRun RunCubicle(const std::vector<std::string>& args, absl::string_view stdin_text = "",
                       const std::vector<std::string>& extra_env = {});
