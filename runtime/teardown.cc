@@ -92,7 +92,9 @@ SandboxRemains::SandboxRemains(SandboxRemains&& other) noexcept
       cgroup_(std::move(other.cgroup_)),
       devices_(std::move(other.devices_)) {}
 
-SandboxRemains::~SandboxRemains() {
+SandboxRemains::~SandboxRemains() { TearDownNow(); }
+
+void SandboxRemains::TearDownNow() {
   KillAndReapInit();
   RemoveGroups();
 }
@@ -144,8 +146,7 @@ void ExitAfterSandbox(SandboxRemains remains, int status) {
                    -1, 0);
   }
   if (stack == MAP_FAILED) {
-    remains.KillAndReapInit();
-    remains.RemoveGroups();
+    remains.TearDownNow();
     ::_exit(status);
   }
   // Opened while init lingers, before it is killed.
@@ -165,8 +166,7 @@ void ExitAfterSandbox(SandboxRemains remains, int status) {
   const pid_t cleaner =
       ::clone(&SandboxRemains::Cleaner, static_cast<char*>(stack) + kCleanerStackBytes, CLONE_VM | SIGCHLD, owned);
   if (cleaner < 0) {
-    owned->KillAndReapInit();
-    owned->RemoveGroups();
+    owned->TearDownNow();
     ::_exit(status);
   }
   (void)namespaces::SpinUntilExited(init_pidfd, namespaces::kInitExitSpinNs);

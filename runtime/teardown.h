@@ -34,6 +34,8 @@ class SandboxRemains {
 
  private:
   friend void ExitAfterSandbox(SandboxRemains remains, int status);
+  // KillAndReapInit, then RemoveGroups: the whole teardown, here and now.
+  void TearDownNow();
   // Kills init and waits for it: once init is gone, so is every process of
   // its pid namespace. Idempotent.
   void KillAndReapInit();
@@ -61,8 +63,9 @@ class SandboxRemains {
 // this process's exit does not unmap it. A `cubicle cleanup` or the next
 // start sweeps groups a killed cleaner leaves.
 //
-// The caller's own descriptors (every fd without FD_CLOEXEC: stdio, the
-// pipes it was handed) are closed before the cleaner starts, so the
+// The caller's own descriptors (every fd without FD_CLOEXEC: the pipes it
+// was handed; stdio becomes /dev/null) are closed before the cleaner
+// starts, so the
 // caller's reads reach EOF when this process exits, not when the cleaner
 // does. Stdio is flushed first.
 //
