@@ -1,12 +1,15 @@
 // Logs: JSON lines on stderr via spdlog ({"ts":..., "level":..., "msg":...}).
-// stdout belongs to the payload (and later to the JSON-RPC transport).
+// stdout belongs to the payload (and later to the JSON-RPC transport). The
+// logger is made at the first line logged; CUBICLE_LOG_LEVEL (warn by
+// default) is read then.
 #pragma once
 
 #include "absl/strings/string_view.h"
 
 namespace cubicle::cli {
 
-void InitLogging();
+inline constexpr char kLogLevelEnv[] = "CUBICLE_LOG_LEVEL";
+
 void LogWarning(absl::string_view message);
 void LogInfo(absl::string_view message);
 

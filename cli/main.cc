@@ -10,7 +10,6 @@
 
 #include "cli/bwrap_command.h"
 #include "cli/commands.h"
-#include "cli/log.h"
 #include "egress/gateway_process.h"
 #include "namespaces/init.h"
 
@@ -33,7 +32,6 @@ int main(int argc, char** argv) {
     return cubicle::egress::GatewayProcessMain(3);
   }
   cubicle::namespaces::SetArgvArea(argc, argv);
-  cubicle::cli::InitLogging();
   // bubblewrap's command line goes to its own parser untouched: as `bwrap`
   // (a symlink to cubicle) or as `cubicle bwrap ...`.
   const char* slash = argv[0] != nullptr ? std::strrchr(argv[0], '/') : nullptr;

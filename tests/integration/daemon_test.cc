@@ -95,6 +95,25 @@ TEST_F(CoreDaemon, ProtocolErrorsOverStdio) {
   EXPECT_TRUE(absl::StrContains(json::serialize(*ById(r, 4)), "bogus"));
 }
 
+// Diagnostics are JSON lines on stderr, made at the first line logged, at
+// the level CUBICLE_LOG_LEVEL asks (warn by default, so nothing here).
+TEST_F(CoreDaemon, LogsAreJsonLinesOnStderrAtTheLevelAsked) {
+  ProcessRun quiet = RunCubicle({"serve"}, "");
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  ProcessRun told = RunCubicle({"serve"}, "", {"CUBICLE_LOG_LEVEL=info"});
+  EXPECT_EQ(told.exit_code, 0) << told.err;
+  std::vector<std::string> lines = Lines(told.err);
+  ASSERT_FALSE(lines.empty()) << "nothing logged at info";
+  boost::system::error_code ec;
+  json::value first = json::parse(lines.front(), ec);
+  ASSERT_FALSE(ec) << "not a JSON line: " << lines.front();
+  EXPECT_EQ(first.at("level"), "info") << lines.front();
+  EXPECT_EQ(first.at("msg"), "serving JSON-RPC on stdio") << lines.front();
+  EXPECT_TRUE(first.at("ts").is_string()) << lines.front();
+  EXPECT_EQ(told.out, "");
+}
+
 TEST_F(CoreDaemon, BatchesAnswerEveryCallButNoNotification) {
   std::vector<json::value> r = Serve({
       R"([{"jsonrpc":"2.0","id":1,"method":"health"},{"jsonrpc":"2.0","method":"health"},)"
