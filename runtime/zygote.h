@@ -27,6 +27,8 @@
 
 namespace cubicle::runtime {
 
+struct ZygoteState;  // runtime/zygote_state.h
+
 struct ZygoteOptions {
   // Allow the read-only host /proc fallback when a new procfs is refused.
   bool allow_proc_fallback = true;
@@ -132,9 +134,8 @@ class Zygote {
   const ExecResult& creation() const { return created_; }
 
  private:
-  struct State;
-  explicit Zygote(std::unique_ptr<State> state);
-  std::unique_ptr<State> state_;
+  Zygote(std::unique_ptr<ZygoteState> state, ExecResult created);
+  std::unique_ptr<ZygoteState> state_;
   ExecResult created_;
 };
 

@@ -1,0 +1,129 @@
+#include "runtime/identity.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+
+namespace cubicle::runtime {
+namespace {
+
+// The host's own ids, no maps: a joined user namespace's maps decide, or
+// the sandbox stays in the host's user namespace.
+Identity HostIds(uid_t uid, gid_t gid) {
+  Identity id;
+  id.host_uid = uid;
+  id.host_gid = gid;
+  id.clear_groups = false;
+  return id;
+}
+
+absl::Status SetAttributes(int tree, const std::string& source, uint64_t set, int userns_fd, const char* what) {
+  struct mount_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.attr_set = set;
+  if (userns_fd >= 0) attr.userns_fd = static_cast<uint64_t>(userns_fd);
+  if (::mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("mount_setattr(", source, what, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
+  const uid_t euid = ::geteuid();
+  const gid_t egid = ::getegid();
+  // A joined namespace's maps decide; nothing is written, no groups are
+  // touched, and no tree is idmapped for it.
+  if (spec.join_userns.has_value()) return HostIds(euid, egid);
+  if (spec.host_user_namespace) {
+    // No user namespace: no maps, and the host's root with its groups, as
+    // bwrap run as root without --unshare-user.
+    if (euid != 0) return absl::InvalidArgumentError("a sandbox in the host's user namespace needs root");
+    return HostIds(euid, egid);
+  }
+  Identity id;
+  if (spec.map_all_host_ids) {
+    // Every id is itself: the ids look like the host's, while the
+    // capabilities stay those of a user namespace, not the host's.
+    if (euid != 0) {
+      return absl::InvalidArgumentError("mapping every host id needs root (a rootless sandbox maps only its own ids)");
+    }
+    id.host_uid = spec.uid;
+    id.host_gid = spec.gid;
+    // bwrap as root makes no user namespace: setgroups is the host's
+    // ("allow") and so are root's groups.
+    id.mapping.deny_setgroups = false;
+    id.clear_groups = false;
+    id.mapping.uids = {{0, 0, 4294967295u}};
+    id.mapping.gids = {{0, 0, 4294967295u}};
+    return id;
+  }
+  if (euid == 0) {
+    id.host_uid = spec.host_uid.value_or(kDefaultHostIdBase + spec.uid);
+    id.host_gid = spec.host_gid.value_or(kDefaultHostIdBase + spec.gid);
+    // "deny", as bwrap writes it: nothing in the sandbox may change its
+    // groups. The host's groups (root's gid 0 among them) are gone before
+    // clone instead.
+    id.mapping.deny_setgroups = true;
+    id.clear_groups = true;
+  } else {
+    id.host_uid = spec.host_uid.value_or(euid);
+    id.host_gid = spec.host_gid.value_or(egid);
+    if (id.host_uid != euid || id.host_gid != egid) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host ids ", id.host_uid, ":", id.host_gid, " requested, but rootless (uid ", euid,
+          ") can only map its own ids ", euid, ":", egid));
+    }
+    id.mapping.deny_setgroups = true;
+    id.clear_groups = false;
+  }
+  id.mapping.uids = {{spec.uid, id.host_uid, 1}};
+  id.mapping.gids = {{spec.gid, id.host_gid, 1}};
+  return id;
+}
+
+// Needs privilege over the source's filesystem; rootless callers own their
+// workspace already (no idmap needed).
+absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id) {
+  struct stat st;
+  if (::stat(source.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat(", source, ")"));
+  if (st.st_uid == id.host_uid && st.st_gid == id.host_gid) return UniqueFd();  // already right
+  if (::geteuid() != 0) return UniqueFd();  // cannot idmap; plain bind keeps host ownership
+  namespaces::IdMapping idmap;
+  idmap.uids = {{st.st_uid, id.host_uid, 1}};
+  idmap.gids = {{st.st_gid, id.host_gid, 1}};
+  idmap.deny_setgroups = true;
+  CUBICLE_ASSIGN_OR_RETURN(int ns_raw, namespaces::MakeUserNamespaceFd(idmap));
+  UniqueFd userns(ns_raw);
+  UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (!tree) return ErrnoStatus(errno, absl::StrCat("open_tree(", source, ")"));
+  CUBICLE_RETURN_IF_ERROR(SetAttributes(tree.get(), source, MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                                        userns.get(), ", MOUNT_ATTR_IDMAP"));
+  return tree;
+}
+
+absl::StatusOr<UniqueFd> OpenWorkspaceTree(const std::string& workspace, const Identity& id) {
+  char resolved[PATH_MAX];
+  if (::realpath(workspace.c_str(), resolved) == nullptr) {
+    return ErrnoStatus(errno, absl::StrCat("workspace ", workspace));
+  }
+  CUBICLE_ASSIGN_OR_RETURN(UniqueFd tree, OpenIdmappedTree(resolved, id));
+  if (tree) return tree;
+  // No idmap needed (or possible): a plain detached clone.
+  tree.reset(::open_tree(AT_FDCWD, resolved, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+  if (!tree) return ErrnoStatus(errno, absl::StrCat("open_tree(", resolved, ")"));
+  CUBICLE_RETURN_IF_ERROR(SetAttributes(tree.get(), resolved, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1, ""));
+  return tree;
+}
+
+}  // namespace cubicle::runtime

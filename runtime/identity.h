@@ -1,0 +1,41 @@
+// Who the sandbox is on the host (DESIGN §4): the id maps of its user
+// namespace, the host ids they map to, and the detached, idmapped mount
+// trees that show a host directory's owner as the sandbox user. Host side;
+// internal to runtime/.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/unique_fd.h"
+#include "namespaces/idmap.h"
+#include "runtime/spec.h"
+
+namespace cubicle::runtime {
+
+struct Identity {
+  namespaces::IdMapping mapping;
+  uid_t host_uid = 0;
+  gid_t host_gid = 0;
+  // The launching thread drops its supplementary groups around the clone
+  // (namespaces::ThreadGroupsCleared), so the sandbox starts with none.
+  bool clear_groups = false;
+};
+
+// The identity `spec` asks for, as this caller may give it: InvalidArgument
+// when it asks for ids the caller cannot map (rootless: only its own).
+absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec);
+
+// The detached, idmapped mount of `source` for a bind that shows its
+// owner as the sandbox user. An empty fd when no idmap is needed (the
+// owner is the sandbox's host user already) or possible (rootless: the
+// plain bind keeps the host's ownership).
+absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id);
+
+// A request's workspace as a detached mount to move in at hand-off:
+// idmapped where it needs to be, else a plain clone; nosuid, nodev.
+absl::StatusOr<UniqueFd> OpenWorkspaceTree(const std::string& workspace, const Identity& id);
+
+}  // namespace cubicle::runtime

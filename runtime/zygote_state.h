@@ -1,0 +1,110 @@
+// What a Zygote holds between Create() and Run(), shared by zygote.cc
+// (making the sandbox) and zygote_run.cc (one execution in it). Internal
+// to runtime/.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <memory>
+#include <optional>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/unique_fd.h"
+#include "cgroups/cgroup.h"
+#include "cgroups/devices.h"
+#include "egress/gateway_process.h"
+#include "namespaces/control.h"
+#include "namespaces/process.h"
+#include "runtime/identity.h"
+#include "runtime/result.h"
+#include "runtime/spec.h"
+#include "runtime/warm.h"
+
+namespace cubicle::runtime {
+
+// Owns the sandbox's init process until it is reaped: an early return
+// anywhere in the parent kills and reaps it, so nothing outlives its Zygote.
+class InitProcess {
+ public:
+  InitProcess(pid_t pid, int pidfd) : pid_(pid), pidfd_(pidfd) {}
+  InitProcess(const InitProcess&) = delete;
+  InitProcess& operator=(const InitProcess&) = delete;
+  ~InitProcess() {
+    if (!reaped_) {
+      Signal(SIGKILL);
+      Reap();
+    }
+  }
+  pid_t pid() const { return pid_; }
+  int pidfd() const { return pidfd_.get(); }
+  bool reaped() const { return reaped_; }
+  void Signal(int sig) { namespaces::SignalProcess(pidfd_.get(), pid_, sig); }
+  // Gives up the process unreaped: its pidfd goes to the caller.
+  UniqueFd Release() {
+    reaped_ = true;
+    return std::move(pidfd_);
+  }
+  int Reap() {
+    int status = 0;
+    while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+  UniqueFd pidfd_;
+  bool reaped_ = false;
+};
+
+struct ZygoteState {
+  SandboxSpec spec;  // breakers and the host ids come from it at Run()
+  std::optional<WarmInterpreter> interpreter;
+  Identity identity;
+  absl::Time start;
+  bool cold = false;  // Launch(): times count from Create()
+  // Declared before `init`: destroyed (killed, removed) after init is reaped.
+  std::unique_ptr<cgroups::SandboxCgroup> cgroup;
+  std::unique_ptr<cgroups::DeviceCgroup> devices;  // spec.devices: removed after init is reaped
+  UniqueFd control;
+  std::optional<InitProcess> init;
+  // The sandbox's hold on its policy's gateway; closes its connections.
+  egress::Attachment egress;
+  namespaces::ControlMessage last{};  // step stamps and flags gathered so far
+  // An armed payload's "executing" (kStamp*): its stamp, read with
+  // pread when the execution ends however it ends.
+  UniqueFd exec_stamp;
+  // The direct channel to an armed payload (ArmedPayload): a request
+  // without a workspace goes there, not through init.
+  UniqueFd direct;
+  bool ready = false;
+  bool used = false;
+};
+
+// Names each step of the launcher's side with the time since the last.
+class StepClock {
+ public:
+  explicit StepClock(ExecResult* result) : result_(result), last_(absl::Now()) {}
+  void Mark(const char* name) {
+    absl::Time now = absl::Now();
+    result_->steps.emplace_back(name, now - last_);
+    last_ = now;
+  }
+
+ private:
+  ExecResult* result_;
+  absl::Time last_;
+};
+
+inline ExecResult SetupFailure(absl::Status status) {
+  ExecResult result;
+  result.reason = ExitReason::kSetupFailed;
+  result.setup_error = std::move(status);
+  return result;
+}
+
+}  // namespace cubicle::runtime
