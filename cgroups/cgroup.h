@@ -83,16 +83,16 @@ class SandboxCgroup {
   // Writes `pid` to cgroup.procs of the groups `placement` names, with
   // direct cgroupfs writes (libcgroup writes v1 "tasks", moving one thread
   // only, and costs more: bench/cgroup_bench.cc). On v1 the first migration
-  // after an idle spell waits for an RCU grace period (~10-15 ms on the
-  // development host): keep attaches off request paths.
+  // after an idle spell waits for an RCU grace period (milliseconds): keep
+  // attaches off request paths.
   absl::Status Attach(pid_t pid, Placement placement = Placement::kAll);
 
   // The "tasks" file of each v1 group, opened for writing here, so that a
   // child can join its v1 groups itself by writing "0" to each: the kernel
   // moves the calling thread then without write-locking the global
   // threadgroup rwsem, so without the RCU grace period a cgroup.procs write
-  // waits for after an idle spell (measured on this host, kernel 6.18: ~30
-  // us against 5-13 ms). The permission check uses the opener's
+  // waits for after an idle spell (microseconds instead of milliseconds).
+  // The permission check uses the opener's
   // credentials: the child may write with its own ids already switched.
   // Moving only the calling thread moves the whole child while it has one
   // thread. Empty without v1 groups.

@@ -92,10 +92,11 @@ class ThreadGroupsCleared {
 int SignalProcess(int pidfd, pid_t pid, int sig);
 
 // Polls `pidfd` without sleeping for at most `bound_ns`: whether the
-// process has exited by then. A sandbox's init takes a few hundred µs to
-// exit, and on the VM this was measured on the wake-up of an idle vCPU
-// from a sleeping wait cost more than that. On one CPU it returns at once:
-// the spin would take the CPU from the very exit it waits for.
+// process has exited by then. A sandbox's init takes a fraction of a
+// millisecond to exit, and on a virtual machine the wake-up of an idle
+// vCPU from a sleeping wait can cost more than that. On one CPU it
+// returns at once: the spin would take the CPU from the very exit it
+// waits for.
 bool SpinUntilExited(int pidfd, int64_t bound_ns);
 // The bound a launcher waiting for its sandbox's init uses.
 constexpr int64_t kInitExitSpinNs = 1'000'000;

@@ -73,7 +73,7 @@ struct SandboxSpec {
 
   // Device nodes passed through (npu/ fills it with the mounts that show
   // them). Non-empty: a device cgroup allows only these and the minimal
-  // /dev's nodes. Empty: no device cgroup, as before.
+  // /dev's nodes. Empty: no device cgroup.
   std::vector<cgroups::DeviceRule> devices;
   // --- For the bubblewrap front end (cli/bwrap_args.h); the defaults are
   //     cubicle's own behaviour. ---

@@ -22,7 +22,7 @@ namespace {
 
 // Init's namespaces, held by the cleaner: init's exit then drops a
 // reference instead of tearing them down, and the mount namespace's RCU
-// grace period (~0.3 ms of the wait for init here) passes in the cleaner.
+// grace period, most of init's exit, passes in the cleaner.
 constexpr const char* kHeldNamespaces[] = {"mnt", "net", "ipc", "uts", "cgroup", "pid", "user"};
 constexpr size_t kCleanerStackBytes = 256 * 1024;
 // How long the cleaner waits for init's exit before leaving the groups to

@@ -1,5 +1,5 @@
 // Build-time generator: prints the compiled policies as C++ arrays, so a new
-// cubicle process needs neither libseccomp's compiler nor its ~0.5 ms.
+// cubicle process needs neither libseccomp's compiler nor the time it takes.
 #include <cstdio>
 
 #include "seccomp/policy.h"

@@ -59,7 +59,7 @@ absl::StatusOr<const BpfProgram*> Compiled(Policy policy) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown seccomp policy ", static_cast<int>(policy)));
   }
-  // A new process (every `cubicle run`) would otherwise spend ~0.5 ms here.
+  // A new process (every `cubicle run`) would otherwise compile it first.
   if (const BpfProgram* embedded = Embedded(policy); embedded != nullptr) return embedded;
   CachedProgram& cached = CacheFor(policy);
   absl::MutexLock lock(&cached.mu);
