@@ -1,6 +1,8 @@
-// Isolation, observed from inside real sandboxes made in-process through
-// runtime::Launch (DESIGN §4 and §8). Every assertion is about what the
-// payload itself could see or do.
+// Isolation, observed from inside real sandboxes made in-process (DESIGN §4
+// and §8), on every route a payload takes (tests/support/route_test.h): the
+// cold path, an armed payload reached directly or through init, and a warm
+// interpreter. Every assertion is about what the payload itself could see
+// or do.
 //
 // Suites named Core* must pass as root and rootless (tests/rootless.sh runs
 // them as an unprivileged uid); Root* suites need root by nature and skip
@@ -22,37 +24,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/defaults.h"
-#include "runtime/launcher.h"
 #include "tests/support/host_probes.h"
-#include "tests/support/host_snapshot.h"
+#include "tests/support/route_test.h"
 #include "tests/support/sandbox_runner.h"
 
 namespace cubicle::test_support {
 namespace {
 
 using runtime::ExitReason;
-
-// Runs `script` in the default sandbox and fails the test (returning an
-// empty run) when Launch refuses it or the setup fails.
-SandboxRun Shell(absl::string_view script, const runtime::DefaultsOptions& options = {}) {
-  absl::StatusOr<SandboxRun> run = RunShell(script, options);
-  EXPECT_TRUE(run.ok()) << run.status();
-  if (!run.ok()) return {};
-  EXPECT_NE(run->result.reason, ExitReason::kSetupFailed) << run->result.setup_error;
-  return *std::move(run);
-}
-
-// Runs a Python snippet (the host's /usr/bin/python3, visible through the
-// /usr bind) in the default sandbox and returns its stdout.
-std::string Python(absl::string_view code) {
-  absl::StatusOr<SandboxRun> run =
-      RunInSandbox(TestSpec({"/usr/bin/python3", "-I", "-c", std::string(code)}));
-  EXPECT_TRUE(run.ok()) << run.status();
-  if (!run.ok()) return "";
-  EXPECT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error << "\n" << run->err;
-  EXPECT_EQ(run->result.exit_code, 0) << run->err;
-  return run->out;
-}
 
 // The preamble of every syscall probe: `call(rc)` prints "errno=NAME" for a
 // failed libc call, "ok" for a successful one.
@@ -69,32 +48,65 @@ ARCH = os.uname().machine
 SYS = {"x86_64": {"bpf": 321, "keyctl": 250}, "aarch64": {"bpf": 280, "keyctl": 219}}[ARCH]
 )py";
 
-std::string Probe(absl::string_view body) { return Python(absl::StrCat(kPyPrelude, body)); }
+class IsolationTest : public PayloadRouteTest {
+ protected:
+  // Runs `script` in the default sandbox and fails the test (returning an
+  // empty run) when the route refuses it or the setup fails.
+  SandboxRun Shell(absl::string_view script, const runtime::DefaultsOptions& options = {}) {
+    absl::StatusOr<SandboxRun> run = Run(ShellSpec(script, options));
+    EXPECT_TRUE(run.ok()) << run.status();
+    if (!run.ok()) return {};
+    EXPECT_NE(run->result.reason, ExitReason::kSetupFailed) << run->result.setup_error;
+    return *std::move(run);
+  }
 
-class CoreIsolation : public HostHygieneTest {};
+  // Runs a Python snippet (the host's /usr/bin/python3, visible through the
+  // /usr bind) in the default sandbox and returns its stdout. On the warm
+  // route it runs in the interpreter started ahead of the request.
+  std::string Python(absl::string_view code) {
+    absl::StatusOr<SandboxRun> run = Run(TestSpec({"/usr/bin/python3", "-I", "-c", std::string(code)}));
+    EXPECT_TRUE(run.ok()) << run.status();
+    if (!run.ok()) return "";
+    EXPECT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error << "\n" << run->err;
+    EXPECT_EQ(run->result.exit_code, 0) << run->err;
+    if (route() == PayloadRoute::kWarm) {
+      EXPECT_TRUE(run->result.warm) << "exec'd by the bootstrap, not run in the warm interpreter";
+    }
+    return run->out;
+  }
+
+  std::string Probe(absl::string_view body) { return Python(absl::StrCat(kPyPrelude, body)); }
+};
+
+class CoreIsolation : public IsolationTest {};
 // Its probes are Python (ctypes): where the host has no python3 for the
 // sandbox to run, there is nothing to probe with.
-class CoreSeccomp : public HostHygieneTest {
+class CoreSeccomp : public IsolationTest {
  protected:
   void SetUp() override {
-    HostHygieneTest::SetUp();
+    IsolationTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     REQUIRE_HOST(Python3());
   }
 };
-class RootIsolation : public HostHygieneTest {
+class RootIsolation : public IsolationTest {
  protected:
   void SetUp() override {
     if (!IsRoot()) GTEST_SKIP() << "needs root: exercises what only a root launcher does";
-    HostHygieneTest::SetUp();
+    IsolationTest::SetUp();
   }
   void TearDown() override {
-    if (IsRoot()) HostHygieneTest::TearDown();
+    if (IsRoot()) IsolationTest::TearDown();
   }
 };
 
+INSTANTIATE_TEST_SUITE_P(EveryRoute, CoreIsolation, ::testing::ValuesIn(kEveryRoute), RouteTestName);
+INSTANTIATE_TEST_SUITE_P(EveryRoute, CoreSeccomp, ::testing::ValuesIn(kEveryRoute), RouteTestName);
+INSTANTIATE_TEST_SUITE_P(EveryRoute, RootIsolation, ::testing::ValuesIn(kEveryRoute), RouteTestName);
+
 // ---- Processes ---------------------------------------------------------------
 
-TEST_F(CoreIsolation, Pid1IsCubicleInitAndNoHostProcessIsVisible) {
+TEST_P(CoreIsolation, Pid1IsCubicleInitAndNoHostProcessIsVisible) {
   SandboxRun run = Shell(
       "echo $$; cat /proc/1/comm; ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo");
   std::vector<std::string> lines = Lines(run.out);
@@ -115,21 +127,21 @@ TEST_F(CoreIsolation, Pid1IsCubicleInitAndNoHostProcessIsVisible) {
   for (int pid : pids) EXPECT_LE(pid, 10) << "a process the sandbox did not make: " << lines[2];
 }
 
-TEST_F(CoreIsolation, ExitCodePropagates) {
+TEST_P(CoreIsolation, ExitCodePropagates) {
   SandboxRun run = Shell("exit 7");
   EXPECT_EQ(run.result.reason, ExitReason::kExited);
   EXPECT_EQ(run.result.exit_code, 7);
   EXPECT_EQ(run.result.ShellStatus(), 7);
 }
 
-TEST_F(CoreIsolation, DeathBySignalPropagates) {
+TEST_P(CoreIsolation, DeathBySignalPropagates) {
   SandboxRun run = Shell("kill -TERM $$; sleep 5");
   EXPECT_EQ(run.result.reason, ExitReason::kSignaled);
   EXPECT_EQ(run.result.signal, 15);
   EXPECT_EQ(run.result.ShellStatus(), 143);
 }
 
-TEST_F(CoreIsolation, OrphansAreReaped) {
+TEST_P(CoreIsolation, OrphansAreReaped) {
   // The subshell exits at once, so its child is orphaned to the sandbox's
   // init, which must reap it; a reaped process has no /proc entry (a zombie
   // still has one). Bounded wait: 200 x 20 ms.
@@ -150,7 +162,7 @@ TEST_F(CoreIsolation, OrphansAreReaped) {
   EXPECT_EQ(run.out, "zombies=0\n") << run.err;
 }
 
-TEST_F(CoreIsolation, TimeoutKillsDaemonizedGrandchildren) {
+TEST_P(CoreIsolation, TimeoutKillsDaemonizedGrandchildren) {
   // A unique sleep length marks every process of this sandbox, so a survivor
   // is found even if it escaped to another parent.
   const std::string mark = absl::StrCat("1000.", ::getpid());
@@ -159,7 +171,7 @@ TEST_F(CoreIsolation, TimeoutKillsDaemonizedGrandchildren) {
       "nohup sleep ", mark, " >/dev/null 2>&1 &\n",
       "sleep ", mark, "\n"));
   spec.timeout = absl::Milliseconds(500);
-  absl::StatusOr<SandboxRun> run = RunInSandbox(spec);
+  absl::StatusOr<SandboxRun> run = Run(spec);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->result.reason, ExitReason::kTimeout) << run->result.setup_error;
   EXPECT_EQ(run->result.ShellStatus(), 124);
@@ -169,18 +181,18 @@ TEST_F(CoreIsolation, TimeoutKillsDaemonizedGrandchildren) {
 
 // ---- Identity, privileges, seccomp ------------------------------------------
 
-TEST_F(CoreIsolation, RunsAsUid1000Gid1000) {
+TEST_P(CoreIsolation, RunsAsUid1000Gid1000) {
   SandboxRun run = Shell("id -u; id -g");
   EXPECT_EQ(run.out, "1000\n1000\n") << run.err;
 }
 
-TEST_F(RootIsolation, SupplementaryGroupsAreCleared) {
+TEST_P(RootIsolation, SupplementaryGroupsAreCleared) {
   // The launcher (root, with group 0) must not pass its groups on.
   SandboxRun run = Shell("id -G");
   EXPECT_EQ(run.out, "1000\n") << run.err;
 }
 
-TEST_F(CoreIsolation, NoCapabilitiesNoNewPrivsAndSeccompFilter) {
+TEST_P(CoreIsolation, NoCapabilitiesNoNewPrivsAndSeccompFilter) {
   SandboxRun run = Shell("cat /proc/self/status");
   for (const char* cap : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
     EXPECT_EQ(StatusField(run.out, cap), "0000000000000000") << cap;
@@ -189,29 +201,29 @@ TEST_F(CoreIsolation, NoCapabilitiesNoNewPrivsAndSeccompFilter) {
   EXPECT_EQ(StatusField(run.out, "Seccomp"), "2");
 }
 
-TEST_F(CoreSeccomp, MountIsRefusedWithEperm) {
+TEST_P(CoreSeccomp, MountIsRefusedWithEperm) {
   EXPECT_EQ(Probe("call(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None))"), "errno=EPERM\n");
 }
 
-TEST_F(CoreSeccomp, PtraceIsRefusedWithEperm) {
+TEST_P(CoreSeccomp, PtraceIsRefusedWithEperm) {
   EXPECT_EQ(Probe("call(libc.ptrace(0, 0, None, None))  # PTRACE_TRACEME"), "errno=EPERM\n");
 }
 
-TEST_F(CoreSeccomp, NestedUserNamespaceIsRefusedWithEperm) {
+TEST_P(CoreSeccomp, NestedUserNamespaceIsRefusedWithEperm) {
   EXPECT_EQ(Probe("call(libc.unshare(0x10000000))  # CLONE_NEWUSER"), "errno=EPERM\n");
 }
 
-TEST_F(CoreSeccomp, BpfIsRefusedWithEperm) {
+TEST_P(CoreSeccomp, BpfIsRefusedWithEperm) {
   EXPECT_EQ(Probe("call(libc.syscall(SYS['bpf'], 0, None, 0))  # BPF_MAP_CREATE"), "errno=EPERM\n");
 }
 
-TEST_F(CoreSeccomp, KeyctlIsRefusedWithEperm) {
+TEST_P(CoreSeccomp, KeyctlIsRefusedWithEperm) {
   // KEYCTL_GET_KEYRING_ID of the session keyring: allowed without any
   // privilege, so only the filter can refuse it.
   EXPECT_EQ(Probe("call(libc.syscall(SYS['keyctl'], 0, -3, 1))"), "errno=EPERM\n");
 }
 
-TEST_F(CoreSeccomp, TiocstiIsRefusedWithEperm) {
+TEST_P(CoreSeccomp, TiocstiIsRefusedWithEperm) {
   EXPECT_EQ(Probe(R"py(
 master, slave = os.openpty()
 c = ctypes.c_char(b"x")
@@ -220,7 +232,7 @@ call(libc.ioctl(slave, 0x5412, ctypes.byref(c)))  # TIOCSTI
             "errno=EPERM\n");
 }
 
-TEST_F(CoreSeccomp, InetSocketIsRefusedWithEpermButUnixSocketWorks) {
+TEST_P(CoreSeccomp, InetSocketIsRefusedWithEpermButUnixSocketWorks) {
   EXPECT_EQ(Probe(R"py(
 import socket
 call(libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0))
@@ -229,7 +241,7 @@ call(libc.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0))
             "errno=EPERM\nok\n");
 }
 
-TEST_F(CoreIsolation, InitEnvironmentIsNotReadable) {
+TEST_P(CoreIsolation, InitEnvironmentIsNotReadable) {
   // Init is a copy of this process; our environment must not leak through it.
   ASSERT_EQ(::setenv("CUBICLE_ITEST_SECRET", "s3cr3t-in-the-launcher", 1), 0);
   SandboxRun run = Shell("cat /proc/1/environ; echo; echo rc=$?; tr '\\0' '\\n' < /proc/1/cmdline");
@@ -238,7 +250,7 @@ TEST_F(CoreIsolation, InitEnvironmentIsNotReadable) {
   EXPECT_TRUE(absl::StrContains(run.err, "Permission denied")) << run.err;
 }
 
-TEST_F(CoreIsolation, EnvironmentIsNotInherited) {
+TEST_P(CoreIsolation, EnvironmentIsNotInherited) {
   ASSERT_EQ(::setenv("CUBICLE_ITEST_INHERITED", "leaked", 1), 0);
   SandboxRun run = Shell("env");
   ::unsetenv("CUBICLE_ITEST_INHERITED");
@@ -248,14 +260,14 @@ TEST_F(CoreIsolation, EnvironmentIsNotInherited) {
 
 // ---- Namespaces --------------------------------------------------------------
 
-TEST_F(CoreIsolation, HostnameIsTheSandboxes) {
+TEST_P(CoreIsolation, HostnameIsTheSandboxes) {
   EXPECT_EQ(Shell("uname -n").out, "cubicle\n");
   runtime::DefaultsOptions options;
   options.hostname = "skill-box";
   EXPECT_EQ(Shell("uname -n; hostname", options).out, "skill-box\nskill-box\n");
 }
 
-TEST_F(CoreIsolation, OnlyLoopbackExistsAndNoSys) {
+TEST_P(CoreIsolation, OnlyLoopbackExistsAndNoSys) {
   SandboxRun run = Shell("tail -n +3 /proc/net/dev; test -e /sys && echo sys-visible; true");
   std::vector<std::string> names;
   for (const std::string& line : Lines(run.out)) {
@@ -268,7 +280,7 @@ TEST_F(CoreIsolation, OnlyLoopbackExistsAndNoSys) {
 
 // ---- Filesystem --------------------------------------------------------------
 
-TEST_F(CoreIsolation, RootAndUsrAreReadOnly) {
+TEST_P(CoreIsolation, RootAndUsrAreReadOnly) {
   SandboxRun run = Shell(
       "touch /newfile || echo refused; touch /usr/newfile || echo refused; "
       "(echo x >> /etc/passwd) || echo refused");
@@ -278,7 +290,7 @@ TEST_F(CoreIsolation, RootAndUsrAreReadOnly) {
   for (const std::string& e : errors) EXPECT_TRUE(absl::StrContains(e, "Read-only file system")) << e;
 }
 
-TEST_F(CoreIsolation, ProcIsHardened) {
+TEST_P(CoreIsolation, ProcIsHardened) {
   SandboxRun run = Shell(
       "(echo x > /proc/sys/kernel/hostname) 2>/dev/null || echo sys-refused; "
       "(echo h > /proc/sysrq-trigger) 2>/dev/null || echo sysrq-refused; "
@@ -293,7 +305,7 @@ TEST_F(CoreIsolation, ProcIsHardened) {
   }
 }
 
-TEST_F(CoreIsolation, UidZeroInsideHasNoPower) {
+TEST_P(CoreIsolation, UidZeroInsideHasNoPower) {
   runtime::DefaultsOptions options;
   options.uid = 0;
   options.gid = 0;
@@ -309,14 +321,14 @@ TEST_F(CoreIsolation, UidZeroInsideHasNoPower) {
       << run.err;
 }
 
-TEST_F(CoreIsolation, LargeOutputIsCapturedWhole) {
+TEST_P(CoreIsolation, LargeOutputIsCapturedWhole) {
   SandboxRun run = Shell("head -c 8388608 /dev/zero; head -c 1048576 /dev/zero >&2");
   EXPECT_EQ(run.result.exit_code, 0);
   EXPECT_EQ(run.out.size(), 8388608u);
   EXPECT_EQ(run.err.size(), 1048576u);
 }
 
-TEST_F(CoreIsolation, TmpIsWritableUpToItsCap) {
+TEST_P(CoreIsolation, TmpIsWritableUpToItsCap) {
   runtime::DefaultsOptions options;
   options.tmp_size = 1 << 20;
   SandboxRun run = Shell(
@@ -327,7 +339,7 @@ TEST_F(CoreIsolation, TmpIsWritableUpToItsCap) {
   EXPECT_TRUE(absl::StrContains(run.err, "No space left on device")) << run.err;
 }
 
-TEST_F(CoreIsolation, HostFilesOutsideTheBindsAreAbsent) {
+TEST_P(CoreIsolation, HostFilesOutsideTheBindsAreAbsent) {
   TempDir host;  // on the host's /tmp, which the sandbox replaces
   ASSERT_TRUE(WriteFile(host.Join("secret"), "host data"));
   SandboxRun run = Shell(absl::StrCat(
@@ -345,7 +357,7 @@ TEST_F(CoreIsolation, HostFilesOutsideTheBindsAreAbsent) {
   }
 }
 
-TEST_F(CoreIsolation, InheritedFdWithoutCloexecIsNotPassedOn) {
+TEST_P(CoreIsolation, InheritedFdWithoutCloexecIsNotPassedOn) {
   int raw = ::open("/dev/null", O_RDONLY);  // deliberately without O_CLOEXEC
   ASSERT_GE(raw, 0);
   int leaked = ::fcntl(raw, F_DUPFD, 100);  // F_DUPFD: the copy is not CLOEXEC either
@@ -357,16 +369,15 @@ TEST_F(CoreIsolation, InheritedFdWithoutCloexecIsNotPassedOn) {
   EXPECT_EQ(run.out, "0 1 2 3 ") << "fd " << leaked << " was open in the launcher";
 }
 
-TEST_F(CoreIsolation, StdioPassesThrough) {
-  absl::StatusOr<SandboxRun> run = RunInSandbox(
-      ShellSpec("cat; echo to-stderr >&2"), "line one\nline two\n");
+TEST_P(CoreIsolation, StdioPassesThrough) {
+  absl::StatusOr<SandboxRun> run = Run(ShellSpec("cat; echo to-stderr >&2"), "line one\nline two\n");
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->result.reason, ExitReason::kExited);
   EXPECT_EQ(run->out, "line one\nline two\n");
   EXPECT_EQ(run->err, "to-stderr\n");
 }
 
-TEST_F(CoreIsolation, WorkspaceIsWritableAndKeepsTheHostOwner) {
+TEST_P(CoreIsolation, WorkspaceIsWritableAndKeepsTheHostOwner) {
   TempDir ws;
   // As root the workspace (root's) is idmapped to the sandbox user's host id.
   if (IsRoot()) REQUIRE_HOST(IdmappedMounts(ws.path()));
@@ -384,7 +395,7 @@ TEST_F(CoreIsolation, WorkspaceIsWritableAndKeepsTheHostOwner) {
   EXPECT_EQ(ReadFile(ws.Join("out.txt")), "made-inside\n");
 }
 
-TEST_F(RootIsolation, IdmappedWorkspaceOfAnotherUserIsWritable) {
+TEST_P(RootIsolation, IdmappedWorkspaceOfAnotherUserIsWritable) {
   // A workspace owned by an arbitrary host user shows as the sandbox user
   // inside; what the payload writes belongs to that host user.
   TempDir ws;

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -181,6 +183,78 @@ absl::StatusOr<SandboxRun> RunArgv(std::vector<std::string> argv, absl::string_v
 
 absl::StatusOr<SandboxRun> RunShell(absl::string_view script, const runtime::DefaultsOptions& options) {
   return RunInSandbox(ShellSpec(script, options));
+}
+
+std::string RouteName(PayloadRoute route) {
+  switch (route) {
+    case PayloadRoute::kCold:
+      return "Cold";
+    case PayloadRoute::kArmedDirect:
+      return "ArmedDirect";
+    case PayloadRoute::kArmedViaInit:
+      return "ArmedViaInit";
+    case PayloadRoute::kWarm:
+      return "Warm";
+  }
+  return absl::StrCat("PayloadRoute(", static_cast<int>(route), ")");
+}
+
+void PrintTo(PayloadRoute route, std::ostream* os) { *os << RouteName(route); }
+
+runtime::WarmInterpreter WarmPython() { return {{"/usr/bin/python3", "-I"}, {}}; }
+
+absl::StatusOr<SandboxRun> RunOnRoute(PayloadRoute route, const runtime::SandboxSpec& spec,
+                                      absl::string_view stdin_text) {
+  if (route == PayloadRoute::kCold) return RunInSandbox(spec, stdin_text);
+  if (!spec.argv0.empty() || !spec.cwd_fallbacks.empty() || !spec.inherited_fds.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("argv0, cwd_fallbacks and inherited_fds have no place in a "
+                                                   "request: the ", RouteName(route), " route cannot run this spec"));
+  }
+  runtime::SandboxSpec profile = spec;
+  runtime::ZygoteOptions options;  // wait_until_ready, not cold: as a pool makes them
+  runtime::ExecRequest request;
+  request.argv = spec.argv;
+  request.env = spec.env;
+  request.cwd = spec.cwd;
+  request.timeout = spec.timeout;
+  request.return_at_exit = true;  // as a pool hands off: ~Zygote tears the sandbox down
+  std::optional<TempDir> fresh_workspace;  // outlives the zygote, which holds its mount
+  if (route == PayloadRoute::kArmedViaInit) {
+    options.accept_workspace = true;
+    auto bind = std::find_if(profile.mounts.begin(), profile.mounts.end(), [](const rootfs::MountOp& op) {
+      return op.kind == rootfs::MountKind::kBind && op.dest == runtime::kWorkspaceDir;
+    });
+    if (bind != profile.mounts.end()) {
+      request.workspace = bind->source;
+      profile.mounts.erase(bind);
+    } else {
+      request.workspace = fresh_workspace.emplace().path();
+    }
+  }
+  if (route == PayloadRoute::kWarm) options.interpreter = WarmPython();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(profile, options);
+  if (!zygote.ok()) {
+    return absl::Status(zygote.status().code(), absl::StrCat("Zygote::Create: ", zygote.status().message()));
+  }
+  // Built ahead of the request: its armed payload (or interpreter) waits as
+  // init's one child, so the request cannot take the cold path's spawn.
+  const pid_t init = (*zygote)->init_pid();
+  std::istringstream children(ReadFile(absl::StrCat("/proc/", init, "/task/", init, "/children")));
+  int waiting = 0;
+  for (pid_t child; children >> child;) ++waiting;
+  if (waiting != 1) {
+    return absl::FailedPreconditionError(absl::StrCat("the ", RouteName(route), " route: init has ", waiting,
+                                                      " children before the request, not one process waiting"));
+  }
+  return Captured(stdin_text, [&](int in, int out, int err) {
+    request.stdin_fd = in;
+    request.stdout_fd = out;
+    request.stderr_fd = err;
+    absl::StatusOr<runtime::ExecResult> result = (*zygote)->Run(request);
+    // Gone before the output is read: nothing of the sandbox writes after.
+    zygote->reset();
+    return result;
+  });
 }
 
 std::string CubicleBinary() {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "runtime/launcher.h"
 #include "runtime/result.h"
 #include "runtime/spec.h"
+#include "runtime/warm.h"
 #include "runtime/zygote.h"
 
 namespace cubicle::test_support {
@@ -51,6 +53,52 @@ absl::StatusOr<SandboxRun> RunInZygote(runtime::Zygote& zygote, runtime::ExecReq
 
 absl::StatusOr<SandboxRun> RunArgv(std::vector<std::string> argv, absl::string_view stdin_text = "");
 absl::StatusOr<SandboxRun> RunShell(absl::string_view script, const runtime::DefaultsOptions& options = {});
+
+// ---- Payload routes -------------------------------------------------------
+
+// The ways a payload is started (docs/architecture.md), so that a test can
+// prove an isolation property on each of them, not only on the cold path.
+enum class PayloadRoute {
+  // runtime::Launch: the sandbox is built for its request, its payload
+  // spawned by init at hand-off.
+  kCold,
+  // A zygote built ahead of its request, as a pool makes it, whose payload
+  // waits armed; the request, without a workspace, goes to that payload
+  // itself over the direct channel.
+  kArmedDirect,
+  // The same zygote accepting a workspace; the request brings one, so it
+  // goes through init, which moves the workspace in and hands the request's
+  // stdio to the armed payload. Root only (ValidateRequest).
+  kArmedViaInit,
+  // A warm-interpreter zygote (WarmPython()): an invocation of that
+  // interpreter runs as __main__ in the process already started; any other
+  // argv is exec'd by its bootstrap.
+  kWarm,
+};
+
+inline constexpr PayloadRoute kEveryRoute[] = {PayloadRoute::kCold, PayloadRoute::kArmedDirect,
+                                               PayloadRoute::kArmedViaInit, PayloadRoute::kWarm};
+
+// "Cold", "ArmedDirect", "ArmedViaInit", "Warm": a parameterised test's name suffix.
+std::string RouteName(PayloadRoute route);
+void PrintTo(PayloadRoute route, std::ostream* os);
+
+// The warm route's interpreter: the host's python3 in isolated mode, as
+// tests invoke it (`/usr/bin/python3 -I -c CODE`), with nothing preloaded.
+runtime::WarmInterpreter WarmPython();
+
+// Runs `spec` on `route` with stdio captured as RunInSandbox does. On a
+// zygote route the spec is the zygote's profile and its argv, env, cwd and
+// timeout are the request, as Launch() splits them; the zygote is made
+// before the request's stdio exists, the request is handed off as a pool
+// hands it off (return_at_exit), and the zygote is torn down before this
+// returns. kArmedViaInit attaches the spec's /workspace bind at hand-off
+// instead (a fresh empty directory when the spec has none). Returns the
+// status of Launch(), Create() or Run() when they refuse, and
+// InvalidArgument for a spec a request cannot carry (argv0, cwd_fallbacks,
+// inherited_fds).
+absl::StatusOr<SandboxRun> RunOnRoute(PayloadRoute route, const runtime::SandboxSpec& spec,
+                                      absl::string_view stdin_text = "");
 
 // ---- The cubicle binary ---------------------------------------------------
 
