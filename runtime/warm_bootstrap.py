@@ -63,7 +63,13 @@ def _cubicle_bootstrap():
         os.environb[name] = value
 
     if warm == 0:
-        # Not an invocation of this interpreter: become the program asked for.
+        # Not an invocation of this interpreter: become the program asked for,
+        # with the signal state of a fresh process. Python ignores SIGPIPE
+        # and SIGXFSZ at start, and an ignored signal stays ignored across
+        # execve: `yes | head -1` would never end.
+        import signal
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
         try:
             if b"/" in argv[0]:
                 os.execve(argv[0], argv, os.environb)

@@ -134,6 +134,18 @@ TEST_P(CoreIsolation, ExitCodePropagates) {
   EXPECT_EQ(run.result.ShellStatus(), 7);
 }
 
+// The payload starts with a fresh process's signal state, nothing ignored
+// and nothing blocked, whatever ran before it in its process: init's
+// forwarding handlers, or an interpreter that ignores SIGPIPE (the warm
+// route's exec path).
+TEST_P(CoreIsolation, SignalsAreAtTheirDefaults) {
+  // exec: the payload's own status, not its shell's while the shell waits
+  // for a child (dash blocks every signal then).
+  SandboxRun run = Shell("exec grep -E '^Sig(Ign|Blk):' /proc/self/status");
+  EXPECT_EQ(run.result.ShellStatus(), 0) << run.err;
+  EXPECT_EQ(run.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
 TEST_P(CoreIsolation, DeathBySignalPropagates) {
   SandboxRun run = Shell("kill -TERM $$; sleep 5");
   EXPECT_EQ(run.result.reason, ExitReason::kSignaled);
