@@ -122,8 +122,9 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Poli
   const pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus(errno, "fork(egress gateway)");
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(1);
+    // Without the death signal the gateway could outlive its launcher: it
+    // exits instead, and the launcher reports that it was never ready.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(1);
     // stdin/stdout: /dev/null (a daemon's stdout is its protocol); stderr
     // stays (the default decision log); the control socket becomes fd 3.
     const int ctl = ::fcntl(child_end.get(), F_DUPFD_CLOEXEC, 10);
@@ -156,6 +157,7 @@ absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayProcess::Spawn(const Poli
   do {
     n = ::poll(&p, 1, kReadyTimeoutMs);
   } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus(errno, "poll(egress gateway ready)");
   if (n == 0) return absl::DeadlineExceededError("egress gateway: not ready within 10 s");
   std::string reply;
   UniqueFd none;

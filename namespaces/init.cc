@@ -56,8 +56,10 @@ void SetArgvArea(int argc, char** argv) {
 void BecomeInit() {
   // Init's memory is a copy of the launcher's (its heap, its environment):
   // not dumpable, so nothing in the sandbox can read it through /proc/1.
-  // The payload's execve makes the payload dumpable again.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // The payload's execve makes the payload dumpable again. Init that would
+  // stay readable goes no further: it exits before its ready report, which
+  // the launcher reports as a setup failure (init ended without a report).
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) ::_exit(1);
   NameProcess("cubicle-init");  // the launcher's command line is not the sandbox's to read
   // Every disposition the launcher had goes back to its default, so that
   // a process init makes inherits a fresh process's signal state but for

@@ -37,7 +37,9 @@ struct InitService {
 // serves `service` when given, reports the payload's wait status and rusage
 // on `control_fd` (`report` carries the step stamps so far) and exits, or
 // lingers (AfterExit). Supervise closes every fd but `control_fd` and the
-// service's.
+// service's. BecomeInit exits (status 1) if this process cannot be made
+// undumpable: it is called before init's ready report, so the launcher
+// sees a setup failure.
 void BecomeInit();
 
 // In a process init made after BecomeInit (before its execve): the signal
