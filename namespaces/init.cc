@@ -53,13 +53,12 @@ void SetArgvArea(int argc, char** argv) {
   argv_size = static_cast<size_t>(end - argv[0]);
 }
 
-void BecomeInit() {
+bool BecomeInit(ChildError* error) {
   // Init's memory is a copy of the launcher's (its heap, its environment):
   // not dumpable, so nothing in the sandbox can read it through /proc/1.
   // The payload's execve makes the payload dumpable again. Init that would
-  // stay readable goes no further: it exits before its ready report, which
-  // the launcher reports as a setup failure (init ended without a report).
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) ::_exit(1);
+  // stay readable goes no further.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return child::Fail(error, "prctl(PR_SET_DUMPABLE)", "init", errno);
   NameProcess("cubicle-init");  // the launcher's command line is not the sandbox's to read
   // Every disposition the launcher had goes back to its default, so that
   // a process init makes inherits a fresh process's signal state but for
@@ -78,6 +77,7 @@ void BecomeInit() {
   sigset_t all;
   sigfillset(&all);
   ::sigprocmask(SIG_BLOCK, &all, nullptr);  // the payload unblocks its own copy
+  return true;
 }
 
 void RestoreSignalsForPayload() {
@@ -119,7 +119,7 @@ void Supervise(int control_fd, ControlMessage* report, long pid, const InitServi
   sigaddset(&wanted, SIGCHLD);
   for (int sig : kForwarded) sigaddset(&wanted, sig);
   // With a service, signals arrive on a signalfd polled with its socket;
-  // without one, sigwaitinfo as before.
+  // without one, through sigwaitinfo.
   const int sigfd = serving ? ::signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
   for (;;) {
     int sig;
@@ -127,7 +127,9 @@ void Supervise(int control_fd, ControlMessage* report, long pid, const InitServi
       // Without a signalfd (ENOMEM), signals are polled for every 50 ms
       // rather than the service left unserved.
       struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {service->fd, POLLIN, 0}};
-      if (::poll(fds, 2, sigfd >= 0 ? -1 : 50) < 0) continue;  // EINTR
+      // EINTR, or ENOMEM, which passes: init has nothing better to do
+      // than to wait again.
+      if (::poll(fds, 2, sigfd >= 0 ? -1 : 50) < 0) continue;
       if (fds[1].revents & POLLIN) service->on_readable(service->fd, service->partner_fd);
       if (sigfd >= 0) {
         struct signalfd_siginfo si;

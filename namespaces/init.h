@@ -30,17 +30,16 @@ struct InitService {
 };
 
 // cubicle's init in two halves, so that the payload can be forked before
-// the request arrives (runtime/zygote.cc): BecomeInit() makes this process
+// the request arrives (runtime/child_main.cc): BecomeInit() makes this process
 // cubicle's init (not dumpable, launcher argv hidden, every signal blocked
 // and taken later with sigwaitinfo or a signalfd; children reset their own
 // mask); Supervise() forwards signals to `payload_pid`, reaps every child,
 // serves `service` when given, reports the payload's wait status and rusage
 // on `control_fd` (`report` carries the step stamps so far) and exits, or
 // lingers (AfterExit). Supervise closes every fd but `control_fd` and the
-// service's. BecomeInit exits (status 1) if this process cannot be made
-// undumpable: it is called before init's ready report, so the launcher
-// sees a setup failure.
-void BecomeInit();
+// service's. BecomeInit fails, saying why in `error`, if this process
+// cannot be made undumpable.
+bool BecomeInit(ChildError* error);
 
 // In a process init made after BecomeInit (before its execve): the signal
 // state of a fresh process — the forwarded signals' dispositions back to

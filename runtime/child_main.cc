@@ -247,8 +247,10 @@ void ChildMain(const ChildPlan& plan) {
   // no init). The route starts what it starts ahead of the request.
   ExecRequestView request;
   InitPayload payload(plan);
-  if (plan.route != PayloadRoute::kAsPid1) namespaces::BecomeInit();
-  if (!payload.StartAhead(&request, s.report, s.exec_stamp, e)) ExitWithSetupError(plan.fds.control, s.report, 1);
+  const bool init = plan.route == PayloadRoute::kAsPid1 || namespaces::BecomeInit(e);
+  if (!init || !payload.StartAhead(&request, s.report, s.exec_stamp, e)) {
+    ExitWithSetupError(plan.fds.control, s.report, 1);
+  }
   if (plan.memory.prefault) PrefaultForHandOff(plan);
   Stamp(s, namespaces::kStepInitReady);
   s.report.type = namespaces::ControlType::kReady;
