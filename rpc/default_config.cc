@@ -1,0 +1,54 @@
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "rpc/config.h"
+
+namespace cubicle::rpc {
+namespace {
+
+// The built-in configuration (docs/config.md describes each key). Plain
+// JSON, without comments, so that any tool can read what `DefaultConfigJson`
+// hands out.
+constexpr char kDefaultConfig[] = R"json({
+  "socket": {"mode": "0600"},
+  "concurrency": {"max_concurrent": 8, "max_queue": 64},
+  "ceilings": {"memory": "2G", "pids": 4096, "timeout_ms": 600000, "output_bytes": "16M"},
+  "profiles": {
+    "shell": {
+      "seccomp": "no-network",
+      "limits": {"memory": "256M", "pids": 64},
+      "timeout_ms": 30000,
+      "max_timeout_ms": 300000,
+      "output_bytes": "1M",
+      "pool": {"min_idle": 2, "max_idle": 4, "max_total": 16}
+    },
+    "python": {
+      "seccomp": "no-network",
+      "limits": {"memory": "512M", "pids": 128},
+      "timeout_ms": 30000,
+      "max_timeout_ms": 300000,
+      "output_bytes": "1M",
+      "pool": {"min_idle": 2, "max_idle": 4, "max_total": 16},
+      "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}
+    }
+  }
+}
+)json";
+
+}  // namespace
+
+const char* DefaultConfigJson() { return kDefaultConfig; }
+
+DaemonConfig DefaultConfig() {
+  absl::StatusOr<DaemonConfig> config = ParseConfig(kDefaultConfig);
+  if (!config.ok()) {
+    // Only a host without /usr can get here; the unit tests parse it on every build.
+    std::fprintf(stderr, "cubicle: the built-in configuration does not hold on this host: %s\n",
+                 std::string(config.status().message()).c_str());
+    std::abort();
+  }
+  return *std::move(config);
+}
+
+}  // namespace cubicle::rpc
