@@ -252,7 +252,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
                  nullptr};
   }
   request.timeout = timeout_ms.has_value() ? absl::Milliseconds(*timeout_ms) : profile.default_timeout;
-  if (const json::value* limits = params.if_contains("limits")) {
+  if (const json::value* limits = FindParam(params, "limits")) {
     absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits");
     if (!asked.ok()) return FromStatus(asked.status(), kInvalidParams);
     absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked);
@@ -291,7 +291,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
     out.budget = static_cast<uint64_t>(*output_bytes);
   }
   // params.network may only narrow the profile's policy.
-  if (const json::value* network = params.if_contains("network")) {
+  if (const json::value* network = FindParam(params, "network")) {
     absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*network, "params.network", profile.spec.egress);
     if (!policy.ok()) return Error{kInvalidParams, std::string(policy.status().message()), nullptr};
     if (absl::Status st = egress::CheckNarrows(profile.spec.egress, *policy); !st.ok()) {
