@@ -25,6 +25,8 @@
 
 namespace cubicle::rpc {
 
+struct Workers;  // rpc/request_threads.h
+
 struct ServeOptions {
   bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
   // Exit at once, ending every sandbox, when the parent process exits (the
@@ -68,14 +70,23 @@ class Daemon {
   size_t in_flight() const { return in_flight_.load(); }
 
  private:
+  class Server;  // Serve's io loop (rpc/daemon.cc)
   explicit Daemon(DaemonConfig config);
   boost::json::value Dispatch(const Call& call, Error* error);
+  std::string Answer(const Incoming& in);  // the reply line to `in`, "" for none
+
+  // health, pool.* (rpc/pool_methods.cc).
   boost::json::value Health();
   boost::json::value PoolStatsJson();
+  Expected<runtime::Pool*> FindPool(const boost::json::object& params);
+  Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
+  Expected<boost::json::value> PoolWarm(const boost::json::value& params);
+
+  // sandbox.run, skill.call (rpc/run_methods.cc).
   Expected<boost::json::value> SandboxRun(const boost::json::value& params);
   Expected<boost::json::value> SkillCall(const boost::json::value& params);
-  // The fields sandbox.run and skill.call share: profile, argv, env, cwd,
-  // timeout_ms, output_bytes.
+  // The fields sandbox.run, skill.call and exec.start share: profile, argv,
+  // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   struct RunParams {
     runtime::Pool* pool = nullptr;
     runtime::ExecRequest request;
@@ -85,18 +96,20 @@ class Daemon {
     std::optional<runtime::SandboxSpec> narrowed;
   };
   Expected<RunParams> ParseRunParams(const boost::json::object& params);
-  // sandbox.run's work once its params are parsed.
+  // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
   // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
   Expected<boost::json::value> SandboxRunAccelerated(const RunParams& p, const boost::json::object& params,
                                                      const std::string& stdin_data);
 
-  // Managed executions (exec.*): started in the background, polled, waited
-  // for, cancelled; an idempotency key makes a retried start harmless.
+  // Managed executions, exec.* (rpc/exec_methods.cc): started in the
+  // background, polled, waited for, cancelled; an idempotency key makes a
+  // retried start harmless.
   struct Execution;
   Expected<boost::json::value> ExecStart(const boost::json::value& params);
   Expected<boost::json::value> ExecStatus(const boost::json::value& params, bool wait);
   Expected<boost::json::value> ExecCancel(const boost::json::value& params);
+  Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key);
   Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
   void ForgetOldExecutionsLocked();
   std::mutex exec_mu_;
@@ -104,16 +117,12 @@ class Daemon {
   std::map<std::string, std::shared_ptr<Execution>> executions_;
   std::map<std::string, std::pair<std::string, absl::Time>> keys_;  // key -> (exec id, when)
   uint64_t next_exec_ = 0;
-  Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
-  Expected<boost::json::value> PoolWarm(const boost::json::value& params);
-  Expected<runtime::Pool*> FindPool(const boost::json::object& params);
 
   DaemonConfig config_;
   std::map<std::string, std::unique_ptr<runtime::Pool>> pools_;
   std::unique_ptr<npu::Inventory> inventory_;  // npu.list and accelerated runs
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> stopping_{false};
-  struct Workers;
   std::unique_ptr<Workers> workers_;
 };
 
