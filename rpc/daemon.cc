@@ -79,6 +79,10 @@ json::value Daemon::Dispatch(const Call& call, Error* error) {
     *error = std::move(r).error();
     return nullptr;
   };
+  if (running_.abandoned()) {  // queued before the parent died: no one will read it
+    *error = Error{kShuttingDown, "the daemon is shutting down: its parent exited", nullptr};
+    return nullptr;
+  }
   if (call.method == "health") return Health();
   if (call.method == "pool.stats") return json::object{{"pools", PoolStatsJson()}};
   if (call.method == "pool.configure") return take(PoolConfigure(call.params));
@@ -188,8 +192,9 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
 // Serve
 
 // Serve's io loop: the transports, the signals, the parent watch and the
-// metrics; a drain (SIGTERM, SIGINT, EOF on stdin) ends it, then the
-// teardown.
+// metrics, and the two ways it ends — a drain (SIGTERM, SIGINT, EOF on
+// stdin), or an abandonment (the parent died) that cancels what runs
+// first — both followed by the same teardown.
 class Daemon::Server {
  public:
   Server(Daemon* daemon, const ServeOptions& options)
@@ -213,7 +218,7 @@ class Daemon::Server {
   int Run() {
     io_.run();
     TearDown();
-    return 0;
+    return exit_code_;
   }
 
  private:
@@ -242,19 +247,18 @@ class Daemon::Server {
   }
 
   // A daemon serving its spawner's stdio belongs to that process: when it
-  // exits (however it dies), the daemon exits at once, and so does every
-  // sandbox (each init dies with the daemon thread that made it; their
-  // cgroups are swept at the next start, as after a SIGKILL of the
-  // daemon). Watched through a pidfd of the parent process rather than
-  // PR_SET_PDEATHSIG, which follows the parent *thread*: an orchestrator
-  // that spawned the daemon from a worker thread would lose it when that
-  // thread ends. A socket-only daemon is a service and outlives its parent.
+  // exits, however it dies, the daemon ends (Abandon). Watched through a
+  // pidfd of the parent process rather than PR_SET_PDEATHSIG, which
+  // follows the parent *thread*: an orchestrator that spawned the daemon
+  // from a worker thread would lose it when that thread ends. A
+  // socket-only daemon is a service and outlives its parent.
   absl::Status WatchParent() {
     if (!options_.die_with_parent) return absl::OkStatus();
     const pid_t parent = ::getppid();
     const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, parent, 0));
     if (pidfd < 0) {
-      // No pidfds (Linux < 5.3): the thread-bound signal is the best there is.
+      // No pidfds (Linux < 5.3): the thread-bound signal is the best there
+      // is, and it kills at once, with no teardown.
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return ErrnoStatus(errno, "prctl(PR_SET_PDEATHSIG)");
     } else {
       parent_watch_ = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
@@ -296,9 +300,16 @@ class Daemon::Server {
     drain_timer_.async_wait([this](boost::system::error_code) { CheckDrained(); });
   }
 
+  // The parent, which alone reads the replies, is gone: nothing is waited
+  // for. Every running execution is killed, waits end, queued requests are
+  // refused; then the drain finds nothing left, and the teardown runs.
   void Abandon(pid_t parent) {
-    options_.warn(absl::StrCat("the parent process ", parent, " exited: the daemon and its sandboxes end with it"));
-    ::_exit(1);
+    options_.warn(absl::StrCat("the parent process ", parent,
+                               " exited: ending every sandbox, then the daemon"));
+    exit_code_ = 1;
+    daemon_->running_.CancelAll();
+    daemon_->WakeExecWaiters();
+    BeginShutdown();
   }
 
   // What ~Daemon promises, done here while the io loop's objects live.
@@ -320,6 +331,7 @@ class Daemon::Server {
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<asio::posix::stream_descriptor> parent_watch_;
   std::unique_ptr<StdioTransport> stdio_;
+  int exit_code_ = 0;
 };
 
 int Daemon::Serve(const ServeOptions& options) {

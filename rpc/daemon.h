@@ -21,6 +21,7 @@
 #include "rpc/config.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/metrics.h"
+#include "rpc/running_executions.h"
 #include "runtime/pool.h"
 
 namespace cubicle::rpc {
@@ -29,8 +30,13 @@ struct Workers;  // rpc/request_threads.h
 
 struct ServeOptions {
   bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
-  // Exit at once, ending every sandbox, when the parent process exits (the
-  // orchestrator that spawned a stdio daemon).
+  // End when the parent process exits (the orchestrator that spawned a
+  // stdio daemon and alone reads its replies): every running execution is
+  // killed and nothing more is answered, then the daemon tears down as
+  // after SIGTERM — every zygote killed, every cgroup removed — and Serve
+  // returns 1. Bounded: executions are cancelled and waits (exec.wait,
+  // pool.warm) end at once; only an npu.broker.run job, which runs outside
+  // any sandbox, runs on to its end or its own timeout.
   bool die_with_parent = false;
   std::string socket_path;    // also (or only) on this Unix socket; empty: none
   uint32_t socket_mode = 0600;
@@ -60,7 +66,9 @@ class Daemon {
                   bool may_run_here = false);
 
   // Serves until SIGTERM/SIGINT (or EOF on stdin for the stdio transport),
-  // then drains in-flight work and shuts down. Returns the exit status.
+  // then drains in-flight work and shuts down, or until the parent exits
+  // (ServeOptions::die_with_parent), then cancels it and shuts down the
+  // same way. Returns the exit status.
   int Serve(const ServeOptions& options);
 
   // The operator metrics, Prometheus text format (rpc/metrics.h).
@@ -81,6 +89,8 @@ class Daemon {
   Expected<runtime::Pool*> FindPool(const boost::json::object& params);
   Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
   Expected<boost::json::value> PoolWarm(const boost::json::value& params);
+  // Pool::WaitWarm that also ends when the daemon is abandoned.
+  bool WaitWarm(runtime::Pool* pool, absl::Duration limit);
 
   // sandbox.run, skill.call (rpc/run_methods.cc).
   Expected<boost::json::value> SandboxRun(const boost::json::value& params);
@@ -112,6 +122,7 @@ class Daemon {
   Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key);
   Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
   void ForgetOldExecutionsLocked();
+  void WakeExecWaiters();  // exec.wait checks again (abandonment)
   std::mutex exec_mu_;
   std::condition_variable exec_done_;
   std::map<std::string, std::shared_ptr<Execution>> executions_;
@@ -123,6 +134,7 @@ class Daemon {
   std::unique_ptr<npu::Inventory> inventory_;  // npu.list and accelerated runs
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> stopping_{false};
+  RunningExecutions running_;  // cancelled all at once when the daemon is abandoned
   std::unique_ptr<Workers> workers_;
 };
 

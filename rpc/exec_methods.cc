@@ -86,7 +86,11 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
       std::lock_guard<std::mutex> lock(exec_mu_);
       exec->state = "running";
     }
-    Expected<json::value> result = RunToJson(p, stdin_data, exec->cancel.get());
+    Expected<json::value> result = [&]() -> Expected<json::value> {
+      if (running_.abandoned()) return Error{kShuttingDown, "the daemon is shutting down: its parent exited", nullptr};
+      RunningExecutions::Tracked tracked = running_.Track(exec->cancel.get());
+      return RunToJson(p, stdin_data, exec->cancel.get());
+    }();
     {
       std::lock_guard<std::mutex> lock(exec_mu_);
       exec->result = result.ok() ? std::move(result).value()
@@ -120,7 +124,9 @@ Expected<json::value> Daemon::ExecStatus(const json::value& raw, bool wait) {
       CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> t, GetInt64(*params, "timeout_ms", false, 0, 600000));
       timeout_ms = t.value_or(timeout_ms);
     }
-    exec_done_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return exec->state == "done"; });
+    // An abandoned daemon (no one to answer) waits no more.
+    exec_done_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                        [&] { return exec->state == "done" || running_.abandoned(); });
   }
   json::object out{{"exec_id", exec->id}, {"state", exec->state}};
   if (exec->state == "done") out["result"] = exec->result;
@@ -133,6 +139,12 @@ Expected<json::value> Daemon::ExecCancel(const json::value& raw) {
   (void)!::write(exec->cancel.get(), &one, sizeof(one));
   std::lock_guard<std::mutex> lock(exec_mu_);
   return json::value(json::object{{"exec_id", exec->id}, {"state", exec->state}});
+}
+
+void Daemon::WakeExecWaiters() {
+  // Under the lock: a waiter between its check and its wait would miss it.
+  std::lock_guard<std::mutex> lock(exec_mu_);
+  exec_done_.notify_all();
 }
 
 }  // namespace cubicle::rpc

@@ -26,6 +26,10 @@ json::object HistogramJson(const runtime::LatencyHistogram& h) {
                       {"le_ms", std::move(buckets)}};
 }
 
+// How long pool.warm waits between looks at whether the daemon was
+// abandoned (its parent died): that bounds its teardown, not a request.
+constexpr absl::Duration kAbandonCheck = absl::Milliseconds(100);
+
 }  // namespace
 
 json::value Daemon::PoolStatsJson() {
@@ -100,9 +104,18 @@ Expected<json::value> Daemon::PoolWarm(const json::value& raw) {
     c.max_idle = std::max(c.max_idle, c.min_idle);
     if (absl::Status st = pool->Configure(c); !st.ok()) return InvalidParams(st);
   }
-  bool warm = pool->WaitWarm(absl::Milliseconds(timeout_ms.value_or(30000)));
+  bool warm = WaitWarm(pool, absl::Milliseconds(timeout_ms.value_or(30000)));
   runtime::PoolStats s = pool->Stats();
   return json::value(json::object{{"profile", pool->name()}, {"warm", warm}, {"idle", s.idle}, {"min_idle", c.min_idle}});
+}
+
+bool Daemon::WaitWarm(runtime::Pool* pool, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (pool->WaitWarm(std::min(left, kAbandonCheck))) return true;
+    if (left <= kAbandonCheck || running_.abandoned()) return false;
+  }
 }
 
 }  // namespace cubicle::rpc

@@ -2,6 +2,7 @@
 // one JSON-RPC call, in a fresh sandbox of a profile, answered when it ends.
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/json_reader.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "egress/policy_json.h"
 #include "rpc/daemon.h"
 #include "rpc/npu_methods.h"
@@ -216,8 +218,9 @@ Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const js
                                                     const std::string& stdin_data) {
   const Profile& profile = config_.profiles.at(p.pool->name());
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(params, profile));
-  if (chips.empty()) return RunToJson(p, stdin_data, -1);  // the pool, as always
+  if (chips.empty()) return RunToJson(p, stdin_data, running_.shared_fd());  // the pool, as always
   runtime::ExecRequest request = p.request;
+  request.cancel_fd = running_.shared_fd();
   WatchForTheReader(&request);
   absl::StatusOr<AcceleratedRun> run = RunWithAccelerators(*inventory_, profile, chips, request, stdin_data, p.budget);
   if (!run.ok()) {
@@ -302,9 +305,15 @@ Expected<json::value> Daemon::SkillCall(const json::value& raw) {
     }
     return response.has_value();  // answered: the sandbox may go
   };
+  // Its own cancel eventfd: the answer stops the skill through it, and so
+  // does the daemon's abandonment (RunningExecutions).
+  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!cancel) return Error{kInternalError, "eventfd: out of file descriptors", nullptr};
+  RunningExecutions::Tracked tracked = running_.Track(cancel.get());
   runtime::Pool* pool = p.pool;
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
   runtime::ExecRequest request = p.request;
+  request.cancel_fd = cancel.get();
   WatchForTheReader(&request);
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, line, options);
   if (!run.ok()) return FromRunStatus(run.status());
