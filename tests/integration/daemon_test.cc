@@ -101,6 +101,26 @@ TEST_F(CoreDaemon, ProtocolErrorsOverStdio) {
   EXPECT_TRUE(absl::StrContains(json::serialize(*ById(r, 4)), "bogus"));
 }
 
+// Params are read by the config's rules: a duplicate key is refused naming
+// it, wherever it is; a whole number may be spelt 1e3 but not 1.5.
+TEST_F(CoreDaemon, DuplicateKeysAreRefusedAndWholeNumbersReadAlikeOverStdio) {
+  std::vector<json::value> r = Serve({
+      R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["true"],"argv":["false"]}})",
+      R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"argv":["true"],"limits":{"pids":8,"pids":9}}})",
+      R"({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"argv":["true"],"timeout_ms":1e3}})",
+      R"({"jsonrpc":"2.0","id":4,"method":"sandbox.run","params":{"argv":["true"],"timeout_ms":1.5}})",
+  });
+  ASSERT_EQ(r.size(), 4u);
+  auto message = [&](int64_t id) { return std::string(ById(r, id)->at("error").at("message").as_string()); };
+  EXPECT_EQ(ErrorCode(*ById(r, 1)), -32602);
+  EXPECT_EQ(message(1), "params: duplicate key 'argv'");
+  EXPECT_EQ(ErrorCode(*ById(r, 2)), -32602);
+  EXPECT_EQ(message(2), "params.limits: duplicate key 'pids'");
+  EXPECT_EQ(ById(r, 3)->at("result").at("reason").as_string(), "exited") << json::serialize(*ById(r, 3));
+  EXPECT_EQ(ErrorCode(*ById(r, 4)), -32602);
+  EXPECT_EQ(message(4), "params.timeout_ms: expected a whole number, got 1.5");
+}
+
 // Diagnostics are JSON lines on stderr, made at the first line logged, at
 // the level CUBICLE_LOG_LEVEL asks (warn by default, so nothing here).
 TEST_F(CoreDaemon, LogsAreJsonLinesOnStderrAtTheLevelAsked) {
