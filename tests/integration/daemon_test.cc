@@ -834,7 +834,7 @@ TEST_F(CoreDaemon, BeyondTheQueueRequestsAreBusyAndTheRestAreServed) {
 }
 
 // A lone request over stdio runs on the reader thread that read it
-// (rpc/daemon.cc, StdioTransport): the reading must go on meanwhile, so a
+// (rpc/transports.h, StdioTransport): the reading must go on meanwhile, so a
 // health check sent after a long run is answered first.
 TEST_F(CoreDaemon, WhileALoneRequestRunsTheNextLinesAreStillRead) {
   std::vector<json::value> r = Serve({
