@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
@@ -190,7 +191,12 @@ const char kSkill[] =
 
 rpc::Daemon& SharedDaemon() {
   static std::unique_ptr<rpc::Daemon> daemon = [] {
-    rpc::DaemonConfig config = rpc::DefaultConfig();
+    absl::StatusOr<rpc::DaemonConfig> made = rpc::DefaultConfig();
+    if (!made.ok()) {
+      std::fprintf(stderr, "pool_bench: %s\n", std::string(made.status().message()).c_str());
+      std::exit(1);
+    }
+    rpc::DaemonConfig config = *std::move(made);
     for (auto& [name, profile] : config.profiles) {
       profile.pool.min_idle = 4;
       profile.pool.max_idle = 4;

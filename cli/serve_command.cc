@@ -28,7 +28,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
                   "Prometheus metrics: unix:PATH (a socket answering HTTP) or PATH (a file rewritten every 5 s)");
   return [f] {
     absl::StatusOr<rpc::DaemonConfig> config =
-        f->config.empty() ? absl::StatusOr<rpc::DaemonConfig>(rpc::DefaultConfig()) : rpc::LoadConfig(f->config);
+        f->config.empty() ? rpc::DefaultConfig() : rpc::LoadConfig(f->config);
     if (!config.ok()) {
       std::fprintf(stderr, "cubicle serve: %s\n", std::string(config.status().message()).c_str());
       return kExitUsage;

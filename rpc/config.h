@@ -89,9 +89,11 @@ absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path);
 // profiles "shell" and "python" (see docs/config.md).
 const char* DefaultConfigJson();
 
-// ParseConfig(DefaultConfigJson()). The default is tested to parse on any
-// Linux host; should it not, this aborts with the reason, as a build bug.
-DaemonConfig DefaultConfig();
+// ParseConfig(DefaultConfigJson()). The text is tested to parse; the host
+// can still refuse it (a profile mirrors /usr, /bin... that must exist):
+// then the error says "the built-in configuration does not hold on this
+// host: ..." and the caller does not start.
+absl::StatusOr<DaemonConfig> DefaultConfig();
 
 // A request's limits may only tighten its profile's. Each field the
 // request sets must be at most the profile's (where the profile sets one;

@@ -21,14 +21,22 @@
 #include "rpc/config.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/metrics.h"
+#include "rpc/running_executions.h"
 #include "runtime/pool.h"
 
 namespace cubicle::rpc {
 
+struct Workers;  // rpc/request_threads.h
+
 struct ServeOptions {
   bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
-  // Exit at once, ending every sandbox, when the parent process exits (the
-  // orchestrator that spawned a stdio daemon).
+  // End when the parent process exits (the orchestrator that spawned a
+  // stdio daemon and alone reads its replies): every running execution is
+  // killed and nothing more is answered, then the daemon tears down as
+  // after SIGTERM — every zygote killed, every cgroup removed — and Serve
+  // returns 1. Bounded: executions are cancelled and waits (exec.wait,
+  // pool.warm) end at once; only an npu.broker.run job, which runs outside
+  // any sandbox, runs on to its end or its own timeout.
   bool die_with_parent = false;
   std::string socket_path;    // also (or only) on this Unix socket; empty: none
   uint32_t socket_mode = 0600;
@@ -58,7 +66,9 @@ class Daemon {
                   bool may_run_here = false);
 
   // Serves until SIGTERM/SIGINT (or EOF on stdin for the stdio transport),
-  // then drains in-flight work and shuts down. Returns the exit status.
+  // then drains in-flight work and shuts down, or until the parent exits
+  // (ServeOptions::die_with_parent), then cancels it and shuts down the
+  // same way. Returns the exit status.
   int Serve(const ServeOptions& options);
 
   // The operator metrics, Prometheus text format (rpc/metrics.h).
@@ -68,14 +78,25 @@ class Daemon {
   size_t in_flight() const { return in_flight_.load(); }
 
  private:
+  class Server;  // Serve's io loop (rpc/daemon.cc)
   explicit Daemon(DaemonConfig config);
   boost::json::value Dispatch(const Call& call, Error* error);
+  std::string Answer(const Incoming& in);  // the reply line to `in`, "" for none
+
+  // health, pool.* (rpc/pool_methods.cc).
   boost::json::value Health();
   boost::json::value PoolStatsJson();
+  Expected<runtime::Pool*> FindPool(const boost::json::object& params);
+  Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
+  Expected<boost::json::value> PoolWarm(const boost::json::value& params);
+  // Pool::WaitWarm that also ends when the daemon is abandoned.
+  bool WaitWarm(runtime::Pool* pool, absl::Duration limit);
+
+  // sandbox.run, skill.call (rpc/run_methods.cc).
   Expected<boost::json::value> SandboxRun(const boost::json::value& params);
   Expected<boost::json::value> SkillCall(const boost::json::value& params);
-  // The fields sandbox.run and skill.call share: profile, argv, env, cwd,
-  // timeout_ms, output_bytes.
+  // The fields sandbox.run, skill.call and exec.start share: profile, argv,
+  // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   struct RunParams {
     runtime::Pool* pool = nullptr;
     runtime::ExecRequest request;
@@ -85,35 +106,35 @@ class Daemon {
     std::optional<runtime::SandboxSpec> narrowed;
   };
   Expected<RunParams> ParseRunParams(const boost::json::object& params);
-  // sandbox.run's work once its params are parsed.
+  // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
   // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
   Expected<boost::json::value> SandboxRunAccelerated(const RunParams& p, const boost::json::object& params,
                                                      const std::string& stdin_data);
 
-  // Managed executions (exec.*): started in the background, polled, waited
-  // for, cancelled; an idempotency key makes a retried start harmless.
+  // Managed executions, exec.* (rpc/exec_methods.cc): started in the
+  // background, polled, waited for, cancelled; an idempotency key makes a
+  // retried start harmless.
   struct Execution;
   Expected<boost::json::value> ExecStart(const boost::json::value& params);
   Expected<boost::json::value> ExecStatus(const boost::json::value& params, bool wait);
   Expected<boost::json::value> ExecCancel(const boost::json::value& params);
+  Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key);
   Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
   void ForgetOldExecutionsLocked();
+  void WakeExecWaiters();  // exec.wait checks again (abandonment)
   std::mutex exec_mu_;
   std::condition_variable exec_done_;
   std::map<std::string, std::shared_ptr<Execution>> executions_;
   std::map<std::string, std::pair<std::string, absl::Time>> keys_;  // key -> (exec id, when)
   uint64_t next_exec_ = 0;
-  Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
-  Expected<boost::json::value> PoolWarm(const boost::json::value& params);
-  Expected<runtime::Pool*> FindPool(const boost::json::object& params);
 
   DaemonConfig config_;
   std::map<std::string, std::unique_ptr<runtime::Pool>> pools_;
   std::unique_ptr<npu::Inventory> inventory_;  // npu.list and accelerated runs
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> stopping_{false};
-  struct Workers;
+  RunningExecutions running_;  // cancelled all at once when the daemon is abandoned
   std::unique_ptr<Workers> workers_;
 };
 

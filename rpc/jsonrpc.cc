@@ -1,8 +1,6 @@
 #include "rpc/jsonrpc.h"
 
 #include <boost/json/array.hpp>
-#include <boost/json/parse_options.hpp>
-#include <boost/json/parser.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/string.hpp>
 
@@ -11,6 +9,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
 
 namespace cubicle::rpc {
 namespace {
@@ -19,7 +18,7 @@ constexpr absl::string_view kBom = "\xEF\xBB\xBF";
 constexpr absl::string_view kWhitespace = " \t\r\n";  // JSON's whitespace (RFC 8259 §2)
 // Keys and method names echoed in messages are cut to this: a reply must not
 // grow with what a client chose to send.
-constexpr std::size_t kMaxEcho = 64;
+constexpr std::size_t kMaxEcho = json_read::kMaxEcho;
 
 boost::json::string_view Bjv(absl::string_view s) { return boost::json::string_view(s.data(), s.size()); }
 absl::string_view Asv(boost::json::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -126,24 +125,20 @@ absl::string_view JsonText(absl::string_view line, std::size_t* offset) {
   return text.substr(first, last - first + 1);
 }
 
-// Parses one JSON text with the depth limit. On failure sets `*error` to a
-// kParseError whose message gives the byte offset in the line.
-std::optional<boost::json::value> ParseJson(absl::string_view text, std::size_t offset, bool allow_invalid_utf8,
-                                            Error* error) {
-  boost::json::parse_options options;
-  options.max_depth = kMaxDepth;
-  options.allow_invalid_utf8 = allow_invalid_utf8;
-  boost::json::parser parser(boost::json::storage_ptr(), options);
-  boost::system::error_code ec;
-  const std::size_t consumed = parser.write(text.data(), text.size(), ec);
-  if (ec) {
-    const std::string what = ec == boost::json::error::too_deep
-                                 ? absl::StrCat("nesting deeper than ", kMaxDepth, " levels")
-                                 : ec.message();
-    *error = Error{kParseError, absl::StrCat("parse error at offset ", offset + consumed, ": ", what), nullptr};
+// Parses one JSON text with the depth limit, recording duplicate keys for
+// ToEntry to refuse. On failure sets `*error` to a kParseError whose
+// message gives the byte offset in the line.
+std::optional<json_read::Parsed> ParseJson(absl::string_view text, std::size_t offset, bool allow_invalid_utf8,
+                                           Error* error) {
+  json_read::Parsed parsed = json_read::Parse(text, {.invalid_utf8 = allow_invalid_utf8,
+                                                     .max_depth = kMaxDepth,
+                                                     .duplicates = json_read::DuplicateKeys::kRecord});
+  if (!parsed.ok()) {
+    *error = Error{kParseError, absl::StrCat("parse error at offset ", offset + parsed.offset, ": ", parsed.error),
+                   nullptr};
     return std::nullopt;
   }
-  return parser.release();
+  return parsed;
 }
 
 Entry Single(Error error) {
@@ -165,8 +160,27 @@ bool IsValidId(const boost::json::value& id) {
   return id.is_string() || id.is_int64() || id.is_uint64() || id.is_null();
 }
 
+// The duplicate key recorded inside request `index` of a batch (the whole
+// line when nullopt), or nullptr. At most one is recorded per request.
+const json_read::DuplicateKey* DuplicateIn(const std::vector<json_read::DuplicateKey>& duplicates,
+                                           std::optional<std::size_t> index) {
+  for (const json_read::DuplicateKey& d : duplicates) {
+    if (!index.has_value()) return &d;
+    if (!d.object.empty() && d.object[0].is_index && d.object[0].index == *index) return &d;
+  }
+  return nullptr;
+}
+
+// Whether a duplicate key lies inside the request's params (steps from
+// `from` on are the request's own), or in the request object itself.
+bool InParams(const json_read::DuplicateKey& d, std::size_t from) {
+  return d.object.size() > from && !d.object[from].is_index && d.object[from].key == "params";
+}
+
 // Validates one Request object (JSON-RPC 2.0 §4), consuming `v`.
-Entry ToEntry(boost::json::value&& v) {
+// `duplicate` is a key that was given twice in it (the value kept the
+// last), and `from` the number of steps of its path outside the request.
+Entry ToEntry(boost::json::value&& v, const json_read::DuplicateKey* duplicate, std::size_t from) {
   Entry entry;
   if (!v.is_object()) {
     entry.error = InvalidRequest("request: expected an object");
@@ -187,6 +201,11 @@ Entry ToEntry(boost::json::value&& v) {
     } else {
       fail("id: expected a string, an integer or null");
     }
+  }
+  if (duplicate != nullptr && !InParams(*duplicate, from)) {
+    // Which of two ids, methods... was meant is unknowable: not a request.
+    if (duplicate->object.size() == from && duplicate->key == "id") entry.call.id = nullptr;
+    fail(absl::StrCat("duplicate member ", Quoted(duplicate->key)));
   }
   const boost::json::value* version = obj.if_contains("jsonrpc");
   if (version == nullptr || !version->is_string() || version->get_string() != "2.0") {
@@ -221,6 +240,11 @@ Entry ToEntry(boost::json::value&& v) {
   if (absl::string_view(entry.call.method).substr(0, 4) == "rpc.") {
     // §4: reserved for rpc-internal methods and extensions; we have none.
     entry.error = Error{kMethodNotFound, absl::StrCat("method ", Quoted(entry.call.method), " is reserved"), nullptr};
+  } else if (duplicate != nullptr) {
+    // The same strictness as the config's: a params object is read by
+    // json_read, which would see only the last of the two values.
+    entry.error = InvalidParam(json_read::FormatPath(duplicate->object, from), "",
+                               absl::StrCat("duplicate key '", duplicate->key.substr(0, kMaxEcho), "'"));
   }
   return entry;
 }
@@ -240,15 +264,17 @@ Incoming ParseLineOrThrow(absl::string_view line, std::size_t max_bytes) {
     return SingleError(Error{kParseError, absl::StrCat("invalid UTF-8 at offset ", offset + bad), nullptr});
   }
   Error error;
-  std::optional<boost::json::value> value = ParseJson(text, offset, /*allow_invalid_utf8=*/false, &error);
-  if (!value) return SingleError(std::move(error));
+  std::optional<json_read::Parsed> parsed = ParseJson(text, offset, /*allow_invalid_utf8=*/false, &error);
+  if (!parsed) return SingleError(std::move(error));
+  boost::json::value& value = parsed->value;
+  const std::vector<json_read::DuplicateKey>& duplicates = parsed->duplicates;
 
-  if (!value->is_array()) {
+  if (!value.is_array()) {
     Incoming in;
-    in.entries.push_back(ToEntry(std::move(*value)));
+    in.entries.push_back(ToEntry(std::move(value), DuplicateIn(duplicates, std::nullopt), 0));
     return in;
   }
-  boost::json::array& requests = value->get_array();
+  boost::json::array& requests = value.get_array();
   if (requests.empty()) return SingleError(InvalidRequest("empty batch"));
   if (requests.size() > kMaxBatch) {
     return SingleError(InvalidRequest(absl::StrCat("batch of ", requests.size(), " requests; at most ", kMaxBatch)));
@@ -256,7 +282,9 @@ Incoming ParseLineOrThrow(absl::string_view line, std::size_t max_bytes) {
   Incoming in;
   in.batch = true;
   in.entries.reserve(requests.size());
-  for (boost::json::value& request : requests) in.entries.push_back(ToEntry(std::move(request)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    in.entries.push_back(ToEntry(std::move(requests[i]), DuplicateIn(duplicates, i), 1));
+  }
   return in;
 }
 
@@ -274,46 +302,20 @@ std::string ReplyOrThrow(const boost::json::value& id, absl::string_view member,
   return out;
 }
 
-std::string Path(absl::string_view path, absl::string_view key) {
-  if (key.size() > kMaxEcho) return absl::StrCat(path, ".", key.substr(0, kMaxEcho), "...");
-  return absl::StrCat(path, ".", key);
-}
-
-Error Missing(absl::string_view path, absl::string_view key, absl::string_view expectation = "") {
-  if (expectation.empty()) return InvalidParam(path, key, "required field is missing");
-  return InvalidParam(path, key, absl::StrCat("required field is missing (", expectation, ")"));
-}
-
-// The member `key` of `obj`, or nullptr if absent or null (null means "not
-// given" for every optional field).
-const boost::json::value* Find(const boost::json::object& obj, absl::string_view key) {
-  const boost::json::value* v = obj.if_contains(Bjv(key));
-  return v == nullptr || v->is_null() ? nullptr : v;
-}
-
-// Every string the daemon takes ends up in argv, env or a path, where a NUL
-// would silently cut it short.
-bool HasNul(boost::json::string_view s) { return s.find('\0') != boost::json::string_view::npos; }
-
-std::string IntegerExpectation(int64_t min, int64_t max) {
-  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  if (max == kMax) {
-    if (min == kMin) return "expected an integer";
-    if (min == 1) return "expected a positive integer";
-    if (min == 0) return "expected a non-negative integer";
-    return absl::StrCat("expected an integer >= ", min);
+// A params value read by json_read, its error as kInvalidParams; absent
+// (or null: "not given") is nullopt, or an error when `required`.
+template <typename Read>
+auto Param(const boost::json::object& obj, absl::string_view key, bool required, absl::string_view path, Read read)
+    -> Expected<std::optional<typename decltype(read(std::declval<const boost::json::value&>(), path))::value_type>> {
+  using T = typename decltype(read(std::declval<const boost::json::value&>(), path))::value_type;
+  const boost::json::value* v = FindParam(obj, key);
+  if (v == nullptr) {
+    if (required) return InvalidParam(path, key, "required field is missing");
+    return std::optional<T>();
   }
-  if (min == kMin) return absl::StrCat("expected an integer <= ", max);
-  return absl::StrCat("expected an integer between ", min, " and ", max);
-}
-
-std::string NumberExpectation(double min, double max) {
-  const bool low = std::isfinite(min), high = std::isfinite(max);
-  if (low && high) return absl::StrCat("expected a number between ", min, " and ", max);
-  if (low) return absl::StrCat("expected a number >= ", min);
-  if (high) return absl::StrCat("expected a number <= ", max);
-  return "expected a number";
+  auto read_value = read(*v, json_read::Member(path, key));
+  if (!read_value.ok()) return InvalidParams(read_value.status());
+  return std::optional<T>(*std::move(read_value));
 }
 
 }  // namespace
@@ -388,9 +390,9 @@ std::optional<boost::json::object> MatchResponse(absl::string_view line, const b
     Error error;
     // A skill's bad bytes are not worth losing its answer over; replies repair
     // them (RepairUtf8).
-    std::optional<boost::json::value> value = ParseJson(text, offset, /*allow_invalid_utf8=*/true, &error);
-    if (!value || !value->is_object()) return std::nullopt;
-    boost::json::object& obj = value->get_object();
+    std::optional<json_read::Parsed> parsed = ParseJson(text, offset, /*allow_invalid_utf8=*/true, &error);
+    if (!parsed || !parsed->value.is_object()) return std::nullopt;
+    boost::json::object& obj = parsed->value.get_object();
     const boost::json::value* version = obj.if_contains("jsonrpc");
     if (version == nullptr || !version->is_string() || version->get_string() != "2.0") return std::nullopt;
     if (obj.contains("method")) return std::nullopt;  // a request or notification from the skill
@@ -409,8 +411,17 @@ std::optional<boost::json::object> MatchResponse(absl::string_view line, const b
 }
 
 Error InvalidParam(absl::string_view path, absl::string_view key, absl::string_view problem) {
-  const std::string where = key.empty() ? std::string(path) : Path(path, key);
+  const std::string where = key.empty() ? std::string(path) : json_read::Member(path, key);
   return Error{kInvalidParams, absl::StrCat(where, ": ", problem), nullptr};
+}
+
+Error InvalidParams(const absl::Status& status) {
+  return Error{kInvalidParams, std::string(status.message()), nullptr};
+}
+
+const boost::json::value* FindParam(const boost::json::object& obj, absl::string_view key) {
+  const boost::json::value* v = obj.if_contains(Bjv(key));
+  return v == nullptr || v->is_null() ? nullptr : v;
 }
 
 Expected<const boost::json::object*> ParamsObject(const boost::json::value& params) {
@@ -422,127 +433,54 @@ Expected<const boost::json::object*> ParamsObject(const boost::json::value& para
 
 Expected<std::optional<std::string>> GetString(const boost::json::object& obj, absl::string_view key, bool required,
                                                absl::string_view path) {
-  const boost::json::value* v = Find(obj, key);
-  if (v == nullptr) {
-    if (required) return Missing(path, key);
-    return std::nullopt;
-  }
-  if (!v->is_string()) return InvalidParam(path, key, "expected a string");
-  if (HasNul(v->get_string())) return InvalidParam(path, key, "must not contain NUL characters");
-  return std::optional<std::string>(std::string(Asv(v->get_string())));
+  return Param(obj, key, required, path, json_read::String);
 }
 
 Expected<std::optional<int64_t>> GetInt64(const boost::json::object& obj, absl::string_view key, bool required,
                                           int64_t min, int64_t max, absl::string_view path) {
-  const boost::json::value* v = Find(obj, key);
-  if (v == nullptr) {
-    if (required) return Missing(path, key, IntegerExpectation(min, max));
-    return std::nullopt;
-  }
-  std::optional<int64_t> n;
-  if (v->is_int64()) {
-    n = v->get_int64();
-  } else if (v->is_uint64()) {
-    // Above INT64_MAX: out of any range we accept.
-  } else if (v->is_double()) {
-    // 1e3 is an integer a JSON encoder may well write; 2^63 does not fit.
-    const double d = v->get_double();
-    if (std::isfinite(d) && d == std::trunc(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
-      n = static_cast<int64_t>(d);
-    }
-  }
-  if (!n || *n < min || *n > max) return InvalidParam(path, key, IntegerExpectation(min, max));
-  return std::optional<int64_t>(*n);
+  return Param(obj, key, required, path, [&](const boost::json::value& v, absl::string_view at) {
+    return json_read::Integer(v, at, min, max);
+  });
 }
 
 Expected<std::optional<double>> GetDouble(const boost::json::object& obj, absl::string_view key, bool required,
                                           double min, double max, absl::string_view path) {
-  const boost::json::value* v = Find(obj, key);
-  if (v == nullptr) {
-    if (required) return Missing(path, key, NumberExpectation(min, max));
-    return std::nullopt;
-  }
-  if (!v->is_number()) return InvalidParam(path, key, NumberExpectation(min, max));
-  const double d = v->to_number<double>();
-  if (!std::isfinite(d) || d < min || d > max) return InvalidParam(path, key, NumberExpectation(min, max));
-  return std::optional<double>(d);
+  return Param(obj, key, required, path, [&](const boost::json::value& v, absl::string_view at) {
+    return json_read::Number(v, at, min, max);
+  });
 }
 
 Expected<std::optional<bool>> GetBool(const boost::json::object& obj, absl::string_view key, bool required,
                                       absl::string_view path) {
-  const boost::json::value* v = Find(obj, key);
-  if (v == nullptr) {
-    if (required) return Missing(path, key);
-    return std::nullopt;
-  }
-  if (!v->is_bool()) return InvalidParam(path, key, "expected true or false");
-  return std::optional<bool>(v->get_bool());
+  return Param(obj, key, required, path, json_read::Bool);
 }
 
 Expected<std::optional<std::vector<std::string>>> GetStringArray(const boost::json::object& obj, absl::string_view key,
                                                                  bool required, absl::string_view path) {
-  const boost::json::value* v = Find(obj, key);
-  if (v == nullptr) {
-    if (required) return Missing(path, key);
-    return std::nullopt;
-  }
-  if (!v->is_array()) return InvalidParam(path, key, "expected an array of strings");
-  const boost::json::array& array = v->get_array();
-  std::vector<std::string> out;
-  out.reserve(array.size());
-  for (std::size_t i = 0; i < array.size(); ++i) {
-    const boost::json::value& element = array[i];
-    const std::string where = absl::StrCat(Path(path, key), "[", i, "]");
-    if (!element.is_string()) return InvalidParam(where, "", "expected a string");
-    if (HasNul(element.get_string())) return InvalidParam(where, "", "must not contain NUL characters");
-    out.emplace_back(Asv(element.get_string()));
-  }
-  return std::optional<std::vector<std::string>>(std::move(out));
+  return Param(obj, key, required, path, json_read::StringArray);
 }
 
 Expected<std::optional<std::vector<std::pair<std::string, std::string>>>> GetStringMap(
     const boost::json::object& obj, absl::string_view key, bool required, absl::string_view path) {
-  const boost::json::value* v = Find(obj, key);
-  if (v == nullptr) {
-    if (required) return Missing(path, key);
-    return std::nullopt;
-  }
-  if (!v->is_object()) return InvalidParam(path, key, "expected an object of strings");
-  const std::string where = Path(path, key);
-  std::vector<std::pair<std::string, std::string>> out;
-  out.reserve(v->get_object().size());
-  for (const boost::json::key_value_pair& member : v->get_object()) {
-    const absl::string_view name = Asv(member.key());
-    if (name.find('\0') != absl::string_view::npos) {
-      return InvalidParam(where, "", "keys must not contain NUL characters");
-    }
-    if (!member.value().is_string()) return InvalidParam(where, name, "expected a string");
-    if (HasNul(member.value().get_string())) return InvalidParam(where, name, "must not contain NUL characters");
-    out.emplace_back(std::string(name), std::string(Asv(member.value().get_string())));
-  }
-  return std::optional<std::vector<std::pair<std::string, std::string>>>(std::move(out));
+  return Param(obj, key, required, path, json_read::StringMap);
 }
 
 Expected<const boost::json::object*> GetObject(const boost::json::object& obj, absl::string_view key, bool required,
                                                absl::string_view path) {
-  const boost::json::value* v = Find(obj, key);
+  const boost::json::value* v = FindParam(obj, key);
   if (v == nullptr) {
-    if (required) return Missing(path, key);
+    if (required) return InvalidParam(path, key, "required field is missing");
     return static_cast<const boost::json::object*>(nullptr);
   }
-  if (!v->is_object()) return InvalidParam(path, key, "expected an object");
+  if (!v->is_object()) return InvalidParams(json_read::WrongType(*v, json_read::Member(path, key), "an object"));
   return &v->get_object();
 }
 
 std::optional<Error> RejectUnknown(const boost::json::object& obj, std::initializer_list<absl::string_view> allowed,
                                    absl::string_view path) {
-  for (const boost::json::key_value_pair& member : obj) {
-    const absl::string_view key = Asv(member.key());
-    bool known = false;
-    for (absl::string_view a : allowed) known |= a == key;
-    if (!known) return InvalidParam(path, key, "unknown field");
-  }
-  return std::nullopt;
+  absl::Status known = json_read::CheckKeys(obj, path, allowed);
+  if (known.ok()) return std::nullopt;
+  return InvalidParams(known);
 }
 
 }  // namespace cubicle::rpc

@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace cubicle::rpc {
@@ -75,9 +76,10 @@ struct Call {
 
 // One element of a request line. Without `error`, `call` is valid: dispatch
 // it. With `error`, answer `ErrorReply(call.id, *error)` unless
-// `call.notification` (only a well-formed notification to a reserved "rpc."
-// method is both); `call.id` is then the request's id if it could be read,
-// else null, and the other fields of `call` are whatever could be read.
+// `call.notification` (a well-formed notification to a reserved "rpc."
+// method, or one whose params hold a duplicate key, is both); `call.id` is
+// then the request's id if it could be read, else null, and the other
+// fields of `call` are whatever could be read.
 struct Entry {
   Call call;
   std::optional<Error> error;
@@ -99,7 +101,10 @@ struct Incoming {
 
 // Parses one line (without or with its '\n'). Tolerates a UTF-8 BOM at its
 // start, a trailing '\r' and surrounding whitespace. A line longer than
-// `max_bytes` is answered with kLineTooLong without being parsed.
+// `max_bytes` is answered with kLineTooLong without being parsed. A key
+// given twice in one object is refused, as in the config: inside params
+// with kInvalidParams naming it ("params.limits: duplicate key 'memory'"),
+// elsewhere in a request with kInvalidRequest.
 Incoming ParseLine(absl::string_view line, std::size_t max_bytes);
 
 // The error for a line the reader had to cut off at `max_bytes`.
@@ -153,19 +158,24 @@ class [[nodiscard]] Expected {
 };
 
 // Params helpers for method handlers. Each reads `key` of `obj`, whose path in
-// messages is `path` ("params", or "params.limits" for a nested object).
-// Absent (or null) optional fields are nullopt; absent required ones and
-// values of the wrong type are kInvalidParams errors whose message names the
-// field: "params.timeout_ms: expected a positive integer".
+// messages is `path` ("params", or "params.limits" for a nested object), by
+// the rules of base/json_reader.h — the config's. Absent (or null) optional
+// fields are nullopt; absent required ones and values of the wrong type are
+// kInvalidParams errors whose message names the field:
+// "params.timeout_ms: expected a whole number, got '5'".
 
 // The params of a method that takes named params: an object (null counts as
 // an empty one); an array is kInvalidParams. The pointer lives as long as
 // `params` (or forever, for the empty object).
 Expected<const boost::json::object*> ParamsObject(const boost::json::value& params);
 
+// The member `key` of `obj`, or nullptr if absent or null (null means "not
+// given" for every field of params).
+const boost::json::value* FindParam(const boost::json::object& obj, absl::string_view key);
+
 Expected<std::optional<std::string>> GetString(const boost::json::object& obj, absl::string_view key, bool required,
                                                absl::string_view path = "params");
-// An integer in [min, max]. An integral float such as 1e3 is accepted.
+// A whole number in [min, max], however spelt (1e3 and 1000.0 are 1000).
 Expected<std::optional<int64_t>> GetInt64(const boost::json::object& obj, absl::string_view key, bool required,
                                           int64_t min = std::numeric_limits<int64_t>::min(),
                                           int64_t max = std::numeric_limits<int64_t>::max(),
@@ -190,6 +200,8 @@ std::optional<Error> RejectUnknown(const boost::json::object& obj, std::initiali
                                    absl::string_view path = "params");
 // A kInvalidParams error about `path`.`key`, for checks the helpers do not do.
 Error InvalidParam(absl::string_view path, absl::string_view key, absl::string_view problem);
+// A json_read error (its message names the path) as kInvalidParams.
+Error InvalidParams(const absl::Status& status);
 
 }  // namespace cubicle::rpc
 

@@ -130,11 +130,13 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
 absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
                                         const CaptureOptions& options) {
   const uint64_t budget = options.budget;
-  // The line hook's way to stop the execution: made only for a hook.
+  // The line hook's way to stop the execution: the caller's own cancel
+  // eventfd (Zygote::Run watches one), else one made for the hook.
   UniqueFd cancel;
-  if (options.on_stdout_line) {
+  if (options.on_stdout_line && request.cancel_fd < 0) {
     cancel.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!cancel) return ErrnoStatus(errno, "eventfd(cancel)");
+    request.cancel_fd = cancel.get();
   }
   // No stdin: /dev/null, opened once for all (reads give EOF at once, as
   // an empty memfd's did), which spares each such request a memfd's
@@ -163,9 +165,8 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
   CapturedRun captured;
   Stream streams[2] = {{std::move(out_read), &captured.out, &captured.out_truncated, &captured.out_total},
                        {std::move(err_read), &captured.err, &captured.err_truncated, &captured.err_total}};
-  LineSplitter lines{&options, cancel.get()};
+  LineSplitter lines{&options, request.cancel_fd};
   request.stdin_fd = in ? in.get() : dev_null;
-  if (options.on_stdout_line) request.cancel_fd = cancel.get();
   request.stdout_fd = out_write.get();
   request.stderr_fd = err_write.get();
   // While it runs, the pipes are read in Zygote::Run's own wait: no thread

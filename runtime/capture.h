@@ -33,7 +33,9 @@ Runner FreshSandboxRunner(SandboxSpec spec);
 // Called for each complete stdout line (without its "\n"; a last line
 // without one counts at EOF), and with `overlong` set for a line that grew
 // past the line limit (its text then holds the first bytes). Returning true
-// cancels the execution (reason `killed`).
+// cancels the execution (reason `killed`): through the request's cancel_fd
+// when the caller gave one (it must then be an eventfd of this execution
+// alone), else through one made for the hook.
 using LineHook = std::function<bool(absl::string_view line, bool overlong)>;
 
 struct CaptureOptions {

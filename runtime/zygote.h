@@ -93,7 +93,7 @@ struct ExecRequest {
   // readable or hung up, on_watch() is called, on Run()'s thread, and the
   // fd is watched no more. The daemon's stdio reader, running a request
   // itself, learns so that another line has come and hands the reading on
-  // (rpc/daemon.cc, StdioTransport).
+  // (rpc/transports.h, StdioTransport).
   int watch_fd = -1;
   std::function<void()> on_watch;
 };

@@ -1,8 +1,12 @@
 // `cubicle serve` end to end: JSON-RPC 2.0 conformance over stdio, the
 // methods, many concurrent clients on the Unix socket, and shutdown that
 // leaves nothing behind.
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -22,7 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/unique_fd.h"
@@ -93,6 +99,26 @@ TEST_F(CoreDaemon, ProtocolErrorsOverStdio) {
   EXPECT_TRUE(absl::StrContains(json::serialize(*ById(r, 3)), "argv")) << "the message names the field";
   EXPECT_EQ(ErrorCode(*ById(r, 4)), -32602);
   EXPECT_TRUE(absl::StrContains(json::serialize(*ById(r, 4)), "bogus"));
+}
+
+// Params are read by the config's rules: a duplicate key is refused naming
+// it, wherever it is; a whole number may be spelt 1e3 but not 1.5.
+TEST_F(CoreDaemon, DuplicateKeysAreRefusedAndWholeNumbersReadAlikeOverStdio) {
+  std::vector<json::value> r = Serve({
+      R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["true"],"argv":["false"]}})",
+      R"({"jsonrpc":"2.0","id":2,"method":"sandbox.run","params":{"argv":["true"],"limits":{"pids":8,"pids":9}}})",
+      R"({"jsonrpc":"2.0","id":3,"method":"sandbox.run","params":{"argv":["true"],"timeout_ms":1e3}})",
+      R"({"jsonrpc":"2.0","id":4,"method":"sandbox.run","params":{"argv":["true"],"timeout_ms":1.5}})",
+  });
+  ASSERT_EQ(r.size(), 4u);
+  auto message = [&](int64_t id) { return std::string(ById(r, id)->at("error").at("message").as_string()); };
+  EXPECT_EQ(ErrorCode(*ById(r, 1)), -32602);
+  EXPECT_EQ(message(1), "params: duplicate key 'argv'");
+  EXPECT_EQ(ErrorCode(*ById(r, 2)), -32602);
+  EXPECT_EQ(message(2), "params.limits: duplicate key 'pids'");
+  EXPECT_EQ(ById(r, 3)->at("result").at("reason").as_string(), "exited") << json::serialize(*ById(r, 3));
+  EXPECT_EQ(ErrorCode(*ById(r, 4)), -32602);
+  EXPECT_EQ(message(4), "params.timeout_ms: expected a whole number, got 1.5");
 }
 
 // Diagnostics are JSON lines on stderr, made at the first line logged, at
@@ -243,6 +269,23 @@ TEST_F(CoreDaemon, SixtyFourConcurrentRunsOverTheSocketAreAllCorrect) {
   EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file was left behind";
 }
 
+// Starts a sandbox.run of `sleep MARK` on the daemon's socket, from a
+// thread (answered, if at all, when the daemon ends the sandbox), and
+// waits until the sleep runs.
+bool StartSleepingSandbox(const std::string& socket, const std::string& mark, std::thread* caller) {
+  *caller = std::thread([socket, mark] {
+    Client(socket).Call(absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["sleep",")",
+                                     mark, R"("]}})"));
+  });
+  for (int i = 0; i < 1000; ++i) {  // at most 10 s
+    for (pid_t pid : ProcessesWithArgument(mark)) {
+      if (ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n") return true;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 // A daemon serving its spawner's stdio ends with that process, and so do
 // its running sandboxes: the orchestrator (here a shell, whose stdin is a
 // pipe this test keeps open, so there is no EOF) is SIGKILLed while a
@@ -265,17 +308,8 @@ TEST_F(CoreDaemon, AStdioDaemonEndsWithItsParentAndSoDoItsSandboxes) {
   }
   ASSERT_TRUE(up) << "the daemon never listened";
   const std::string mark = absl::StrCat("1000.", ::getpid(), "3");  // a unique sleep argument
-  std::thread caller([&] {
-    Client c(socket);
-    // Answered only if the sandbox survived; the daemon's death closes it.
-    c.Call(absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"argv":["sleep",")", mark,
-                        R"("]}})"));
-  });
-  bool running = false;
-  for (int i = 0; i < 1000 && !running; ++i) {  // at most 10 s
-    for (pid_t pid : ProcessesWithArgument(mark)) running |= ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n";
-    if (!running) absl::SleepFor(absl::Milliseconds(10));
-  }
+  std::thread caller;
+  const bool running = StartSleepingSandbox(socket, mark, &caller);
   parent.Signal(SIGKILL);
   parent.Wait();
   std::vector<pid_t> sleepers = WaitUntilGone(mark);
@@ -290,6 +324,122 @@ TEST_F(CoreDaemon, AStdioDaemonEndsWithItsParentAndSoDoItsSandboxes) {
   // The killed sandboxes' cgroups are swept, as after a killed daemon.
   ProcessRun next = RunCubicle({"cleanup"});
   EXPECT_EQ(next.exit_code, 0) << next.err;
+}
+
+// Directories under /sys/fs/cgroup (any hierarchy) of the groups that
+// process `pid` made: cgroups/ names them "cubicle-PID-N" ("-dev-N").
+std::vector<std::string> CgroupsMadeBy(pid_t pid) {
+  const std::string prefix = absl::StrCat("cubicle-", pid, "-");
+  std::vector<std::string> found;
+  std::vector<std::pair<std::string, int>> pending = {{"/sys/fs/cgroup", 0}};
+  while (!pending.empty()) {
+    auto [dir, depth] = pending.back();
+    pending.pop_back();
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;  // removed meanwhile, or not ours to read
+    while (struct dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (e->d_type != DT_DIR || name == "." || name == "..") continue;
+      const std::string path = absl::StrCat(dir, "/", name);
+      if (absl::StartsWith(name, prefix)) found.push_back(path);
+      if (depth < 32) pending.push_back({path, depth + 1});
+    }
+    ::closedir(d);
+  }
+  return found;
+}
+
+// A pidfd of `pid` and whether it has exited, without the doubt of a
+// reused pid.
+class ProcessWatch {
+ public:
+  explicit ProcessWatch(pid_t pid) : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
+  pid_t pid() const { return pid_; }
+  bool valid() const { return fd_.valid(); }
+  // Waits at most `limit` (a bound for failures only).
+  bool Exited(absl::Duration limit = absl::ZeroDuration()) const {
+    struct pollfd p = {fd_.get(), POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(limit))) == 1;
+  }
+
+ private:
+  pid_t pid_;
+  UniqueFd fd_;
+};
+
+// The orchestrator that spawned `cubicle serve` (a shell here, whose stdin
+// is a pipe this test keeps open: no EOF) is SIGKILLed while the pools are
+// warm and a sandbox runs. The daemon kills the sandbox and tears down as
+// after SIGTERM: every zygote killed, every cgroup it made removed, its
+// socket removed, no mount left; then it exits. Nothing is swept by a later
+// cubicle. Failed before: the daemon _exit()ed and left its cgroups.
+TEST_F(CoreDaemon, AKilledOrchestratorsDaemonTearsDownItsPoolsAndCgroups) {
+  OrphanReaper reaper;  // the orphaned daemon becomes our child: we see it exit
+  TempDir dir;
+  const std::string socket = dir.Join("cubicle.sock");
+  const std::string config = dir.Join("config.json");
+  const std::string log = dir.Join("daemon.log");
+  // Limits, so that every sandbox has a cgroup.
+  ASSERT_TRUE(WriteFile(config, R"({"profiles": {"shell": {"limits": {"memory": "256M", "pids": 64},
+                                    "pool": {"min_idle": 2, "max_idle": 2, "max_total": 4}}}})"));
+  int in[2];
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  UniqueFd in_read(in[0]), in_write(in[1]);
+  RunningProcess parent({"/bin/sh", "-c",
+                         absl::StrCat("'", CubicleBinary(), "' serve --config '", config, "' --socket '", socket,
+                                      "' --stdio </proc/", ::getpid(), "/fd/", in_read.get(), " 2>'", log,
+                                      "' & echo $!; wait")});
+  ASSERT_TRUE(parent.started());
+  ASSERT_TRUE(parent.WaitForStdout("\n"));
+  pid_t daemon_pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(parent.StdoutSoFar()), &daemon_pid))
+      << parent.StdoutSoFar();
+  ProcessWatch daemon(daemon_pid);
+  ASSERT_TRUE(daemon.valid());
+
+  bool warm = false;
+  for (int i = 0; i < 3000 && !warm; ++i) {  // at most 30 s
+    Client c(socket);
+    warm = c.connected() && absl::StrContains(c.Call(R"({"jsonrpc":"2.0","id":1,"method":"pool.stats"})"),
+                                              R"("idle":2)");
+    if (!warm) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(warm) << "the pool never filled: " << ReadFile(log);
+  const std::string mark = absl::StrCat("1000.", ::getpid(), "5");  // a unique sleep argument
+  std::thread caller;
+  EXPECT_TRUE(StartSleepingSandbox(socket, mark, &caller)) << "the sandbox never started";
+  std::vector<std::unique_ptr<ProcessWatch>> zygotes;
+  for (pid_t pid : Descendants(daemon_pid)) zygotes.push_back(std::make_unique<ProcessWatch>(pid));
+  EXPECT_GE(zygotes.size(), 2u) << "no zygote to watch";
+  const std::vector<std::string> cgroups = CgroupsMadeBy(daemon_pid);
+  if (runtime::CgroupsUsable().ok()) {
+    EXPECT_FALSE(cgroups.empty()) << "the daemon made no cgroup to watch";
+  }
+
+  parent.Signal(SIGKILL);
+  parent.Wait();
+  const bool exited = daemon.Exited(absl::Seconds(60));  // the bound for a failure only
+  EXPECT_TRUE(exited) << "the daemon outlived its parent";
+  int status = 0;
+  if (!exited) ::kill(daemon_pid, SIGKILL);  // ours, by pid
+  EXPECT_EQ(::waitpid(daemon_pid, &status, 0), daemon_pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "status " << status << "\n" << ReadFile(log);
+  caller.join();
+
+  // The teardown ran: the zygotes are gone, and so are the cgroups, now.
+  for (const auto& z : zygotes) {
+    EXPECT_TRUE(z->Exited()) << "process " << z->pid() << " of the daemon outlived it";
+    if (!z->Exited()) ::kill(z->pid(), SIGKILL);  // ours (the daemon's), by pid
+  }
+  EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{}) << "the sandbox outlived the daemon";
+  const std::vector<std::string> left = CgroupsMadeBy(daemon_pid);
+  EXPECT_EQ(left, std::vector<std::string>{}) << "cgroups outlived the daemon";
+  struct stat st;
+  EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file was left behind";
+  EXPECT_TRUE(absl::StrContains(ReadFile(log), "exited: ending every sandbox")) << ReadFile(log);
+  if (!left.empty()) {
+    EXPECT_EQ(RunCubicle({"cleanup"}).exit_code, 0);  // leave the host clean all the same
+  }
 }
 
 TEST_F(CoreDaemon, KilledDaemonLeavesNoZygoteBehind) {
@@ -684,7 +834,7 @@ TEST_F(CoreDaemon, BeyondTheQueueRequestsAreBusyAndTheRestAreServed) {
 }
 
 // A lone request over stdio runs on the reader thread that read it
-// (rpc/daemon.cc, StdioTransport): the reading must go on meanwhile, so a
+// (rpc/transports.h, StdioTransport): the reading must go on meanwhile, so a
 // health check sent after a long run is answered first.
 TEST_F(CoreDaemon, WhileALoneRequestRunsTheNextLinesAreStillRead) {
   std::vector<json::value> r = Serve({

@@ -706,7 +706,7 @@ TEST_F(NpuTest, DaemonListsRunsWithChipsAndBrokersJobs) {
 }
 
 // A lone run with chips over stdio runs on the reader thread too
-// (rpc/daemon.cc, StdioTransport): its sandbox's wait watches stdin as a
+// (rpc/transports.h, StdioTransport): its sandbox's wait watches stdin as a
 // pooled run's does, so a line sent meanwhile is read and answered first.
 TEST_F(NpuTest, WhileALoneRunWithChipsRunsTheNextLineIsStillRead) {
   FakeHost host;

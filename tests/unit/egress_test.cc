@@ -476,7 +476,10 @@ TEST(EgressPolicyJson, ErrorsNameThePathAndTheValue) {
       {R"({"allow_domains": ["a.example"], "allow_cidrs": ["10.0.0.0/33"]})", "network.allow_cidrs[0]: CIDR '10.0.0.0/33'"},
       {R"({"allow_domains": ["a.example"], "resolve": ["a.example"]})", "network.resolve[0]: resolve override 'a.example'"},
       {R"({"allow_domains": ["a.example"], "max_connections": 0})", "network.max_connections: 0 is outside"},
-      {R"({"allow_domains": ["a.example"], "max_bytes": "12Q"})", "network.max_bytes: is not a size"},
+      {R"({"allow_domains": ["a.example"], "max_bytes": "12Q"})", "network.max_bytes: '12Q' is not a size"},
+      {R"({"allow_domains": ["a.example"], "allow_ports": [1.5]})", "network.allow_ports[0]: expected a whole number, got 1.5"},
+      {R"({"allow_domains": ["a.example"], "idle_timeout_ms": 2.5})", "network.idle_timeout_ms: expected a whole number, got 2.5"},
+      {R"({"allow_domains": ["a.example"], "max_connections": "16"})", "network.max_connections: expected a whole number, got '16'"},
       {R"({"allow_domains": ["a.example"], "log": "relative.log"})", "network.log: must be an absolute path"},
       {R"({"allow_domains": ["a.example"], "proxy": true})", "network.proxy: unknown key"},
       {R"({"mode": "open"})", "network.mode: network policy 'open'"},
@@ -491,6 +494,19 @@ TEST(EgressPolicyJson, ErrorsNameThePathAndTheValue) {
     EXPECT_NE(std::string(p.status().message()).find(expected), std::string::npos)
         << json << " -> " << p.status().message();
   }
+}
+
+// The one rule for whole numbers (base/json_reader.h), as in the config and
+// in JSON-RPC params: any spelling JSON allows, if it is exactly one.
+TEST(EgressPolicyJson, WholeNumbersMayBeWrittenAsJsonAllows) {
+  absl::StatusOr<Policy> p = FromJson(R"({"allow_domains": ["a.example"], "allow_ports": [443.0, 8.443e3],
+      "max_connections": 1e1, "max_bytes": 1e6, "idle_timeout_ms": 1.5e3, "bridge_port": 3128.0})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->ports, (std::vector<uint16_t>{443, 8443}));
+  EXPECT_EQ(p->budgets.max_connections, 10u);
+  EXPECT_EQ(p->budgets.max_bytes, 1000000u);
+  EXPECT_EQ(p->budgets.idle_timeout, absl::Milliseconds(1500));
+  EXPECT_EQ(p->bridge_port, 3128);
 }
 
 TEST(EgressPolicyJson, ProfileNetworkKey) {

@@ -104,8 +104,9 @@ TEST(DefaultConfig, HasTheDocumentedShellAndPythonProfiles) {
 }
 
 TEST(DefaultConfig, DefaultConfigIsTheParsedJson) {
-  DaemonConfig config = DefaultConfig();
-  EXPECT_EQ(config.profiles.at("python").spec, ParseConfig(DefaultConfigJson())->profiles.at("python").spec);
+  absl::StatusOr<DaemonConfig> config = DefaultConfig();
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->profiles.at("python").spec, ParseConfig(DefaultConfigJson())->profiles.at("python").spec);
 }
 
 // ---------------------------------------------------------------------------

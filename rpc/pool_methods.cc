@@ -1,0 +1,121 @@
+// health, pool.stats, pool.configure, pool.warm (docs/protocol.md): what
+// the operator sees of the pools, and how it sizes and warms them.
+#include <algorithm>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/daemon.h"
+
+namespace cubicle::rpc {
+namespace json = boost::json;
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+// A histogram for pool.stats: count, mean and the cumulative buckets in ms.
+json::object HistogramJson(const runtime::LatencyHistogram& h) {
+  json::array buckets;
+  for (size_t i = 0; i < runtime::LatencyHistogram::kBounds.size(); ++i) {
+    buckets.push_back(json::array{runtime::LatencyHistogram::kBounds[i] * 1000, h.Cumulative(i)});
+  }
+  return json::object{{"count", h.count()},
+                      {"mean_ms", h.count() > 0 ? h.sum_seconds() * 1000 / static_cast<double>(h.count()) : 0.0},
+                      {"le_ms", std::move(buckets)}};
+}
+
+// How long pool.warm waits between looks at whether the daemon was
+// abandoned (its parent died): that bounds its teardown, not a request.
+constexpr absl::Duration kAbandonCheck = absl::Milliseconds(100);
+
+}  // namespace
+
+json::value Daemon::PoolStatsJson() {
+  json::object pools;
+  for (auto& [name, pool] : pools_) {
+    runtime::PoolStats s = pool->Stats();
+    runtime::PoolConfig c = pool->config();
+    pools[name] = json::object{{"idle", s.idle},
+                               {"building", s.building},
+                               {"in_use", s.in_use},
+                               {"tearing_down", s.tearing_down},
+                               {"hits", s.hits},
+                               {"misses", s.misses},
+                               {"busy", s.busy},
+                               {"built", s.built},
+                               {"build_failures", s.build_failures},
+                               {"expired", s.expired},
+                               {"last_build_ms", absl::ToDoubleMilliseconds(s.last_build)},
+                               {"refill_ms", HistogramJson(s.refill)},
+                               {"handoff_ms", HistogramJson(s.handoff)},
+                               {"cold_start_ms", HistogramJson(s.cold_start)},
+                               {"warm_interpreter", c.zygote.interpreter.has_value()},
+                               {"min_idle", c.min_idle},
+                               {"max_idle", c.max_idle},
+                               {"max_total", c.max_total}};
+  }
+  return pools;
+}
+
+json::value Daemon::Health() {
+  return json::object{{"status", stopping_ ? "draining" : "ok"},
+                      {"version", kVersion},
+                      {"in_flight", in_flight_.load()},
+                      {"pools", PoolStatsJson()}};
+}
+
+Expected<runtime::Pool*> Daemon::FindPool(const json::object& params) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> name, GetString(params, "profile", false));
+  std::string profile = name.value_or("shell");
+  auto it = pools_.find(profile);
+  if (it == pools_.end()) {
+    return Error{kNotFound, absl::StrCat("no profile named '", profile, "'"), nullptr};
+  }
+  return it->second.get();
+}
+
+Expected<json::value> Daemon::PoolConfigure(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "min_idle", "max_idle", "max_total", "max_age_s"})) return *bad;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+  runtime::PoolConfig c = pool->config();
+  for (auto [key, field] : {std::pair{"min_idle", &c.min_idle}, {"max_idle", &c.max_idle}, {"max_total", &c.max_total}}) {
+    CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> v, GetInt64(*params, key, false, 0, 4096));
+    if (v.has_value()) *field = static_cast<size_t>(*v);
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> age, GetInt64(*params, "max_age_s", false, 1, 86400));
+  if (age.has_value()) c.max_age = absl::Seconds(*age);
+  if (absl::Status st = pool->Configure(c); !st.ok()) return InvalidParams(st);
+  return PoolStatsJson();
+}
+
+Expected<json::value> Daemon::PoolWarm(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "count", "timeout_ms"})) return *bad;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+  runtime::PoolConfig c = pool->config();
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> count,
+                               GetInt64(*params, "count", false, 0, static_cast<int64_t>(c.max_total)));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, GetInt64(*params, "timeout_ms", false, 1, 600000));
+  if (count.has_value()) {
+    c.min_idle = static_cast<size_t>(*count);
+    c.max_idle = std::max(c.max_idle, c.min_idle);
+    if (absl::Status st = pool->Configure(c); !st.ok()) return InvalidParams(st);
+  }
+  bool warm = WaitWarm(pool, absl::Milliseconds(timeout_ms.value_or(30000)));
+  runtime::PoolStats s = pool->Stats();
+  return json::value(json::object{{"profile", pool->name()}, {"warm", warm}, {"idle", s.idle}, {"min_idle", c.min_idle}});
+}
+
+bool Daemon::WaitWarm(runtime::Pool* pool, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (pool->WaitWarm(std::min(left, kAbandonCheck))) return true;
+    if (left <= kAbandonCheck || running_.abandoned()) return false;
+  }
+}
+
+}  // namespace cubicle::rpc

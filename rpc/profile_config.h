@@ -1,0 +1,32 @@
+// The profiles of the daemon's configuration (docs/config.md, "profiles"):
+// each a named SandboxSpec template with its pool, read and validated key
+// by key. Used by rpc/config.cc, which reads the rest of the document; the
+// limits and environment readers are shared with a request's "limits" and
+// the NPU broker's jobs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <boost/json/value.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "cgroups/limits.h"
+#include "rpc/config.h"
+
+namespace cubicle::rpc {
+
+// "profiles": {NAME: profile, ...}, checked against config->ceiling and
+// added to config->profiles.
+absl::Status ParseProfiles(const boost::json::value& v, DaemonConfig* config);
+
+// A "limits" object (memory, memory_high, pids, cpus, cpu_weight) at
+// `path`, each value at most `ceiling`'s.
+absl::Status ParseLimits(const boost::json::value& v, absl::string_view path, const cgroups::Limits& ceiling,
+                         cgroups::Limits* limits);
+
+// {"NAME": "value"}: replaces NAME in `env`, or is added, in order.
+absl::Status ParseEnv(const boost::json::value& v, absl::string_view path, std::vector<std::string>* env);
+
+}  // namespace cubicle::rpc

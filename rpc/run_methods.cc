@@ -1,0 +1,332 @@
+// sandbox.run and skill.call (docs/protocol.md): a command, or a skill's
+// one JSON-RPC call, in a fresh sandbox of a profile, answered when it ends.
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <boost/json/object.hpp>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "egress/policy_json.h"
+#include "rpc/daemon.h"
+#include "rpc/npu_methods.h"
+#include "rpc/request_threads.h"
+#include "rpc/results_json.h"
+#include "runtime/capture.h"
+
+namespace cubicle::rpc {
+namespace json = boost::json;
+
+namespace {
+
+bool ValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// Text when it is UTF-8, else base64.
+json::value Text(const std::string& data) {
+  return ValidUtf8(data) ? json::value(data) : json::value(absl::Base64Escape(data));
+}
+
+// A stream's bytes in the reply: text when it is UTF-8, else base64.
+void PutStream(json::object& out, const char* name, const std::string& data, bool truncated, uint64_t total) {
+  if (ValidUtf8(data)) {
+    out[name] = data;
+  } else {
+    out[absl::StrCat(name, "_base64")] = absl::Base64Escape(data);
+  }
+  out[absl::StrCat(name, "_truncated")] = truncated;
+  out[absl::StrCat(name, "_bytes")] = total;
+}
+
+json::object CapturedToJson(const runtime::CapturedRun& run, const std::string& profile) {
+  json::object out = ResultToJson(run.result);
+  out["profile"] = profile;
+  PutStream(out, "stdout", run.out, run.out_truncated, run.out_total);
+  PutStream(out, "stderr", run.err, run.err_truncated, run.err_total);
+  return out;
+}
+
+// How a failed run (not a failed payload: that is a result) is answered.
+Error FromRunStatus(const absl::Status& st) {
+  if (absl::IsResourceExhausted(st)) return Error{kBusy, std::string(st.message()), nullptr};
+  if (absl::IsInvalidArgument(st)) return InvalidParams(st);
+  return Error{kInternalError, std::string(st.message()), nullptr};
+}
+
+Error LimitExceeded(std::string message) { return Error{kLimitExceeded, std::move(message), nullptr}; }
+
+// ---------------------------------------------------------------------------
+// The params sandbox.run, skill.call and exec.start share, a step each.
+
+// argv, env (over the profile's) and cwd.
+std::optional<Error> ReadCommand(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
+  Expected<std::optional<std::vector<std::string>>> argv = GetStringArray(params, "argv", true);
+  if (!argv.ok()) return argv.error();
+  request->argv = **argv;
+  if (request->argv.empty() || request->argv[0].empty()) {
+    return InvalidParam("params", "argv", "must hold at least the command");
+  }
+  request->env = profile.spec.env;
+  Expected<std::optional<std::vector<std::pair<std::string, std::string>>>> env = GetStringMap(params, "env", false);
+  if (!env.ok()) return env.error();
+  for (const auto& [k, v] : env->value_or(std::vector<std::pair<std::string, std::string>>{})) {
+    if (k.empty() || k.find('=') != std::string::npos) return InvalidParam("params.env", k, "is not a variable name");
+    std::erase_if(request->env, [&](const std::string& kv) { return kv.rfind(k + "=", 0) == 0; });
+    request->env.push_back(absl::StrCat(k, "=", v));
+  }
+  Expected<std::optional<std::string>> cwd = GetString(params, "cwd", false);
+  if (!cwd.ok()) return cwd.error();
+  request->cwd = cwd->value_or(profile.spec.cwd);
+  return std::nullopt;
+}
+
+// timeout_ms, at most the profile's ceiling.
+std::optional<Error> ReadTimeout(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
+  const int64_t max_timeout_ms = absl::ToInt64Milliseconds(profile.max_timeout);
+  Expected<std::optional<int64_t>> timeout_ms = GetInt64(params, "timeout_ms", false, 1);
+  if (!timeout_ms.ok()) return timeout_ms.error();
+  if (timeout_ms->has_value() && **timeout_ms > max_timeout_ms) {
+    return LimitExceeded(
+        absl::StrCat("params.timeout_ms: ", **timeout_ms, " exceeds the profile's ceiling of ", max_timeout_ms));
+  }
+  request->timeout = timeout_ms->has_value() ? absl::Milliseconds(**timeout_ms) : profile.default_timeout;
+  return std::nullopt;
+}
+
+// limits, which may only tighten the profile's.
+std::optional<Error> ReadLimits(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
+  const json::value* limits = FindParam(params, "limits");
+  if (limits == nullptr) return std::nullopt;
+  absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits");
+  if (!asked.ok()) return InvalidParams(asked.status());
+  absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked);
+  if (!tightened.ok()) return LimitExceeded(absl::StrCat("params.limits: ", tightened.status().message()));
+  request->limits = *std::move(tightened);
+  return std::nullopt;
+}
+
+// workspace, a real path under one of the configured roots.
+std::optional<Error> ReadWorkspace(const json::object& params, const std::vector<std::string>& roots,
+                                   runtime::ExecRequest* request) {
+  Expected<std::optional<std::string>> workspace = GetString(params, "workspace", false);
+  if (!workspace.ok()) return workspace.error();
+  if (!workspace->has_value()) return std::nullopt;
+  const std::string& asked = **workspace;
+  if (roots.empty()) {
+    return InvalidParam("params", "workspace", "is not accepted: the daemon has no workspace_roots configured");
+  }
+  char real[PATH_MAX];
+  if (::realpath(asked.c_str(), real) == nullptr) {
+    return InvalidParam("params", "workspace", absl::StrCat("'", asked, "': ", ErrnoName(errno)));
+  }
+  const std::string resolved = real;
+  const bool under = std::any_of(roots.begin(), roots.end(), [&](const std::string& root) {
+    return resolved == root || absl::StartsWith(resolved, root == "/" ? root : root + "/");
+  });
+  if (!under) {
+    return InvalidParam("params", "workspace", absl::StrCat("'", asked, "' is not under a configured workspace root"));
+  }
+  request->workspace = resolved;
+  return std::nullopt;
+}
+
+// output_bytes, at most the profile's budget.
+std::optional<Error> ReadOutputBudget(const json::object& params, const Profile& profile, uint64_t* budget) {
+  Expected<std::optional<int64_t>> output_bytes = GetInt64(params, "output_bytes", false, 0);
+  if (!output_bytes.ok()) return output_bytes.error();
+  *budget = profile.output_bytes;
+  if (!output_bytes->has_value()) return std::nullopt;
+  const uint64_t asked = static_cast<uint64_t>(**output_bytes);
+  if (asked > *budget) {
+    return LimitExceeded(absl::StrCat("params.output_bytes: ", asked, " exceeds the profile's ceiling of ", *budget));
+  }
+  *budget = asked;
+  return std::nullopt;
+}
+
+// network, which may only narrow the profile's policy: a narrower one gets
+// a sandbox of its own.
+std::optional<Error> ReadNetwork(const json::object& params, const Profile& profile,
+                                 std::optional<runtime::SandboxSpec>* narrowed) {
+  const json::value* network = FindParam(params, "network");
+  if (network == nullptr) return std::nullopt;
+  absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*network, "params.network", profile.spec.egress);
+  if (!policy.ok()) return InvalidParams(policy.status());
+  if (absl::Status st = egress::CheckNarrows(profile.spec.egress, *policy); !st.ok()) {
+    return LimitExceeded(absl::StrCat("params.network: ", st.message()));
+  }
+  if (*policy != profile.spec.egress) {
+    *narrowed = profile.spec;
+    (*narrowed)->egress = *std::move(policy);
+    if ((*narrowed)->egress.mode == egress::NetMode::kNone) (*narrowed)->seccomp = seccomp::Policy::kNoNetwork;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
+  RunParams out;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(out.pool, FindPool(params));
+  const Profile& profile = config_.profiles.at(out.pool->name());
+  if (auto e = ReadCommand(params, profile, &out.request)) return *e;
+  if (auto e = ReadTimeout(params, profile, &out.request)) return *e;
+  if (auto e = ReadLimits(params, profile, &out.request)) return *e;
+  if (auto e = ReadWorkspace(params, config_.workspace_roots, &out.request)) return *e;
+  if (auto e = ReadOutputBudget(params, profile, &out.budget)) return *e;
+  if (auto e = ReadNetwork(params, profile, &out.narrowed)) return *e;
+  return out;
+}
+
+Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
+                                         "output_bytes", "limits", "workspace", "network", "npu", "gpu"})) {
+    return *bad;
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_b64, GetString(*params, "stdin_base64", false));
+  std::string stdin_data = stdin_text.value_or("");
+  if (stdin_b64.has_value()) {
+    if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
+    if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
+  }
+  return SandboxRunAccelerated(p, *params, stdin_data);
+}
+
+Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const json::object& params,
+                                                    const std::string& stdin_data) {
+  const Profile& profile = config_.profiles.at(p.pool->name());
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(params, profile));
+  if (chips.empty()) return RunToJson(p, stdin_data, running_.shared_fd());  // the pool, as always
+  runtime::ExecRequest request = p.request;
+  request.cancel_fd = running_.shared_fd();
+  WatchForTheReader(&request);
+  absl::StatusOr<AcceleratedRun> run = RunWithAccelerators(*inventory_, profile, chips, request, stdin_data, p.budget);
+  if (!run.ok()) {
+    // A chip that is gone or unusable fails the whole execution, naming it.
+    const int code = absl::IsInvalidArgument(run.status()) ? kInvalidParams : kSetupFailed;
+    return Error{code, std::string(run.status().message()), nullptr};
+  }
+  json::object out = CapturedToJson(run->captured, p.pool->name());
+  out["accelerators"] = run->mapping;
+  return json::value(std::move(out));
+}
+
+Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
+  runtime::Pool* pool = p.pool;
+  runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+  if (p.narrowed.has_value()) {
+    // Its own policy revision: a sandbox made for this request (the cold
+    // path), attached to that revision's gateway.
+    runner = runtime::FreshSandboxRunner(*p.narrowed);
+  }
+  runtime::ExecRequest request = p.request;
+  request.cancel_fd = cancel_fd;
+  WatchForTheReader(&request);
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, p.budget);
+  if (!run.ok()) return FromRunStatus(run.status());
+  return json::value(CapturedToJson(*run, pool->name()));
+}
+
+namespace {
+
+// skill.call's error when the skill gave no response: why, with the
+// skill's status and the tails of its output.
+Error SkillFailed(const runtime::CapturedRun& run, bool overlong, absl::Duration timeout) {
+  const runtime::ExecResult& r = run.result;
+  std::string why = overlong ? "the skill wrote a stdout line longer than 4 MiB"
+                    : r.reason == runtime::ExitReason::kTimeout
+                        ? absl::StrCat("the skill did not answer within ", absl::FormatDuration(timeout))
+                        : absl::StrCat("the skill ended (", runtime::ExitReasonName(r.reason), ", status ",
+                                       r.ShellStatus(), ") without answering");
+  auto tail = [](const std::string& s) { return s.size() <= 4096 ? s : s.substr(s.size() - 4096); };
+  json::object data{{"reason", std::string(runtime::ExitReasonName(r.reason))},
+                    {"status", r.ShellStatus()},
+                    {"stderr_tail", tail(run.err)},
+                    {"stdout_tail", tail(run.out)}};
+  if (r.reason == runtime::ExitReason::kSetupFailed) data["error"] = std::string(r.setup_error.message());
+  return Error{kSkillFailed, why, std::move(data)};
+}
+
+}  // namespace
+
+Expected<json::value> Daemon::SkillCall(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
+                                         "params", "limits", "workspace"})) {
+    return *bad;
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "skill.call")) return *refused;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
+  json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);
+  if (!skill_params.is_null() && !skill_params.is_object() && !skill_params.is_array()) {
+    return InvalidParam("params", "params", "must be an object or an array");
+  }
+  // The skill's request: one line on its stdin. Each skill is a fresh
+  // process, so a fixed id cannot collide.
+  const json::value id = 1;
+  const std::string line = Request(id, *method, skill_params) + "\n";
+  std::optional<json::object> response;
+  bool overlong = false;
+  std::string stdout_logs;  // the skill's other stdout lines, kept as logs
+  runtime::CaptureOptions options;
+  options.budget = p.budget;
+  options.max_line = 4 << 20;
+  options.on_stdout_line = [&](absl::string_view text, bool too_long) {
+    if (too_long) {
+      overlong = true;
+      return true;
+    }
+    response = MatchResponse(text, id);
+    if (!response.has_value() && stdout_logs.size() < p.budget) {
+      absl::StrAppend(&stdout_logs, text.substr(0, p.budget - stdout_logs.size()), "\n");
+    }
+    return response.has_value();  // answered: the sandbox may go
+  };
+  // Its own cancel eventfd: the answer stops the skill through it, and so
+  // does the daemon's abandonment (RunningExecutions).
+  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!cancel) return Error{kInternalError, "eventfd: out of file descriptors", nullptr};
+  RunningExecutions::Tracked tracked = running_.Track(cancel.get());
+  runtime::Pool* pool = p.pool;
+  runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+  runtime::ExecRequest request = p.request;
+  request.cancel_fd = cancel.get();
+  WatchForTheReader(&request);
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, line, options);
+  if (!run.ok()) return FromRunStatus(run.status());
+  if (!response.has_value()) return SkillFailed(*run, overlong, p.request.timeout);
+  json::object out;
+  if (response->contains("result")) out["result"] = response->at("result");
+  if (response->contains("error")) out["error"] = response->at("error");
+  out["logs"] = Text(run->err);
+  out["logs_truncated"] = run->err_truncated;
+  out["stdout_logs"] = Text(stdout_logs);
+  out["wall_ms"] = absl::ToDoubleMilliseconds(run->result.wall);
+  out["profile"] = pool->name();
+  return json::value(std::move(out));
+}
+
+}  // namespace cubicle::rpc

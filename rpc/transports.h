@@ -1,0 +1,75 @@
+// The daemon's transports (docs/protocol.md): its own stdin/stdout, and a
+// Unix socket on Boost.Asio. Each hands the lines it reads to
+// Daemon::HandleLine and writes the replies back, one per line.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+
+#include "absl/status/statusor.h"
+#include "rpc/daemon.h"
+
+namespace cubicle::rpc {
+
+// The stdio transport: readers (stdin may be a pipe, a tty or a file,
+// which epoll cannot watch) and serialized blocking writes to stdout.
+//
+// Two reader threads take turns reading. The one reading hands each line
+// to the daemon; a sandbox run that would be the only request in flight
+// comes back as work to run on this thread (HandleLine's `may_run_here`),
+// which runs it while still holding the turn, with stdin watched from the
+// sandbox's wait: only if another line comes meanwhile is the turn passed
+// to the other thread, which reads on. A lone request so runs on the
+// thread that read it, awake, instead of waiting for a worker's wake-up,
+// and no other thread wakes at all unless there is something to read.
+class StdioTransport {
+ public:
+  // `on_eof` is called (on a reader thread) when stdin ends.
+  StdioTransport(Daemon* daemon, size_t max_line, std::function<void()> on_eof);
+  // Stops reading; waits for a request a reader runs itself.
+  ~StdioTransport();
+  StdioTransport(const StdioTransport&) = delete;
+  StdioTransport& operator=(const StdioTransport&) = delete;
+
+ private:
+  void Write(const std::string& reply);
+  void Take();
+  Daemon::Work Read();
+  Daemon::Work Stop(bool eof);
+
+  Daemon* daemon_;
+  size_t max_line_;
+  std::function<void()> on_eof_;
+  int wake_[2] = {-1, -1};
+  std::mutex write_mu_;
+  std::mutex mu_;
+  std::condition_variable turn_;
+  bool reading_ = false;  // a reader has the turn
+  bool done_ = false;     // stdin ended or the transport is shutting down
+  std::string pending_;   // read, not yet a whole line
+  bool discarding_ = false;
+  std::thread readers_[2];
+};
+
+using UnixAcceptor = boost::asio::local::stream_protocol::acceptor;
+
+// A listening Unix socket at `path` (a stale socket there is replaced),
+// created under a umask so that it is never reachable with wider
+// permissions than `mode`, even between bind and chmod.
+absl::StatusOr<std::unique_ptr<UnixAcceptor>> ListenUnix(boost::asio::io_context& io, const std::string& path,
+                                                         uint32_t mode);
+
+// Serves each client of `acceptor` until the acceptor is closed: lines in,
+// replies out, in any order.
+void AcceptClients(Daemon* daemon, UnixAcceptor& acceptor, size_t max_line);
+
+}  // namespace cubicle::rpc
