@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include <cerrno>
@@ -20,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/fd_passing.h"
 #include "base/status.h"
+#include "base/json_reader.h"
 #include "egress/policy_json.h"
 #include "seccomp/policy.h"
 
@@ -241,10 +241,9 @@ int GatewayProcessMain(int control_fd) {
   if (!ReceiveMessage(control_fd, &message, &ignored) || message.empty() || message[0] != 'P') {
     return fail(absl::InvalidArgumentError("expected the policy first"));
   }
-  boost::system::error_code ec;
-  boost::json::value json = boost::json::parse(std::string_view(message).substr(1), ec);
-  if (ec) return fail(absl::InvalidArgumentError(absl::StrCat("policy: ", ec.message())));
-  absl::StatusOr<Policy> policy = PolicyFromJson(json, "policy", Policy());
+  absl::StatusOr<boost::json::value> json = json_read::ParseDocument(absl::string_view(message).substr(1), false);
+  if (!json.ok()) return fail(absl::InvalidArgumentError(absl::StrCat("policy: ", json.status().message())));
+  absl::StatusOr<Policy> policy = PolicyFromJson(*json, "policy", Policy());
   if (!policy.ok()) return fail(policy.status());
   // The log is opened with the launcher's privileges, then they go. The
   // kernel clears the parent-death signal on that credential change: set
