@@ -1,5 +1,5 @@
 // The cgroups of a sandbox being made, and how each of its processes comes
-// to start in them (docs/architecture.md, launch steps 1 and 3). Host side;
+// to start in them (docs/architecture.md, MakeGroups and PlaceAndRelease). Host side;
 // internal to runtime/.
 //
 // The groups exist before the child does, so no payload instruction runs
