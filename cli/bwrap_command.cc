@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -222,6 +223,81 @@ int StatusOf(const runtime::ExecResult& result) {
   }
 }
 
+// Found before the parse, so that parse errors get the prefix too.
+Reporter ReporterFor(const std::vector<std::string>& args) {
+  Reporter report;
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a == "--level-prefix") report.set_level_prefix(true);
+  }
+  return report;
+}
+
+// --help, --version and usage errors print what bwrap prints and end the
+// run with its status; nullopt for a run.
+std::optional<int> RunInfoAction(BwrapInvocation::Action action, const std::string& argv0) {
+  switch (action) {
+    case BwrapInvocation::Action::kHelp:
+      std::fputs(BwrapUsage(argv0).c_str(), stdout);
+      return 0;
+    case BwrapInvocation::Action::kVersion:
+      std::printf("%s\n", kBwrapVersion);
+      return 0;
+    case BwrapInvocation::Action::kUsage:
+      std::fputs(BwrapUsage(argv0).c_str(), stderr);
+      return kBwrapFailure;
+    case BwrapInvocation::Action::kRun:
+      break;
+  }
+  return std::nullopt;
+}
+
+// The command keeps every fd cubicle inherited except those the options
+// name; the fds the options consumed are closed here.
+void PassOnInheritedFds(const std::vector<int>& inheritable, BwrapInvocation* inv) {
+  for (int fd : inheritable) {
+    if (std::find(inv->option_fds.begin(), inv->option_fds.end(), fd) == inv->option_fds.end()) {
+      inv->spec.inherited_fds.push_back(fd);
+    }
+  }
+  for (int fd : inv->consumed_fds) ::close(fd);
+}
+
+// --info-fd and --json-status-fd get the pid and namespaces as soon as the
+// sandbox exists; --info-fd is closed after.
+absl::Status WriteNamespaceInfo(const BwrapInvocation& inv, pid_t pid) {
+  if (inv.info_fd) {
+    if (!WriteAll(*inv.info_fd, NamespaceJson(pid, inv.info_namespaces, true))) {
+      return absl::InternalError(absl::StrCat("Write to info_fd: ", std::strerror(errno)));
+    }
+    ::close(*inv.info_fd);
+  }
+  if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
+    return absl::InternalError(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// Runs the command in the sandbox `zygote` made, returning as soon as it
+// exits. bwrap's monitor exits with the command's status as soon as its
+// PID 1 reports it, without waiting for the namespaces' teardown; so does
+// this. The sandbox's init exits by itself right after its report
+// (killing what is left in its pid namespace) and has no cgroup to remove,
+// so a Zygote that ran the command is released to the kernel instead of
+// being reaped; on a failure the caller still owns it.
+absl::StatusOr<runtime::ExecResult> RunCommand(std::unique_ptr<runtime::Zygote>& zygote,
+                                               const runtime::SandboxSpec& spec, int signal_fd) {
+  runtime::ExecRequest request;
+  request.argv = spec.argv;
+  request.env = spec.env;
+  request.cwd = spec.cwd;
+  request.signal_fd = signal_fd;
+  request.return_at_exit = true;
+  absl::StatusOr<runtime::ExecResult> result = zygote->Run(request);
+  if (result.ok() && result->reason != runtime::ExitReason::kSetupFailed) (void)zygote.release();
+  return result;
+}
+
 }  // namespace
 
 // A launcher setup error in bwrap's words: "execvp foo: No such file or
@@ -299,35 +375,13 @@ std::string BwrapMessage(const absl::Status& status) {
 
 int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   const std::vector<int> inheritable = InheritableFds();
-  Reporter report;
-  // Found before the parse, so that parse errors get the prefix too.
-  for (const std::string& a : args) {
-    if (a == "--") break;
-    if (a == "--level-prefix") report.set_level_prefix(true);
-  }
+  const Reporter report = ReporterFor(args);
   absl::StatusOr<BwrapInvocation> parsed = ParseBwrapArgs(args, CurrentHost());
   if (!parsed.ok()) return report.Fail(parsed.status().message());
   BwrapInvocation& inv = *parsed;
   for (const std::string& w : inv.warnings) report.Warn(w);
-  switch (inv.action) {
-    case BwrapInvocation::Action::kHelp:
-      std::fputs(BwrapUsage(argv0).c_str(), stdout);
-      return 0;
-    case BwrapInvocation::Action::kVersion:
-      std::printf("%s\n", kBwrapVersion);
-      return 0;
-    case BwrapInvocation::Action::kUsage:
-      std::fputs(BwrapUsage(argv0).c_str(), stderr);
-      return kBwrapFailure;
-    case BwrapInvocation::Action::kRun:
-      break;
-  }
-  for (int fd : inheritable) {
-    if (std::find(inv.option_fds.begin(), inv.option_fds.end(), fd) == inv.option_fds.end()) {
-      inv.spec.inherited_fds.push_back(fd);
-    }
-  }
-  for (int fd : inv.consumed_fds) ::close(fd);
+  if (std::optional<int> done = RunInfoAction(inv.action, argv0)) return *done;
+  PassOnInheritedFds(inheritable, &inv);
   // bwrap's --die-with-parent covers bwrap itself too: the launcher's
   // death kills cubicle, whose death kills the sandbox (its init, and the
   // payload with init).
@@ -353,15 +407,7 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(spec, options);
   if (!zygote.ok()) return report.Fail(BwrapMessage(zygote.status()));
   const pid_t pid = (*zygote)->init_pid();
-  if (inv.info_fd) {
-    if (!WriteAll(*inv.info_fd, NamespaceJson(pid, inv.info_namespaces, true))) {
-      return report.Fail(absl::StrCat("Write to info_fd: ", std::strerror(errno)));
-    }
-    ::close(*inv.info_fd);
-  }
-  if (inv.json_status_fd && !WriteAll(*inv.json_status_fd, NamespaceJson(pid, inv.info_namespaces, false))) {
-    return report.Fail(absl::StrCat("Write to json_status_fd: ", std::strerror(errno)));
-  }
+  if (absl::Status st = WriteNamespaceInfo(inv, pid); !st.ok()) return report.Fail(st.message());
   // With --as-pid-1 the command alone holds --sync-fd (it has its copy
   // since clone), so that it ends when the command closes it, as in bwrap.
   if (inv.sync_fd && spec.as_pid_1) ::close(*inv.sync_fd);
@@ -369,19 +415,7 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   if (!locks.ok()) return report.Fail(locks.status().message());
   if (inv.userns_block_fd) WaitForByte(*inv.userns_block_fd);
   if (inv.block_fd) WaitForByte(*inv.block_fd);
-  runtime::ExecRequest request;
-  request.argv = spec.argv;
-  request.env = spec.env;
-  request.cwd = spec.cwd;
-  request.signal_fd = signals.fd();
-  // bwrap's monitor exits with the command's status as soon as its PID 1
-  // reports it, without waiting for the namespaces' teardown; so does this.
-  // The sandbox's init exits by itself right after its report (killing
-  // what is left in its pid namespace) and has no cgroup to remove, so the
-  // Zygote is left to the kernel instead of being reaped here.
-  request.return_at_exit = true;
-  absl::StatusOr<runtime::ExecResult> result = (*zygote)->Run(request);
-  if (result.ok() && result->reason != runtime::ExitReason::kSetupFailed) (void)zygote->release();
+  absl::StatusOr<runtime::ExecResult> result = RunCommand(*zygote, spec, signals.fd());
   if (!result.ok()) return report.Fail(BwrapMessage(result.status()));
   if (result->reason == runtime::ExitReason::kSetupFailed) return report.Fail(BwrapMessage(result->setup_error));
   const int status = StatusOf(*result);

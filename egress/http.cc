@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 
 namespace cubicle::egress {
 namespace {
@@ -69,6 +70,72 @@ absl::Status ParseAuthority(absl::string_view authority, uint16_t default_port, 
   return absl::OkStatus();
 }
 
+// A forward proxy's target: "http://authority[/path][?query]", with the
+// authority dropped from what goes upstream.
+absl::Status ParseAbsoluteTarget(absl::string_view target, RequestHead* head) {
+  if ((!target.empty() && target.front() == '/') || target == "*") {
+    return absl::UnimplementedError("origin-form request: this is a forward proxy, send an absolute URI");
+  }
+  constexpr absl::string_view kHttp = "http://";
+  if (target.size() < kHttp.size() || !absl::EqualsIgnoreCase(target.substr(0, kHttp.size()), kHttp)) {
+    if (absl::StartsWithIgnoreCase(target, "https://")) {
+      return absl::UnimplementedError("https:// absolute URI: use CONNECT for TLS");
+    }
+    return absl::UnimplementedError("only http:// absolute URIs and CONNECT are served");
+  }
+  absl::string_view rest = target.substr(kHttp.size());
+  if (rest.find('#') != absl::string_view::npos) return Malformed("fragment in the target");
+  size_t path = rest.find_first_of("/?");
+  if (absl::Status st = ParseAuthority(rest.substr(0, path), 80, head); !st.ok()) return st;
+  absl::string_view origin = path == absl::string_view::npos ? "" : rest.substr(path);
+  head->target = origin.empty() ? "/" : origin.front() == '?' ? absl::StrCat("/", origin) : std::string(origin);
+  return absl::OkStatus();
+}
+
+// "METHOD TARGET VERSION": CONNECT host:port, or an absolute http:// URI.
+absl::Status ParseRequestLine(absl::string_view line, RequestHead* head) {
+  std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+  if (parts.size() != 3) return Malformed("request line is not 'METHOD TARGET VERSION'");
+  if (!IsToken(parts[0])) return Malformed("bad method");
+  if (!IsVisible(parts[1])) return Malformed("bad characters in the target");
+  if (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") return Malformed("version is not HTTP/1.0 or HTTP/1.1");
+  head->method = std::string(parts[0]);
+  head->version = std::string(parts[2]);
+  if (head->method != "CONNECT") return ParseAbsoluteTarget(parts[1], head);
+  head->connect = true;
+  return ParseAuthority(parts[1], 0, head);
+}
+
+// The header lines after the request line, kept in order.
+absl::Status ParseHeaderLines(absl::Span<const absl::string_view> lines, RequestHead* head) {
+  std::optional<absl::string_view> content_length;
+  bool chunked = false;
+  for (absl::string_view line : lines) {
+    if ((!line.empty() && line.front() == ' ') || (!line.empty() && line.front() == '\t')) return Malformed("obsolete header line folding");
+    size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) return Malformed("header line without ':'");
+    absl::string_view name = line.substr(0, colon);
+    if (!IsToken(name)) return Malformed(absl::StrCat("bad header name '", name, "'"));
+    absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+    for (char c : value) {
+      auto u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && c != '\t') || u == 0x7f) return Malformed("control character in a header value");
+    }
+    if (absl::EqualsIgnoreCase(name, "content-length")) {
+      // Two different lengths are a request-smuggling attempt.
+      if (content_length.has_value() && *content_length != value) return Malformed("conflicting Content-Length");
+      if (value.empty() || value.find_first_not_of("0123456789") != absl::string_view::npos) {
+        return Malformed("bad Content-Length");
+      }
+      content_length = value;
+    }
+    if (absl::EqualsIgnoreCase(name, "transfer-encoding")) chunked = true;
+    head->headers.emplace_back(std::string(name), std::string(value));
+  }
+  if (chunked && content_length.has_value()) return Malformed("both Transfer-Encoding and Content-Length");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<RequestHead>> ParseRequestHead(absl::string_view buffered) {
@@ -94,63 +161,8 @@ absl::StatusOr<std::optional<RequestHead>> ParseRequestHead(absl::string_view bu
   if (lines.size() - 1 > kMaxHeaderCount) {
     return absl::ResourceExhaustedError(absl::StrCat("more than ", kMaxHeaderCount, " header lines"));
   }
-
-  std::vector<absl::string_view> parts = absl::StrSplit(lines[0], ' ');
-  if (parts.size() != 3) return Malformed("request line is not 'METHOD TARGET VERSION'");
-  if (!IsToken(parts[0])) return Malformed("bad method");
-  if (!IsVisible(parts[1])) return Malformed("bad characters in the target");
-  if (parts[2] != "HTTP/1.1" && parts[2] != "HTTP/1.0") return Malformed("version is not HTTP/1.0 or HTTP/1.1");
-  head.method = std::string(parts[0]);
-  head.version = std::string(parts[2]);
-  absl::string_view target = parts[1];
-  if (head.method == "CONNECT") {
-    head.connect = true;
-    if (absl::Status st = ParseAuthority(target, 0, &head); !st.ok()) return st;
-  } else {
-    if ((!target.empty() && target.front() == '/') || target == "*") {
-      return absl::UnimplementedError("origin-form request: this is a forward proxy, send an absolute URI");
-    }
-    constexpr absl::string_view kHttp = "http://";
-    if (target.size() < kHttp.size() || !absl::EqualsIgnoreCase(target.substr(0, kHttp.size()), kHttp)) {
-      if (absl::StartsWithIgnoreCase(target, "https://")) {
-        return absl::UnimplementedError("https:// absolute URI: use CONNECT for TLS");
-      }
-      return absl::UnimplementedError("only http:// absolute URIs and CONNECT are served");
-    }
-    absl::string_view rest = target.substr(kHttp.size());
-    if (rest.find('#') != absl::string_view::npos) return Malformed("fragment in the target");
-    size_t path = rest.find_first_of("/?");
-    if (absl::Status st = ParseAuthority(rest.substr(0, path), 80, &head); !st.ok()) return st;
-    absl::string_view origin = path == absl::string_view::npos ? "" : rest.substr(path);
-    head.target = origin.empty() ? "/" : origin.front() == '?' ? absl::StrCat("/", origin) : std::string(origin);
-  }
-
-  std::optional<absl::string_view> content_length;
-  bool chunked = false;
-  for (size_t i = 1; i < lines.size(); ++i) {
-    absl::string_view line = lines[i];
-    if ((!line.empty() && line.front() == ' ') || (!line.empty() && line.front() == '\t')) return Malformed("obsolete header line folding");
-    size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) return Malformed("header line without ':'");
-    absl::string_view name = line.substr(0, colon);
-    if (!IsToken(name)) return Malformed(absl::StrCat("bad header name '", name, "'"));
-    absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
-    for (char c : value) {
-      auto u = static_cast<unsigned char>(c);
-      if ((u < 0x20 && c != '\t') || u == 0x7f) return Malformed("control character in a header value");
-    }
-    if (absl::EqualsIgnoreCase(name, "content-length")) {
-      // Two different lengths are a request-smuggling attempt.
-      if (content_length.has_value() && *content_length != value) return Malformed("conflicting Content-Length");
-      if (value.empty() || value.find_first_not_of("0123456789") != absl::string_view::npos) {
-        return Malformed("bad Content-Length");
-      }
-      content_length = value;
-    }
-    if (absl::EqualsIgnoreCase(name, "transfer-encoding")) chunked = true;
-    head.headers.emplace_back(std::string(name), std::string(value));
-  }
-  if (chunked && content_length.has_value()) return Malformed("both Transfer-Encoding and Content-Length");
+  if (absl::Status st = ParseRequestLine(lines[0], &head); !st.ok()) return st;
+  if (absl::Status st = ParseHeaderLines(absl::MakeConstSpan(lines).subspan(1), &head); !st.ok()) return st;
   return head;
 }
 

@@ -60,15 +60,20 @@ ProbeCheck Check(std::string name, int err, std::string impact) {
   return c;
 }
 
-ProbeCheck LaunchCheck(std::string name, const SandboxSpec& spec, bool allow_proc_fallback,
-                       std::string impact) {
-  ProbeCheck c;
-  c.name = std::move(name);
+// Launches `spec` with its stdio on /dev/null: a probe shows no output.
+absl::StatusOr<ExecResult> LaunchQuietly(const SandboxSpec& spec, bool allow_proc_fallback) {
   UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
   LaunchOptions options;
   options.stdin_fd = options.stdout_fd = options.stderr_fd = null.get();
   options.allow_proc_fallback = allow_proc_fallback;
-  absl::StatusOr<ExecResult> r = Launch(spec, options);
+  return Launch(spec, options);
+}
+
+ProbeCheck LaunchCheck(std::string name, const SandboxSpec& spec, bool allow_proc_fallback,
+                       std::string impact) {
+  ProbeCheck c;
+  c.name = std::move(name);
+  absl::StatusOr<ExecResult> r = LaunchQuietly(spec, allow_proc_fallback);
   if (!r.ok()) {
     c.detail = std::string(r.status().message());
   } else if (r->reason != ExitReason::kExited || r->exit_code != 0) {
@@ -83,16 +88,22 @@ ProbeCheck LaunchCheck(std::string name, const SandboxSpec& spec, bool allow_pro
   return c;
 }
 
-ProbeReport RunAll() {
-  ProbeReport report;
-  report.root = ::geteuid() == 0;
+std::string KernelRelease() {
   struct utsname uts;
-  if (::uname(&uts) == 0) report.kernel = absl::StrCat(uts.release, " ", uts.machine);
+  if (::uname(&uts) != 0) return "";
+  return absl::StrCat(uts.release, " ", uts.machine);
+}
 
-  report.checks.push_back(Check("user_namespaces", InChild(CLONE_NEWUSER, [] { return 0; }),
-                                "no sandbox can be created: enable user namespaces "
-                                "(user.max_user_namespaces > 0)"));
-  int unpriv = InChild(0, [] {
+ProbeCheck ProbeUserNamespaces() {
+  return Check("user_namespaces", InChild(CLONE_NEWUSER, [] { return 0; }),
+               "no sandbox can be created: enable user namespaces "
+               "(user.max_user_namespaces > 0)");
+}
+
+// Rootless mode as an unprivileged user would meet it: as root, the child
+// first becomes nobody.
+ProbeCheck ProbeUnprivilegedUserNamespaces() {
+  int err = InChild(0, [] {
     if (::geteuid() == 0) {
       if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
           ::setresuid(65534, 65534, 65534) != 0) {
@@ -101,108 +112,136 @@ ProbeReport RunAll() {
     }
     return ::unshare(CLONE_NEWUSER) == 0 ? 0 : errno;
   });
-  report.checks.push_back(Check("user_namespaces_unprivileged", unpriv,
-                                "rootless mode is unavailable: unprivileged users cannot create "
-                                "user namespaces (kernel.unprivileged_userns_clone, AppArmor's "
-                                "apparmor_restrict_unprivileged_userns)"));
+  return Check("user_namespaces_unprivileged", err,
+               "rootless mode is unavailable: unprivileged users cannot create "
+               "user namespaces (kernel.unprivileged_userns_clone, AppArmor's "
+               "apparmor_restrict_unprivileged_userns)");
+}
 
-  HostFeatures features = Features();
-  report.checks.push_back(Check("clone3", features.clone3 ? 0 : ENOSYS,
-                                "falls back to clone(2): no CLONE_INTO_CGROUP, no race-free pidfd"));
-  report.checks.push_back(Check(
-      "new_mount_api",
-      InChild(CLONE_NEWUSER | CLONE_NEWNS, [] {
-        int tree = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-        if (tree < 0) return errno;
-        struct mount_attr attr;
-        std::memset(&attr, 0, sizeof(attr));
-        attr.attr_set = MOUNT_ATTR_RDONLY;
-        return ::mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) == 0 ? 0 : errno;
-      }),
-      "binds use mount(2): read-only applies to the top mount only, and idmapped workspaces "
-      "are unavailable"));
-  {
-    struct open_how how;
-    std::memset(&how, 0, sizeof(how));
-    how.flags = O_PATH | O_CLOEXEC;
-    how.resolve = RESOLVE_BENEATH;
-    long fd = ::syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof(how));
-    int err = fd >= 0 ? 0 : errno;
-    if (fd >= 0) ::close(static_cast<int>(fd));
-    report.checks.push_back(Check("openat2", err,
-                                  "destinations are resolved one component at a time and every "
-                                  "symlink in a destination path is refused"));
-  }
-  report.checks.push_back(Check(
-      "seccomp_blocks_nested_userns",
-      InChild(0, [] {
-        absl::StatusOr<const seccomp::BpfProgram*> bpf = seccomp::Compiled(seccomp::Policy::kDefault);
-        if (!bpf.ok()) return EINVAL;
-        if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
-        int rc = seccomp::Load((*bpf)->AsFprog());
-        if (rc != 0) return -rc;
-        if (::unshare(CLONE_NEWUSER) == 0) return EEXIST;  // not blocked
-        return errno == EPERM ? 0 : errno;
-      }),
-      "the seccomp baseline cannot be enforced: sandboxes would run without it"));
+ProbeCheck ProbeClone3() {
+  return Check("clone3", Features().clone3 ? 0 : ENOSYS,
+               "falls back to clone(2): no CLONE_INTO_CGROUP, no race-free pidfd");
+}
 
+// A recursive read-only clone of "/" is what a read-only bind needs from
+// the new mount API.
+ProbeCheck ProbeNewMountApi() {
+  int err = InChild(CLONE_NEWUSER | CLONE_NEWNS, [] {
+    int tree = ::open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0) return errno;
+    struct mount_attr attr;
+    std::memset(&attr, 0, sizeof(attr));
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    return ::mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) == 0 ? 0 : errno;
+  });
+  return Check("new_mount_api", err,
+               "binds use mount(2): read-only applies to the top mount only, and idmapped workspaces "
+               "are unavailable");
+}
+
+ProbeCheck ProbeOpenat2() {
+  struct open_how how;
+  std::memset(&how, 0, sizeof(how));
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH;
+  long fd = ::syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof(how));
+  int err = fd >= 0 ? 0 : errno;
+  if (fd >= 0) ::close(static_cast<int>(fd));
+  return Check("openat2", err,
+               "destinations are resolved one component at a time and every "
+               "symlink in a destination path is refused");
+}
+
+// Loads the default policy in a child and expects a nested user namespace
+// to be refused with EPERM.
+ProbeCheck ProbeSeccompBlocksNestedUserns() {
+  int err = InChild(0, [] {
+    absl::StatusOr<const seccomp::BpfProgram*> bpf = seccomp::Compiled(seccomp::Policy::kDefault);
+    if (!bpf.ok()) return EINVAL;
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+    int rc = seccomp::Load((*bpf)->AsFprog());
+    if (rc != 0) return -rc;
+    if (::unshare(CLONE_NEWUSER) == 0) return EEXIST;  // not blocked
+    return errno == EPERM ? 0 : errno;
+  });
+  return Check("seccomp_blocks_nested_userns", err,
+               "the seccomp baseline cannot be enforced: sandboxes would run without it");
+}
+
+// The default sandbox, running `true`.
+absl::StatusOr<SandboxSpec> ProbeSpec() {
   absl::StatusOr<SandboxSpec> spec = DefaultSpec({});
   if (spec.ok()) {
     spec->argv = {"true"};
     spec->seccomp = seccomp::Policy::kNoNetwork;
-    report.checks.push_back(LaunchCheck("sandbox", *spec, true,
-                                        "the default sandbox cannot be created here"));
-    SandboxSpec proc = *spec;
+  }
+  return spec;
+}
+
+// Limits, measured: a sandbox with memory and pids limits must come back
+// with its cgroup's accounting.
+ProbeCheck ProbeCgroupLimits(const absl::StatusOr<SandboxSpec>& spec) {
+  ProbeCheck c;
+  c.name = "cgroup_limits";
+  absl::Status usable = CgroupsUsable();
+  if (!usable.ok()) {
+    c.detail = std::string(usable.message());
+  } else if (spec.ok()) {
+    SandboxSpec limited = *spec;
+    limited.limits.memory_max = 64ull << 20;
+    limited.limits.pids_max = 64;
+    absl::StatusOr<ExecResult> r = LaunchQuietly(limited, /*allow_proc_fallback=*/true);
+    if (!r.ok()) {
+      c.detail = std::string(r.status().message());
+    } else if (r->reason != ExitReason::kExited || !r->cgroup.has_value()) {
+      c.detail = r->reason == ExitReason::kSetupFailed ? std::string(r->setup_error.message())
+                                                        : "the sandbox ran without a cgroup";
+    } else {
+      c.ok = true;
+      const CgroupHost& host = SharedCgroupHost();
+      c.detail = absl::StrCat("ok (", host.layout->source, host.layout_cached ? ", from the host cache" : "",
+                              "), ", absl::FormatDuration(r->wall));
+    }
+  }
+  if (!c.ok) {
+    c.impact = "sandboxes get rlimits only: memory is bounded by RLIMIT_AS; pids, CPU and IO "
+               "are not limited, and out-of-memory kills are not reported";
+  }
+  return c;
+}
+
+ProbeCheck CgroupHierarchyCheck(const CgroupInfo& cgroups) {
+  ProbeCheck c;
+  c.name = "cgroups";
+  c.ok = cgroups.version != "none";
+  c.detail = absl::StrCat(cgroups.version, "; v2 controllers [", absl::StrJoin(cgroups.v2_controllers, " "),
+                          "]; v1 controllers [", absl::StrJoin(cgroups.v1_controllers, " "), "]");
+  if (!c.ok) c.impact = "no cgroup hierarchy: only rlimits bound a sandbox";
+  return c;
+}
+
+// The checks in report order: kernel features first, then real sandboxes.
+ProbeReport RunAll() {
+  ProbeReport report;
+  report.root = ::geteuid() == 0;
+  report.kernel = KernelRelease();
+  report.checks.push_back(ProbeUserNamespaces());
+  report.checks.push_back(ProbeUnprivilegedUserNamespaces());
+  report.checks.push_back(ProbeClone3());
+  report.checks.push_back(ProbeNewMountApi());
+  report.checks.push_back(ProbeOpenat2());
+  report.checks.push_back(ProbeSeccompBlocksNestedUserns());
+  absl::StatusOr<SandboxSpec> spec = ProbeSpec();
+  if (spec.ok()) {
+    report.checks.push_back(LaunchCheck("sandbox", *spec, true, "the default sandbox cannot be created here"));
     report.checks.push_back(LaunchCheck(
-        "fresh_procfs", proc, false,
+        "fresh_procfs", *spec, false,
         "sandboxes get a read-only bind of the host's /proc with sensitive files masked; host "
         "processes are visible inside"));
   }
-
-  // Limits, measured: a sandbox with memory and pids limits must come back
-  // with its cgroup's accounting.
-  {
-    ProbeCheck c;
-    c.name = "cgroup_limits";
-    absl::Status usable = CgroupsUsable();
-    if (!usable.ok()) {
-      c.detail = std::string(usable.message());
-    } else if (spec.ok()) {
-      SandboxSpec limited = *spec;
-      limited.limits.memory_max = 64ull << 20;
-      limited.limits.pids_max = 64;
-      UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
-      LaunchOptions options;
-      options.stdin_fd = options.stdout_fd = options.stderr_fd = null.get();
-      absl::StatusOr<ExecResult> r = Launch(limited, options);
-      if (!r.ok()) {
-        c.detail = std::string(r.status().message());
-      } else if (r->reason != ExitReason::kExited || !r->cgroup.has_value()) {
-        c.detail = r->reason == ExitReason::kSetupFailed ? std::string(r->setup_error.message())
-                                                          : "the sandbox ran without a cgroup";
-      } else {
-        c.ok = true;
-        const CgroupHost& host = SharedCgroupHost();
-        c.detail = absl::StrCat("ok (", host.layout->source, host.layout_cached ? ", from the host cache" : "",
-                                "), ", absl::FormatDuration(r->wall));
-      }
-    }
-    if (!c.ok) {
-      c.impact = "sandboxes get rlimits only: memory is bounded by RLIMIT_AS; pids, CPU and IO "
-                 "are not limited, and out-of-memory kills are not reported";
-    }
-    report.checks.push_back(std::move(c));
-  }
+  report.checks.push_back(ProbeCgroupLimits(spec));
   report.cgroups = DetectCgroups();
-  ProbeCheck cg;
-  cg.name = "cgroups";
-  cg.ok = report.cgroups.version != "none";
-  cg.detail = absl::StrCat(report.cgroups.version, "; v2 controllers [",
-                           absl::StrJoin(report.cgroups.v2_controllers, " "), "]; v1 controllers [",
-                           absl::StrJoin(report.cgroups.v1_controllers, " "), "]");
-  if (!cg.ok) cg.impact = "no cgroup hierarchy: only rlimits bound a sandbox";
-  report.checks.push_back(std::move(cg));
-
+  report.checks.push_back(CgroupHierarchyCheck(report.cgroups));
   for (const ProbeCheck& c : report.checks) {
     if (!c.ok) report.warnings.push_back(absl::StrCat(c.name, ": ", c.detail, " — ", c.impact));
   }
