@@ -575,6 +575,14 @@ absl::Status SandboxCgroup::Kill() {
   return FreezeKillThaw(deadline);
 }
 
+void SandboxCgroup::Disown() {
+  open_files_.clear();
+  for (Group& g : groups_) {
+    g.dir.reset();
+    g.removed = true;
+  }
+}
+
 absl::Status SandboxCgroup::Remove() {
   open_files_.clear();  // KeepStatFilesOpen's fds: nothing holds a group's files from here
   int64_t deadline = NowNs() + kRemoveTimeoutNs;

@@ -163,6 +163,11 @@ class SandboxCgroup {
   // group instead of the kill and a read of each cgroup.procs.
   absl::Status RemoveOrKill();
 
+  // Lets go of the groups without removing them: another process has taken
+  // charge (Adopt, by name), so that this object's destruction neither
+  // kills nor removes anything. Closes every fd it holds.
+  void Disown();
+
   // The group directories, for logs and tests.
   std::vector<std::string> paths() const;
   // Degradations applied at Create ("swap not strictly held at 0").

@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "egress/gateway_process.h"
 #include "namespaces/init.h"
+#include "rpc/fork_server_main.h"
+#include "runtime/fork_server.h"
 
 namespace {
 
@@ -31,7 +33,14 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], cubicle::egress::kGatewayCommand) == 0) {
     return cubicle::egress::GatewayProcessMain(3);
   }
+  // Every sandbox's init renames itself in this area: the launcher's
+  // command line is not the sandbox's to read.
   cubicle::namespaces::SetArgvArea(argc, argv);
+  // A daemon's fork server (runtime/fork_server.h); never a user-facing
+  // command either.
+  if (argc == 2 && std::strcmp(argv[1], cubicle::runtime::kForkServerCommand) == 0) {
+    return cubicle::rpc::ForkServerMain(cubicle::runtime::kForkServerFd);
+  }
   // bubblewrap's command line goes to its own parser untouched: as `bwrap`
   // (a symlink to cubicle) or as `cubicle bwrap ...`.
   const char* slash = argv[0] != nullptr ? std::strrchr(argv[0], '/') : nullptr;

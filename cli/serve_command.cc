@@ -48,6 +48,8 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       options.metrics = *target;
     }
     options.warn = [](const std::string& message) { LogWarning(message); };
+    // Zygotes are made by fork servers of this very executable.
+    config->fork_server = "/proc/self/exe";
     // Signals are taken by the daemon (drain, then clean up); a closed
     // stdout must not kill it.
     ::signal(SIGPIPE, SIG_IGN);

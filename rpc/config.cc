@@ -140,10 +140,19 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     const json::value* profiles = top.Find("profiles");
     if (profiles == nullptr) return Error("profiles", "missing: at least one profile is needed");
     CUBICLE_RETURN_IF_ERROR(ParseProfiles(*profiles, &config));
+    config.source = std::string(json_text);
     return config;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("reading the configuration: ", e.what()));
   }
+}
+
+runtime::ZygoteRecipe ZygoteRecipeOf(const DaemonConfig& config, const Profile& profile) {
+  runtime::ZygoteRecipe recipe{profile.spec, profile.pool.zygote};
+  // A workspace is attached at hand-off (a detached mount moved in by
+  // init): the zygotes need /workspace as a mountpoint. Root only.
+  recipe.options.accept_workspace = !config.workspace_roots.empty() && ::geteuid() == 0;
+  return recipe;
 }
 
 absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path) {

@@ -22,6 +22,7 @@
 #include <boost/json/value.hpp>
 #include "cgroups/limits.h"
 #include "npu/broker.h"
+#include "runtime/fork_server.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
 #include "runtime/warm.h"
@@ -72,7 +73,19 @@ struct DaemonConfig {
   // paths). Empty: requests may not attach a workspace.
   std::vector<std::string> workspace_roots;
   NpuConfig npu;
+  // The text this was parsed from: what a fork server is given, so that it
+  // parses the same profiles (rpc/fork_server_main.h).
+  std::string source;
+  // Not from the text: the executable fork servers are started from
+  // (runtime/fork_server.h; `cubicle serve` gives its own). Empty: the
+  // daemon makes its zygotes itself.
+  std::string fork_server;
 };
+
+// What the zygotes of `profile` are made from, by the daemon or a fork
+// server alike: its spec, and its pool's zygote options as this daemon
+// uses them (a workspace root configured, as root: zygotes accept one).
+runtime::ZygoteRecipe ZygoteRecipeOf(const DaemonConfig& config, const Profile& profile);
 
 // Parses and validates a whole configuration. Comments (// and /* */) are
 // allowed; unknown keys, duplicate keys and values of the wrong type are

@@ -43,11 +43,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
   for (auto& [name, profile] : d->config_.profiles) {
     runtime::PoolConfig pool_config = profile.pool;
-    // A workspace is attached at hand-off (a detached mount moved in by
-    // init): the zygotes need /workspace as a mountpoint. Root only.
-    pool_config.zygote.accept_workspace = !d->config_.workspace_roots.empty() && ::geteuid() == 0;
+    pool_config.zygote = ZygoteRecipeOf(d->config_, profile).options;
+    // Made by fork servers where the daemon has one to start: the daemon
+    // itself never forks for a zygote then.
+    runtime::ZygoteMakerFactory makers;
+    if (!d->config_.fork_server.empty()) {
+      makers = runtime::ForkServerMakers(d->config_.fork_server, d->config_.source, name);
+    }
     CUBICLE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pool> pool,
-                             runtime::Pool::Create(name, profile.spec, pool_config));
+                             runtime::Pool::Create(name, profile.spec, pool_config, std::move(makers)));
     d->pools_.emplace(name, std::move(pool));
   }
   npu::InventoryOptions npu_options;

@@ -8,6 +8,21 @@
 #include "base/status.h"
 
 namespace cubicle::runtime {
+namespace {
+
+class InProcessMaker : public ZygoteMaker {
+ public:
+  absl::StatusOr<std::unique_ptr<Zygote>> Make(const SandboxSpec& spec, const ZygoteOptions& options) override {
+    absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(spec, options);
+    // The build forked this process: the pages the next request writes
+    // (its thread's stack and arena) are copied now rather than at its
+    // first writes (base/hot_memory.h).
+    UnshareHotMemory();
+    return made;
+  }
+};
+
+}  // namespace
 
 absl::Status ValidatePoolConfig(const PoolConfig& c) {
   if (c.max_total == 0) return absl::InvalidArgumentError("pool max_total must be at least 1");
@@ -26,13 +41,14 @@ absl::Status ValidatePoolConfig(const PoolConfig& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(std::string name, SandboxSpec profile, PoolConfig config) {
+absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(std::string name, SandboxSpec profile, PoolConfig config,
+                                                   ZygoteMakerFactory makers) {
   CUBICLE_RETURN_IF_ERROR(ValidatePoolConfig(config));
   SandboxSpec check = profile;
   if (check.argv.empty()) check.argv = {"/bin/true"};
   CUBICLE_RETURN_IF_ERROR(ValidateSpec(check));
   config.zygote.wait_until_ready = true;
-  std::unique_ptr<Pool> pool(new Pool(std::move(name), std::move(profile), std::move(config)));
+  std::unique_ptr<Pool> pool(new Pool(std::move(name), std::move(profile), std::move(config), std::move(makers)));
   std::lock_guard<std::mutex> lock(pool->mu_);
   for (size_t i = 0; i < pool->config_.refill_parallelism; ++i) {
     pool->threads_.emplace_back([p = pool.get()] { p->RefillLoop(); });
@@ -41,8 +57,8 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(std::string name, SandboxSpec
   return pool;
 }
 
-Pool::Pool(std::string name, SandboxSpec profile, PoolConfig config)
-    : name_(std::move(name)), profile_(std::move(profile)), config_(std::move(config)) {}
+Pool::Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers)
+    : name_(std::move(name)), profile_(std::move(profile)), makers_(std::move(makers)), config_(std::move(config)) {}
 
 Pool::~Pool() {
   {
@@ -57,9 +73,52 @@ Pool::~Pool() {
   idle_.clear();  // each ~Zygote kills its sandbox and removes its cgroup
 }
 
+// A maker for this refill thread; until one starts (a fork server that
+// will not), every try counts as a failed build. Null once stopping.
+std::unique_ptr<ZygoteMaker> Pool::StartMaker(std::unique_lock<std::mutex>& lock) {
+  if (!makers_) return std::make_unique<InProcessMaker>();
+  while (!stopping_) {
+    lock.unlock();
+    absl::StatusOr<std::unique_ptr<ZygoteMaker>> made = makers_();
+    lock.lock();
+    if (made.ok()) return *std::move(made);
+    ++stats_.build_failures;
+    stats_.last_error = std::string(made.status().message());
+    changed_.wait_for(lock, std::chrono::seconds(1));
+  }
+  return nullptr;
+}
+
+void Pool::DropDeadLocked(std::vector<std::unique_ptr<Zygote>>* drop) {
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    if (it->zygote->alive()) {
+      ++it;
+      continue;
+    }
+    drop->push_back(std::move(it->zygote));
+    it = idle_.erase(it);
+    ++stats_.died;
+  }
+}
+
 void Pool::RefillLoop() {
   std::unique_lock<std::mutex> lock(mu_);
+  std::unique_ptr<ZygoteMaker> maker = StartMaker(lock);
   while (!stopping_) {
+    // A maker that died (a fork server killed) took its zygotes with it:
+    // they are dropped, and a new one is started.
+    if (!maker->alive()) {
+      std::vector<std::unique_ptr<Zygote>> dead;
+      DropDeadLocked(&dead);
+      lock.unlock();
+      dead.clear();
+      maker.reset();
+      lock.lock();
+      ++stats_.maker_restarts;
+      maker = StartMaker(lock);
+      if (maker == nullptr) break;
+      continue;
+    }
     // Age and size first: what is dropped is destroyed outside the lock.
     std::vector<std::unique_ptr<Zygote>> drop;
     const absl::Time now = absl::Now();
@@ -96,12 +155,8 @@ void Pool::RefillLoop() {
     ZygoteOptions options = config_.zygote;
     lock.unlock();
     const absl::Time start = absl::Now();
-    absl::StatusOr<std::unique_ptr<Zygote>> made = Zygote::Create(profile_, options);
+    absl::StatusOr<std::unique_ptr<Zygote>> made = maker->Make(profile_, options);
     const absl::Duration took = absl::Now() - start;
-    // The build forked this process: the pages the next request writes
-    // (its thread's stack and arena) are copied now rather than at its
-    // first writes (base/hot_memory.h).
-    UnshareHotMemory();
     lock.lock();
     --stats_.building;
     stats_.last_build = took;
@@ -111,6 +166,7 @@ void Pool::RefillLoop() {
       idle_.push_back({*std::move(made), absl::Now()});
     } else {
       ++stats_.build_failures;
+      stats_.last_error = std::string(made.status().message());
       // Do not spin on a host that cannot build this profile.
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     }
@@ -145,6 +201,13 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   bool urgent = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A zygote that died waiting (its maker died) is only torn down.
+    while (!idle_.empty() && !idle_.front().zygote->alive()) {
+      finished_.push_back(std::move(idle_.front().zygote));
+      idle_.pop_front();
+      ++stats_.died;
+      ++stats_.tearing_down;
+    }
     // A warm zygote serves the request unless its cgroup cannot take the
     // request's limits (they need a controller the profile does not).
     if (!idle_.empty() && (!request.limits.has_value() || idle_.front().zygote->CanApplyLimits(*request.limits))) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -27,6 +28,21 @@
 #include "runtime/zygote.h"
 
 namespace cubicle::runtime {
+
+// Where a pool's zygotes are made: by Zygote::Create in this process (the
+// default), or by a fork server (runtime/fork_server.h), which keeps the
+// forks out of a large, threaded process. Each refill thread makes its own
+// maker, on its own thread: a zygote dies with the thread that made it, a
+// fork server with the thread that started it.
+class ZygoteMaker {
+ public:
+  virtual ~ZygoteMaker() = default;
+  virtual absl::StatusOr<std::unique_ptr<Zygote>> Make(const SandboxSpec& spec, const ZygoteOptions& options) = 0;
+  // False once the maker cannot make more (its server died): the pool
+  // drops the zygotes that died with it and starts a new maker.
+  virtual bool alive() const { return true; }
+};
+using ZygoteMakerFactory = std::function<absl::StatusOr<std::unique_ptr<ZygoteMaker>>()>;
 
 struct PoolConfig {
   size_t min_idle = 2;            // refill keeps at least this many ready
@@ -50,7 +66,10 @@ struct PoolStats {
   uint64_t built = 0;
   uint64_t build_failures = 0;
   uint64_t expired = 0;  // idle zygotes dropped for age or by a resize
+  uint64_t died = 0;     // idle zygotes found dead (their maker died)
+  uint64_t maker_restarts = 0;  // makers (fork servers) started again after they died
   absl::Duration last_build;  // how long the last refill build took
+  std::string last_error;     // why the last build (or maker start) failed
   LatencyHistogram refill;      // Zygote::Create of refill builds that succeeded
   LatencyHistogram handoff;     // hits: the request to the payload running
   LatencyHistogram cold_start;  // misses: the request to the payload running
@@ -59,7 +78,10 @@ struct PoolStats {
 class Pool {
  public:
   // Starts the refill threads. `profile` and `config` must be valid.
-  static absl::StatusOr<std::unique_ptr<Pool>> Create(std::string name, SandboxSpec profile, PoolConfig config);
+  // `makers`: where the refill threads make zygotes (unset: in this
+  // process).
+  static absl::StatusOr<std::unique_ptr<Pool>> Create(std::string name, SandboxSpec profile, PoolConfig config,
+                                                      ZygoteMakerFactory makers = nullptr);
   ~Pool();  // stops refilling, destroys every idle zygote (kills, removes cgroups)
 
   Pool(const Pool&) = delete;
@@ -107,8 +129,11 @@ class Pool {
     std::unique_ptr<Zygote> zygote;
     absl::Time born;
   };
-  Pool(std::string name, SandboxSpec profile, PoolConfig config);
+  Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers);
   void RefillLoop();
+  std::unique_ptr<ZygoteMaker> StartMaker(std::unique_lock<std::mutex>& lock);
+  // Moves idle zygotes that died (with their maker) to `drop`.
+  void DropDeadLocked(std::vector<std::unique_ptr<Zygote>>* drop);
   // Sandboxes being torn down are not counted: they hold nothing a new
   // request needs, and a lagging teardown must not make the pool "busy".
   size_t TotalLocked() const { return idle_.size() + stats_.building + stats_.in_use; }
@@ -126,6 +151,7 @@ class Pool {
 
   const std::string name_;
   const SandboxSpec profile_;
+  const ZygoteMakerFactory makers_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   PoolConfig config_;

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "base/unique_fd.h"
 #include "cgroups/cgroup.h"
+#include "namespaces/control.h"
 #include "runtime/host_features.h"
 #include "runtime/launcher.h"
 #include "runtime/result.h"
@@ -98,6 +99,22 @@ struct ExecRequest {
   std::function<void()> on_watch;
 };
 
+// A zygote made by another process (the fork server, runtime/fork_server.h)
+// and handed to this one: what Run() needs, as fds and values. The maker
+// keeps the init process (its child, which it reaps) and the egress and
+// device groups; the taker kills init through its pidfd and removes the
+// sandbox's groups, which it takes over by name.
+struct ZygoteHandover {
+  pid_t init_pid = -1;
+  UniqueFd init_pidfd;
+  UniqueFd control;
+  UniqueFd direct;      // an armed payload's direct channel, or none
+  UniqueFd exec_stamp;  // an armed payload's stamp page, or none
+  std::string cgroup_name;  // empty: no cgroup
+  namespaces::ControlMessage ready{};  // init's "ready": step stamps and flags
+  ExecResult created;                  // Create()'s steps and warnings
+};
+
 class Zygote {
  public:
   // Validates `spec` (InvalidArgument on bad input; nothing is created) and
@@ -132,6 +149,24 @@ class Zygote {
   bool CanApplyLimits(const cgroups::Limits& limits) const;
   // The steps and warnings of Create().
   const ExecResult& creation() const { return created_; }
+
+  // Maker's side: moves out what a taker needs (fds duplicated where this
+  // Zygote keeps its own: init's pidfd) and lets go of the groups, which
+  // the taker removes. This Zygote then only waits for init's end: its
+  // destruction kills and reaps init and releases the egress attachment
+  // and the device group. FailedPrecondition for a zygote not built ahead
+  // of its request (ready), already used or handed over, or without a
+  // pidfd for its init.
+  absl::StatusOr<ZygoteHandover> HandOver();
+  // Taker's side: a Zygote of `spec` made elsewhere with `options`, ready
+  // for Run(). Its groups are taken over by name; its init is not this
+  // process's child (destruction kills it and waits for its pidfd).
+  static absl::StatusOr<std::unique_ptr<Zygote>> TakeOver(ZygoteHandover handover, const SandboxSpec& spec,
+                                                         const ZygoteOptions& options);
+  // Whether init is still alive (a pidfd poll; true without a pidfd).
+  bool alive() const;
+  // Init's pidfd, or -1: readable once init has exited.
+  int init_pidfd() const;
 
  private:
   Zygote(std::unique_ptr<ZygoteState> state, ExecResult created);

@@ -466,11 +466,10 @@ void Execution::DecideReason() {
                          : ExitReason::kSignaled;
   } else {
     result_.reason = ExitReason::kSetupFailed;
-    result_.setup_error = absl::InternalError(absl::StrCat(
-        "sandbox init ended without a report (",
-        WIFSIGNALED(init_status_) ? absl::StrCat("signal ", WTERMSIG(init_status_))
-                                  : absl::StrCat("exit ", WEXITSTATUS(init_status_)),
-        ")"));
+    std::string how = init_status_ == InitProcess::kUnknownStatus ? ""
+                      : WIFSIGNALED(init_status_) ? absl::StrCat(" (signal ", WTERMSIG(init_status_), ")")
+                                                  : absl::StrCat(" (exit ", WEXITSTATUS(init_status_), ")");
+    result_.setup_error = absl::InternalError(absl::StrCat("sandbox init ended without a report", how));
   }
 }
 

@@ -3,6 +3,7 @@
 // to runtime/.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -27,9 +28,11 @@ namespace cubicle::runtime {
 
 // Owns the sandbox's init process until it is reaped: an early return
 // anywhere in the parent kills and reaps it, so nothing outlives its Zygote.
+// An init made by another process (Zygote::TakeOver) is not this one's
+// child: it is waited for through its pidfd, and its maker reaps it.
 class InitProcess {
  public:
-  InitProcess(pid_t pid, int pidfd) : pid_(pid), pidfd_(pidfd) {}
+  InitProcess(pid_t pid, int pidfd, bool child = true) : pid_(pid), pidfd_(pidfd), child_(child) {}
   InitProcess(const InitProcess&) = delete;
   InitProcess& operator=(const InitProcess&) = delete;
   ~InitProcess() {
@@ -47,17 +50,26 @@ class InitProcess {
     reaped_ = true;
     return std::move(pidfd_);
   }
+  // The wait status, or kUnknownStatus for an init that is not a child.
   int Reap() {
+    reaped_ = true;
+    if (!child_) {
+      struct pollfd p = {pidfd_.get(), POLLIN, 0};
+      while (pidfd_ && ::poll(&p, 1, -1) < 0 && errno == EINTR) {
+      }
+      return kUnknownStatus;
+    }
     int status = 0;
     while (::waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
     }
-    reaped_ = true;
     return status;
   }
+  static constexpr int kUnknownStatus = -1;
 
  private:
   pid_t pid_;
   UniqueFd pidfd_;
+  bool child_;
   bool reaped_ = false;
 };
 

@@ -409,9 +409,22 @@ TEST_F(CoreDaemon, AKilledOrchestratorsDaemonTearsDownItsPoolsAndCgroups) {
   std::thread caller;
   EXPECT_TRUE(StartSleepingSandbox(socket, mark, &caller)) << "the sandbox never started";
   std::vector<std::unique_ptr<ProcessWatch>> zygotes;
-  for (pid_t pid : Descendants(daemon_pid)) zygotes.push_back(std::make_unique<ProcessWatch>(pid));
+  // The groups are named after the process that made them: the daemon, or
+  // a fork server of its.
+  std::vector<pid_t> makers = {daemon_pid};
+  for (pid_t pid : Descendants(daemon_pid)) {
+    zygotes.push_back(std::make_unique<ProcessWatch>(pid));
+    makers.push_back(pid);
+  }
   EXPECT_GE(zygotes.size(), 2u) << "no zygote to watch";
-  const std::vector<std::string> cgroups = CgroupsMadeBy(daemon_pid);
+  auto cgroups_of_the_daemon = [&] {
+    std::vector<std::string> all;
+    for (pid_t pid : makers) {
+      for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
+    }
+    return all;
+  };
+  const std::vector<std::string> cgroups = cgroups_of_the_daemon();
   if (runtime::CgroupsUsable().ok()) {
     EXPECT_FALSE(cgroups.empty()) << "the daemon made no cgroup to watch";
   }
@@ -432,7 +445,7 @@ TEST_F(CoreDaemon, AKilledOrchestratorsDaemonTearsDownItsPoolsAndCgroups) {
     if (!z->Exited()) ::kill(z->pid(), SIGKILL);  // ours (the daemon's), by pid
   }
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{}) << "the sandbox outlived the daemon";
-  const std::vector<std::string> left = CgroupsMadeBy(daemon_pid);
+  const std::vector<std::string> left = cgroups_of_the_daemon();
   EXPECT_EQ(left, std::vector<std::string>{}) << "cgroups outlived the daemon";
   struct stat st;
   EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file was left behind";

@@ -1,0 +1,234 @@
+// The fork server (runtime/fork_server.h): zygotes made by `cubicle
+// __fork-server` and run here; its errors; what is left when it, its
+// client or the daemon above it dies.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/capture.h"
+#include "runtime/cgroup_host.h"
+#include "runtime/fork_server.h"
+#include "runtime/pool.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+// The daemon config the server is given: one plain profile, with limits
+// so that every sandbox has groups where the host gives any.
+constexpr char kSetup[] = R"({"profiles": {"shell": {"limits": {"memory": "256M", "pids": 64}}}})";
+constexpr absl::Duration kStart = absl::Seconds(30);
+constexpr absl::Duration kMake = absl::Seconds(30);
+
+// Sandbox groups named after `pid` (the process that made them), anywhere
+// under /sys/fs/cgroup.
+std::vector<std::string> GroupsMadeBy(pid_t pid) {
+  const std::string prefix = absl::StrCat("cubicle-", pid, "-");
+  std::vector<std::string> found;
+  std::vector<std::pair<std::string, int>> pending = {{"/sys/fs/cgroup", 0}};
+  while (!pending.empty()) {
+    auto [dir, depth] = pending.back();
+    pending.pop_back();
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (struct dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (e->d_type != DT_DIR || name == "." || name == "..") continue;
+      const std::string path = absl::StrCat(dir, "/", name);
+      if (absl::StartsWith(name, prefix)) found.push_back(path);
+      if (depth < 16) pending.push_back({path, depth + 1});
+    }
+    ::closedir(d);
+  }
+  return found;
+}
+
+runtime::ZygoteOptions ShellOptions() { return runtime::ZygoteOptions{}; }
+
+runtime::SandboxSpec ShellSpec() {
+  runtime::SandboxSpec spec = TestSpec({});
+  spec.limits.memory_max = 256 << 20;
+  spec.limits.pids_max = 64;
+  return spec;
+}
+
+// Runs `argv` in `zygote` with its output captured.
+absl::StatusOr<runtime::CapturedRun> RunIn(runtime::Zygote& zygote, std::vector<std::string> argv) {
+  runtime::ExecRequest request;
+  request.argv = std::move(argv);
+  request.timeout = absl::Seconds(30);
+  request.return_at_exit = true;
+  return runtime::RunCaptured([&](const runtime::ExecRequest& r) { return zygote.Run(r); }, request, "", 1 << 16);
+}
+
+class CoreForkServer : public HostHygieneTest {
+ protected:
+  std::unique_ptr<runtime::ForkServer> Start(const std::string& setup = kSetup) {
+    absl::StatusOr<std::unique_ptr<runtime::ForkServer>> server =
+        runtime::ForkServer::Start(CubicleBinary(), setup, kStart);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  }
+};
+
+TEST_F(CoreForkServer, MakesZygotesThatRunHere) {
+  std::unique_ptr<runtime::ForkServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", kMake);
+    ASSERT_TRUE(handover.ok()) << handover.status();
+    EXPECT_GT(handover->init_pid, 0);
+    EXPECT_TRUE(handover->direct) << "a zygote built ahead of its request has an armed payload";
+    absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote =
+        runtime::Zygote::TakeOver(*std::move(handover), ShellSpec(), ShellOptions());
+    ASSERT_TRUE(zygote.ok()) << zygote.status();
+    EXPECT_TRUE((*zygote)->alive());
+    absl::StatusOr<runtime::CapturedRun> run = RunIn(**zygote, {"/bin/sh", "-c", "echo made; cat /proc/1/comm; id -u"});
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error << run->err;
+    EXPECT_EQ(run->out, "made\ncubicle-init\n1000\n") << run->err;
+    if (runtime::CgroupsUsable().ok()) {
+      ASSERT_TRUE(run->result.cgroup.has_value()) << "the groups were not taken over";
+      EXPECT_GT(run->result.cgroup->cpu_usage_ns.value_or(0), 0u);
+    }
+  }
+  // Each Zygote's destruction killed its init and removed its groups; the
+  // server reaped the inits.
+  const pid_t server_pid = server->pid();
+  server.reset();
+  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
+}
+
+TEST_F(CoreForkServer, RefusesASetupItCannotParseAndSaysWhy) {
+  absl::StatusOr<std::unique_ptr<runtime::ForkServer>> server =
+      runtime::ForkServer::Start(CubicleBinary(), R"({"profiles": {"shell": {"limits": {"memory": "lots"}}}})", kStart);
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(server.status())) << server.status();
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "profiles.shell.limits.memory")) << server.status();
+}
+
+TEST_F(CoreForkServer, AnExecutableThatIsNoServerIsAnError) {
+  absl::StatusOr<std::unique_ptr<runtime::ForkServer>> server =
+      runtime::ForkServer::Start("/bin/true", kSetup, kStart);
+  ASSERT_FALSE(server.ok());
+  EXPECT_TRUE(absl::IsUnavailable(server.status())) << server.status();
+  EXPECT_TRUE(absl::StrContains(server.status().message(), "exited before it was ready")) << server.status();
+}
+
+TEST_F(CoreForkServer, AnUnknownProfileIsNotFound) {
+  std::unique_ptr<runtime::ForkServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("nonesuch", kMake);
+  ASSERT_FALSE(handover.ok());
+  EXPECT_TRUE(absl::IsNotFound(handover.status())) << handover.status();
+  EXPECT_TRUE(absl::StrContains(handover.status().message(), "nonesuch")) << handover.status();
+  // The server goes on serving.
+  EXPECT_TRUE(server->Make("shell", kMake).ok());
+}
+
+// A zygote made but never taken over: the server removes what the taker
+// would have when the client hangs up.
+TEST_F(CoreForkServer, AHangUpEndsWhatWasNotTakenOver) {
+  std::unique_ptr<runtime::ForkServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", kMake);
+  ASSERT_TRUE(handover.ok()) << handover.status();
+  const pid_t server_pid = server->pid();
+  if (runtime::CgroupsUsable().ok()) {
+    EXPECT_FALSE(GroupsMadeBy(server_pid).empty());
+  }
+  server.reset();  // hangs up, reaps the server
+  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
+}
+
+// The server killed: what it made dies with it, a new request says so, and
+// the taker's teardown leaves nothing.
+TEST_F(CoreForkServer, AKilledServerTakesItsZygotesWithIt) {
+  std::unique_ptr<runtime::ForkServer> server = Start();
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", kMake);
+  ASSERT_TRUE(handover.ok()) << handover.status();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote =
+      runtime::Zygote::TakeOver(*std::move(handover), ShellSpec(), ShellOptions());
+  ASSERT_TRUE(zygote.ok()) << zygote.status();
+  const pid_t server_pid = server->pid();
+  ASSERT_EQ(::kill(server_pid, SIGKILL), 0);  // ours, by pid
+  for (int i = 0; i < 2000 && (*zygote)->alive(); ++i) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_FALSE((*zygote)->alive()) << "a zygote outlived its server";
+  EXPECT_FALSE(server->alive());
+  absl::StatusOr<runtime::ZygoteHandover> again = server->Make("shell", kMake);
+  EXPECT_TRUE(absl::IsUnavailable(again.status())) << again.status();
+  absl::StatusOr<runtime::CapturedRun> run = RunIn(**zygote, {"/bin/true"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+  zygote->reset();
+  server.reset();
+  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
+}
+
+// A pool whose fork server is killed under load starts a new one, drops
+// what died, and keeps serving.
+TEST_F(CoreForkServer, APoolRestartsAKilledServerAndKeepsServing) {
+  runtime::PoolConfig config;
+  config.min_idle = 2;
+  config.max_idle = 2;
+  absl::StatusOr<std::unique_ptr<runtime::Pool>> pool = runtime::Pool::Create(
+      "shell", ShellSpec(), config, runtime::ForkServerMakers(CubicleBinary(), kSetup, "shell"));
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_TRUE((*pool)->WaitWarm(absl::Seconds(30)));
+  std::vector<pid_t> servers = Descendants();
+  std::vector<pid_t> first_servers;
+  for (pid_t pid : servers) {
+    if (absl::StrContains(ReadFile(absl::StrCat("/proc/", pid, "/cmdline")), runtime::kForkServerCommand) &&
+        ReadFile(absl::StrCat("/proc/", pid, "/stat")).find(absl::StrCat(") S ", ::getpid())) != std::string::npos) {
+      first_servers.push_back(pid);
+    }
+  }
+  ASSERT_EQ(first_servers.size(), 1u) << "one refill thread, one server";
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::thread load([&] {
+    for (int i = 0; i < 400 && !stop; ++i) {
+      runtime::ExecRequest r;
+      r.argv = {"/bin/true"};
+      absl::StatusOr<runtime::ExecResult> result = (*pool)->Run(r);
+      (result.ok() && result->reason == runtime::ExitReason::kExited ? ok : failed)++;
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(::kill(first_servers[0], SIGKILL), 0);  // ours (a child), by pid
+  bool restarted = false;
+  for (int i = 0; i < 3000 && !restarted; ++i) {
+    restarted = (*pool)->Stats().maker_restarts >= 1 && (*pool)->Stats().idle >= 1;
+    if (!restarted) absl::SleepFor(absl::Milliseconds(10));
+  }
+  stop = true;
+  load.join();
+  EXPECT_TRUE(restarted) << "the pool did not start a new server";
+  EXPECT_GT(ok.load(), 0);
+  // After the restart every request is served again.
+  for (int i = 0; i < 5; ++i) {
+    runtime::ExecRequest r;
+    r.argv = {"/bin/echo", "after"};
+    absl::StatusOr<runtime::ExecResult> result = (*pool)->Run(r);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->reason, runtime::ExitReason::kExited) << result->setup_error;
+  }
+  pool->reset();
+  EXPECT_EQ(GroupsMadeBy(first_servers[0]), std::vector<std::string>{}) << "the dead server's groups were left";
+}
+
+}  // namespace
+}  // namespace cubicle::test_support
