@@ -375,6 +375,20 @@ absl::StatusOr<Stats> SandboxCgroup::ReadStats() const {
   return s;
 }
 
+absl::StatusOr<std::optional<uint64_t>> SandboxCgroup::CpuUsageNs() const {
+  std::optional<uint64_t> ns;
+  if (v2_ >= 0) {
+    const Group& g = groups_[v2_];
+    CUBICLE_ASSIGN_OR_RETURN(auto stat, ReadFile(g, "cpu.stat"));
+    CUBICLE_RETURN_IF_ERROR(ReadKey(g.path, "cpu.stat", stat, "usage_usec", &ns, 1000));
+    return ns;
+  }
+  if (const Group* g = GroupFor(Controller::kCpuacct); g != nullptr) {
+    CUBICLE_RETURN_IF_ERROR(ReadSingle(*g, "cpuacct.usage", &ns));
+  }
+  return ns;
+}
+
 absl::StatusOr<SandboxCgroup::Usage> SandboxCgroup::ReadUsage() const {
   Usage u;
   if (const Group* g = GroupFor(Controller::kMemory); g != nullptr) {

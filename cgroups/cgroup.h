@@ -133,6 +133,13 @@ class SandboxCgroup {
   };
   absl::StatusOr<Usage> ReadUsage() const;
 
+  // The CPU time the groups' processes used so far, in nanoseconds: from
+  // the v2 group's cpu.stat where there is one (cgroup v2 counts CPU time
+  // whether or not the cpu controller is enabled, and a child cloned into
+  // its group is counted from its first instruction), else v1 cpuacct.
+  // Unset where neither is there.
+  absl::StatusOr<std::optional<uint64_t>> CpuUsageNs() const;
+
   // v1: an eventfd the kernel signals when memory usage crosses `bytes`
   // (cgroup.event_control on memory.usage_in_bytes). v2 has no usage
   // threshold event: Unimplemented, and callers poll ReadUsage().

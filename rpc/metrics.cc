@@ -45,15 +45,19 @@ std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size
        [](const PoolMetrics& m) -> uint64_t { return m.stats.idle; }},
       {"cubicle_pool_building", "gauge", "Zygotes being built by refill.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.building; }},
-      {"cubicle_pool_in_use", "gauge", "Executions running.",
+      {"cubicle_pool_in_use", "gauge", "Executions running or waiting for a zygote.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.in_use; }},
+      {"cubicle_pool_waiting", "gauge", "Misses waiting for the next zygote.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.waiting; }},
       {"cubicle_pool_total", "gauge", "Sandboxes counted against max_total (ready + building + in use).",
-       [](const PoolMetrics& m) -> uint64_t { return m.stats.idle + m.stats.building + m.stats.in_use; }},
+       [](const PoolMetrics& m) -> uint64_t {
+         return m.stats.idle + m.stats.building + m.stats.in_use - m.stats.waiting;
+       }},
       {"cubicle_pool_max_total", "gauge", "The pool's max_total.",
        [](const PoolMetrics& m) -> uint64_t { return m.config.max_total; }},
       {"cubicle_pool_hits_total", "counter", "Requests served by a warm zygote.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.hits; }},
-      {"cubicle_pool_misses_total", "counter", "Requests that built their sandbox on the spot.",
+      {"cubicle_pool_misses_total", "counter", "Requests that found no idle zygote.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.misses; }},
       {"cubicle_pool_busy_total", "counter", "Requests refused at max_total.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.busy; }},
@@ -63,6 +67,10 @@ std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size
        [](const PoolMetrics& m) -> uint64_t { return m.stats.build_failures; }},
       {"cubicle_pool_expired_total", "counter", "Idle zygotes dropped for age or by a resize.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.expired; }},
+      {"cubicle_pool_died_total", "counter", "Idle zygotes found dead (their fork server died).",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.died; }},
+      {"cubicle_pool_maker_restarts_total", "counter", "Fork servers started again after they died.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.maker_restarts; }},
   };
   for (const Gauge& g : kGauges) {
     Header(&out, g.name, g.type, g.help);
@@ -77,9 +85,13 @@ std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size
   static const Histogram kHistograms[] = {
       {"cubicle_pool_refill_seconds", "Time to build one zygote (refill).",
        [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.refill; }},
-      {"cubicle_pool_handoff_seconds", "Warm hits: from the request to the payload running.",
+      {"cubicle_pool_refill_cpu_seconds", "CPU time to build one zygote (its maker's and the sandbox's).",
+       [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.refill_cpu; }},
+      {"cubicle_pool_queue_wait_seconds", "Misses: the wait for the next zygote.",
+       [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.queue_wait; }},
+      {"cubicle_pool_handoff_seconds", "Zygotes built ahead: from the hand-off to the payload running.",
        [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.handoff; }},
-      {"cubicle_pool_cold_start_seconds", "Misses: from the request to the payload running.",
+      {"cubicle_pool_cold_start_seconds", "Sandboxes built for their request: from it to the payload running.",
        [](const PoolMetrics& m) -> const runtime::LatencyHistogram& { return m.stats.cold_start; }},
   };
   for (const Histogram& h : kHistograms) {

@@ -37,18 +37,27 @@ json::value Daemon::PoolStatsJson() {
   for (auto& [name, pool] : pools_) {
     runtime::PoolStats s = pool->Stats();
     runtime::PoolConfig c = pool->config();
+    const uint64_t requests = s.hits + s.misses;
     pools[name] = json::object{{"idle", s.idle},
                                {"building", s.building},
                                {"in_use", s.in_use},
+                               {"waiting", s.waiting},
                                {"tearing_down", s.tearing_down},
                                {"hits", s.hits},
                                {"misses", s.misses},
+                               {"hit_ratio", requests > 0 ? static_cast<double>(s.hits) / static_cast<double>(requests)
+                                                          : json::value(nullptr)},
                                {"busy", s.busy},
                                {"built", s.built},
                                {"build_failures", s.build_failures},
+                               {"last_error", s.last_error},
                                {"expired", s.expired},
+                               {"died", s.died},
+                               {"maker_restarts", s.maker_restarts},
                                {"last_build_ms", absl::ToDoubleMilliseconds(s.last_build)},
                                {"refill_ms", HistogramJson(s.refill)},
+                               {"refill_cpu_ms", HistogramJson(s.refill_cpu)},
+                               {"queue_wait_ms", HistogramJson(s.queue_wait)},
                                {"handoff_ms", HistogramJson(s.handoff)},
                                {"cold_start_ms", HistogramJson(s.cold_start)},
                                {"warm_interpreter", c.zygote.interpreter.has_value()},

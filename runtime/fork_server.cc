@@ -77,6 +77,66 @@ class Reader {
 
 constexpr uint32_t kHasDirect = 1, kHasExecStamp = 2;
 
+// A make request: the profile, and the limits its sandbox gets (a
+// request's own, where the profile's zygotes cannot take them).
+void PutOptional(Writer& w, const std::optional<uint64_t>& v) {
+  const uint64_t value = v.value_or(0);
+  w.U32(v.has_value() ? 1 : 0);
+  w.Raw(&value, sizeof(value));
+}
+bool GetOptional(Reader& r, std::optional<uint64_t>* v) {
+  uint32_t has = 0;
+  uint64_t value = 0;
+  if (!r.U32(&has) || !r.Raw(&value, sizeof(value))) return false;
+  *v = has ? std::optional<uint64_t>(value) : std::nullopt;
+  return true;
+}
+
+std::string EncodeMake(const std::string& profile, const cgroups::Limits& limits) {
+  Writer w('M');
+  w.Str(profile);
+  PutOptional(w, limits.memory_max);
+  PutOptional(w, limits.memory_high);
+  PutOptional(w, limits.pids_max);
+  const double cpus = limits.cpus.value_or(0);
+  w.U32(limits.cpus.has_value() ? 1 : 0);
+  w.Raw(&cpus, sizeof(cpus));
+  w.I64(static_cast<int64_t>(limits.cpu_period_us));
+  PutOptional(w, limits.cpu_weight.has_value() ? std::optional<uint64_t>(*limits.cpu_weight) : std::nullopt);
+  w.U32(static_cast<uint32_t>(limits.io.size()));
+  for (const cgroups::IoLimit& io : limits.io) {
+    w.U32(io.major);
+    w.U32(io.minor);
+    for (const std::optional<uint64_t>* v : {&io.read_bps, &io.write_bps, &io.read_iops, &io.write_iops}) {
+      PutOptional(w, *v);
+    }
+  }
+  return w.out();
+}
+
+bool DecodeMake(absl::string_view message, std::string* profile, cgroups::Limits* limits) {
+  Reader r(message.substr(1));
+  uint32_t has_cpus = 0, ios = 0;
+  double cpus = 0;
+  int64_t period = 0;
+  std::optional<uint64_t> weight;
+  bool ok = r.Str(profile) && GetOptional(r, &limits->memory_max) && GetOptional(r, &limits->memory_high) &&
+            GetOptional(r, &limits->pids_max) && r.U32(&has_cpus) && r.Raw(&cpus, sizeof(cpus)) && r.I64(&period) &&
+            GetOptional(r, &weight) && r.U32(&ios) && ios <= 1024;
+  if (!ok) return false;
+  if (has_cpus) limits->cpus = cpus;
+  limits->cpu_period_us = static_cast<uint64_t>(period);
+  if (weight.has_value()) limits->cpu_weight = static_cast<uint32_t>(*weight);
+  for (uint32_t i = 0; i < ios; ++i) {
+    cgroups::IoLimit io;
+    ok = r.U32(&io.major) && r.U32(&io.minor) && GetOptional(r, &io.read_bps) && GetOptional(r, &io.write_bps) &&
+         GetOptional(r, &io.read_iops) && GetOptional(r, &io.write_iops);
+    if (!ok) return false;
+    limits->io.push_back(io);
+  }
+  return r.done();
+}
+
 std::string EncodeError(const absl::Status& st) {
   Writer w('E');
   w.U32(static_cast<uint32_t>(st.code()));
@@ -100,6 +160,7 @@ std::string EncodeHandover(const ZygoteHandover& h, std::vector<int>* fds) {
   w.U32(static_cast<uint32_t>(h.init_pid));
   w.U32((h.direct ? kHasDirect : 0) | (h.exec_stamp ? kHasExecStamp : 0));
   w.Str(h.cgroup_name);
+  w.I64(absl::ToInt64Nanoseconds(h.build_cpu));
   w.Raw(&h.ready, sizeof(h.ready));
   w.U32(static_cast<uint32_t>(h.created.steps.size()));
   for (const auto& [name, took] : h.created.steps) {
@@ -117,8 +178,11 @@ std::string EncodeHandover(const ZygoteHandover& h, std::vector<int>* fds) {
 absl::StatusOr<ZygoteHandover> DecodeHandover(absl::string_view message, std::vector<UniqueFd> fds) {
   ZygoteHandover h;
   Reader r(message.substr(1));
-  uint32_t pid, has, steps, warnings;
-  bool ok = r.U32(&pid) && r.U32(&has) && r.Str(&h.cgroup_name) && r.Raw(&h.ready, sizeof(h.ready)) && r.U32(&steps);
+  uint32_t pid = 0, has = 0, steps = 0, warnings = 0;
+  int64_t build_cpu_ns = 0;
+  bool ok = r.U32(&pid) && r.U32(&has) && r.Str(&h.cgroup_name) && r.I64(&build_cpu_ns) &&
+            r.Raw(&h.ready, sizeof(h.ready)) && r.U32(&steps);
+  h.build_cpu = absl::Nanoseconds(build_cpu_ns);
   for (uint32_t i = 0; ok && i < steps; ++i) {
     std::string name;
     int64_t ns;
@@ -194,7 +258,7 @@ class Server {
   int Serve(int signal_fd);
 
  private:
-  void HandleMake(const std::string& profile);
+  void HandleMake(const std::string& request);
   void ForgetExited(const std::vector<struct pollfd>& fds);
   void Shutdown();
 
@@ -203,7 +267,13 @@ class Server {
   std::vector<Made> made_;
 };
 
-void Server::HandleMake(const std::string& profile) {
+void Server::HandleMake(const std::string& request) {
+  std::string profile;
+  cgroups::Limits limits;
+  if (!DecodeMake(request, &profile, &limits)) {
+    (void)Send(sock_, EncodeError(absl::InvalidArgumentError("fork server: a malformed make request")));
+    return;
+  }
   auto it = recipes_.find(profile);
   absl::StatusOr<std::unique_ptr<Zygote>> zygote =
       absl::NotFoundError(absl::StrCat("fork server: no profile named '", profile, "'"));
@@ -211,7 +281,9 @@ void Server::HandleMake(const std::string& profile) {
     ZygoteOptions options = it->second.options;
     options.wait_until_ready = true;  // only a built zygote is handed over
     options.cold = false;
-    zygote = Zygote::Create(it->second.spec, options);
+    SandboxSpec spec = it->second.spec;
+    spec.limits = limits;
+    zygote = Zygote::Create(spec, options);
   }
   absl::StatusOr<ZygoteHandover> handover = zygote.ok() ? (*zygote)->HandOver() : zygote.status();
   if (!handover.ok()) {
@@ -267,7 +339,7 @@ int Server::Serve(int signal_fd) {
     std::vector<UniqueFd> passed;
     absl::StatusOr<std::string> message = Receive(sock_, &passed);
     if (!message.ok() || message->empty()) break;  // hung up
-    if ((*message)[0] == 'M') HandleMake(message->substr(1));
+    if ((*message)[0] == 'M') HandleMake(*message);
   }
   Shutdown();
   return 0;
@@ -390,9 +462,10 @@ bool ForkServer::alive() const {
   return pidfd_ && ::poll(&p, 1, 0) == 0;
 }
 
-absl::StatusOr<ZygoteHandover> ForkServer::Make(const std::string& profile, absl::Duration timeout) {
+absl::StatusOr<ZygoteHandover> ForkServer::Make(const std::string& profile, const cgroups::Limits& limits,
+                                                absl::Duration timeout) {
   if (!alive()) return absl::UnavailableError(absl::StrCat("fork server ", pid_, " has exited"));
-  CUBICLE_RETURN_IF_ERROR(Send(socket_.get(), absl::StrCat("M", profile)));
+  CUBICLE_RETURN_IF_ERROR(Send(socket_.get(), EncodeMake(profile, limits)));
   CUBICLE_RETURN_IF_ERROR(WaitReadable(socket_.get(), absl::Now() + timeout, "zygote"));
   std::vector<UniqueFd> fds;
   absl::StatusOr<std::string> answer = Receive(socket_.get(), &fds);
@@ -417,7 +490,8 @@ class ForkServerMaker : public ZygoteMaker {
   ForkServerMaker(std::unique_ptr<ForkServer> server, std::string profile)
       : server_(std::move(server)), profile_(std::move(profile)) {}
   absl::StatusOr<std::unique_ptr<Zygote>> Make(const SandboxSpec& spec, const ZygoteOptions& options) override {
-    CUBICLE_ASSIGN_OR_RETURN(ZygoteHandover handover, server_->Make(profile_, options.ready_timeout + kMakeMargin));
+    CUBICLE_ASSIGN_OR_RETURN(ZygoteHandover handover,
+                             server_->Make(profile_, spec.limits, options.ready_timeout + kMakeMargin));
     return Zygote::TakeOver(std::move(handover), spec, options);
   }
   bool alive() const override { return server_->alive(); }

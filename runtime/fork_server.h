@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/unique_fd.h"
+#include "cgroups/limits.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
 #include "runtime/zygote.h"
@@ -67,10 +68,12 @@ class ForkServer {
   // alive first).
   ~ForkServer();
 
-  // A zygote of `profile`, made by the server and handed over. The server's
-  // errors come back as they were (a profile it does not know is
-  // NotFound); a server that died is Unavailable.
-  absl::StatusOr<ZygoteHandover> Make(const std::string& profile, absl::Duration timeout);
+  // A zygote of `profile` with `limits` (the profile's own, or a
+  // request's), made by the server and handed over. The server's errors
+  // come back as they were (a profile it does not know is NotFound); a
+  // server that died is Unavailable.
+  absl::StatusOr<ZygoteHandover> Make(const std::string& profile, const cgroups::Limits& limits,
+                                      absl::Duration timeout);
 
   pid_t pid() const { return pid_; }
   // Whether the server process is still alive.

@@ -134,14 +134,17 @@ void Pool::RefillLoop() {
       lock.lock();
       continue;
     }
-    // Refill competes with the requests for the CPUs (and for the kernel's
-    // namespace and cgroup locks, and this process's mmap lock, which the
-    // fork takes): while one runs or is held (a reply being written) and
-    // idle zygotes remain above half of min_idle, it waits for the
-    // foreground to end. Below that it refills at once.
+    // A waiter whose limits need a zygote of their own comes first. Else
+    // refill keeps min_idle ready, plus one for each waiter. It competes
+    // with the requests for the CPUs (and for the kernel's namespace and
+    // cgroup locks): while one runs or is held (a reply being written),
+    // idle zygotes remain above half of min_idle and nobody waits, it
+    // waits for the foreground to end.
+    Waiter* special = UnclaimedSpecialLocked();
     const size_t ready = idle_.size() + stats_.building;
-    bool want = ready < config_.min_idle && TotalLocked() < config_.max_total &&
-                (RefillUrgentLocked() || !ForegroundLocked());
+    const bool want = special != nullptr ||
+                      (ready < config_.min_idle + DefaultWaitersLocked() && TotalLocked() < config_.max_total &&
+                       (RefillUrgentLocked() || !ForegroundLocked()));
     if (!want) {
       // Woken by a request, a resize or the stop; else look again at the
       // oldest zygote's age.
@@ -153,9 +156,16 @@ void Pool::RefillLoop() {
     }
     ++stats_.building;
     ZygoteOptions options = config_.zygote;
+    SandboxSpec spec_with_limits;
+    if (special != nullptr) {
+      special->claimed = true;
+      spec_with_limits = profile_;
+      spec_with_limits.limits = *special->limits;
+    }
     lock.unlock();
     const absl::Time start = absl::Now();
-    absl::StatusOr<std::unique_ptr<Zygote>> made = maker->Make(profile_, options);
+    absl::StatusOr<std::unique_ptr<Zygote>> made =
+        maker->Make(special != nullptr ? spec_with_limits : profile_, options);
     const absl::Duration took = absl::Now() - start;
     lock.lock();
     --stats_.building;
@@ -163,14 +173,101 @@ void Pool::RefillLoop() {
     if (made.ok()) {
       ++stats_.built;
       stats_.refill.Record(took);
-      idle_.push_back({*std::move(made), absl::Now()});
+      stats_.refill_cpu.Record((*made)->build_cpu());
     } else {
       ++stats_.build_failures;
       stats_.last_error = std::string(made.status().message());
+    }
+    const bool delivered = DeliverLocked(special, made);
+    if (!delivered && made.ok()) {
+      if (special == nullptr) {
+        idle_.push_back({*std::move(made), absl::Now()});
+      } else {  // built for a waiter that gave up: its limits are no one else's
+        finished_.push_back(*std::move(made));
+        ++stats_.tearing_down;
+      }
+    }
+    if (!made.ok() && !delivered) {
       // Do not spin on a host that cannot build this profile.
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     }
     changed_.notify_all();
+  }
+}
+
+size_t Pool::DefaultWaitersLocked() const {
+  return static_cast<size_t>(
+      std::count_if(waiters_.begin(), waiters_.end(), [](const Waiter* w) { return !w->limits.has_value(); }));
+}
+
+Pool::Waiter* Pool::UnclaimedSpecialLocked() const {
+  for (Waiter* w : waiters_) {
+    if (w->limits.has_value() && !w->claimed) return w;
+  }
+  return nullptr;
+}
+
+// A build for `claimed_by` goes to that waiter alone; any other build to
+// the oldest waiter without limits of its own. A failed build is that
+// waiter's answer too, so that no request waits on a host that cannot
+// build.
+bool Pool::DeliverLocked(Waiter* claimed_by, absl::StatusOr<std::unique_ptr<Zygote>>& made) {
+  auto it = claimed_by != nullptr
+                ? std::find(waiters_.begin(), waiters_.end(), claimed_by)
+                : std::find_if(waiters_.begin(), waiters_.end(), [](const Waiter* w) { return !w->limits.has_value(); });
+  if (it == waiters_.end()) return false;
+  Waiter* w = *it;
+  waiters_.erase(it);
+  if (made.ok()) {
+    w->zygote = *std::move(made);
+  } else {
+    w->error = made.status();
+  }
+  w->done = true;
+  w->ready.notify_one();
+  return true;
+}
+
+// How long a miss waits for a zygote when its request sets no timeout.
+constexpr absl::Duration kMaxQueueWait = absl::Seconds(60);
+
+absl::StatusOr<std::unique_ptr<Zygote>> Pool::AwaitZygote(const ExecRequest& request, bool own_limits, bool* cold) {
+  *cold = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + std::min(request.timeout, kMaxQueueWait);
+  for (;;) {
+    // In this process a build of its own is a real choice: taken unless a
+    // zygote is already on its way for this request (one being built beyond
+    // what the waiters before it will get), which is sooner.
+    if (!makers_ && (own_limits || stats_.building <= DefaultWaitersLocked())) {
+      *cold = true;
+      return nullptr;
+    }
+    Waiter waiter;
+    if (own_limits) waiter.limits = request.limits;
+    waiters_.push_back(&waiter);
+    ++stats_.waiting;
+    changed_.notify_all();  // refill is urgent now
+    waiter.ready.wait_until(lock, absl::ToChronoTime(deadline), [&] { return waiter.done || stopping_; });
+    --stats_.waiting;
+    if (!waiter.done) {
+      waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &waiter));
+      stats_.queue_wait.Record(absl::Now() - start);
+      return absl::DeadlineExceededError(absl::StrCat("pool ", name_, ": no sandbox was ready within ",
+                                                      absl::FormatDuration(absl::Now() - start)));
+    }
+    if (!waiter.error.ok()) return waiter.error;
+    // A zygote whose groups cannot take this request's limits goes to the
+    // others; this request then waits for one built with them.
+    if (!own_limits && request.limits.has_value() && !waiter.zygote->CanApplyLimits(*request.limits)) {
+      absl::StatusOr<std::unique_ptr<Zygote>> other = std::move(waiter.zygote);
+      if (!DeliverLocked(nullptr, other)) idle_.push_front({*std::move(other), absl::Now()});
+      own_limits = true;
+      continue;
+    }
+    stats_.queue_wait.Record(absl::Now() - start);
+    return std::move(waiter.zygote);
   }
 }
 
@@ -199,6 +296,7 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   std::unique_ptr<Zygote> zygote;
   bool hit = false;
   bool urgent = false;
+  bool own_limits = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     // A zygote that died waiting (its maker died) is only torn down.
@@ -210,12 +308,15 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
     }
     // A warm zygote serves the request unless its cgroup cannot take the
     // request's limits (they need a controller the profile does not).
-    if (!idle_.empty() && (!request.limits.has_value() || idle_.front().zygote->CanApplyLimits(*request.limits))) {
+    own_limits = !idle_.empty() && request.limits.has_value() && !idle_.front().zygote->CanApplyLimits(*request.limits);
+    if (!idle_.empty() && !own_limits) {
       zygote = std::move(idle_.front().zygote);
       idle_.pop_front();
       hit = true;
       ++stats_.hits;
-    } else if (TotalLocked() >= config_.max_total) {
+    } else if (TotalLocked() >= config_.max_total && stats_.building <= waiters_.size()) {
+      // Nothing idle, and nothing on its way that the requests already
+      // waiting will not take.
       ++stats_.busy;
       return absl::ResourceExhaustedError(
           absl::StrCat("pool ", name_, " is busy: ", config_.max_total, " sandboxes exist already"));
@@ -228,7 +329,20 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   // Else refill waits for the foreground to end: no wake-up on the way in.
   if (urgent) changed_.notify_all();
   absl::StatusOr<ExecResult> result;
+  bool cold = false;
   if (!hit) {
+    // The next zygote refill makes, or a build of the request's own.
+    absl::StatusOr<std::unique_ptr<Zygote>> next = AwaitZygote(request, own_limits, &cold);
+    if (next.ok()) {
+      zygote = *std::move(next);
+    } else {
+      ExecResult failed;
+      failed.reason = ExitReason::kSetupFailed;
+      failed.setup_error = next.status();
+      result = std::move(failed);
+    }
+  }
+  if (cold) {
     // The cold path proper: no waiting for "ready", and no warm interpreter
     // to start first (exec'ing argv directly is faster than that).
     ZygoteOptions options = config().zygote;
@@ -260,7 +374,7 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
     --stats_.in_use;
     // Latency to the payload running, for executions that got that far.
     if (result.ok() && result->reason != ExitReason::kSetupFailed && result->setup > absl::ZeroDuration()) {
-      (hit ? stats_.handoff : stats_.cold_start).Record(result->setup);
+      (cold ? stats_.cold_start : stats_.handoff).Record(result->setup);
     }
     if (zygote != nullptr) {
       finished_.push_back(std::move(zygote));

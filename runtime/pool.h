@@ -1,7 +1,10 @@
 // A pool keeps zygotes of one profile warm (DESIGN §5): a request takes one
 // that is already built and only pays for the hand-off. Refill runs in the
-// background; a request that finds the pool empty builds its sandbox on the
-// spot (the cold path) and counts as a miss. Zygotes are single-use.
+// background. A request that finds the pool empty (a miss) waits for the
+// next zygote refill finishes, where one is on its way or its maker is a
+// fork server (the daemon never forks itself for a request); a pool that
+// makes its zygotes in this process builds one on the spot otherwise (the
+// cold path). Zygotes are single-use.
 //
 // Refill threads live as long as the pool: a zygote's init dies with the
 // thread that created it (PR_SET_PDEATHSIG is per thread), so a zygote must
@@ -15,6 +18,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -22,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cgroups/limits.h"
 #include "runtime/histogram.h"
 #include "runtime/result.h"
 #include "runtime/spec.h"
@@ -59,9 +64,10 @@ struct PoolStats {
   size_t idle = 0;
   size_t building = 0;
   size_t in_use = 0;
+  size_t waiting = 0;       // misses waiting for the next zygote
   size_t tearing_down = 0;  // ended executions whose sandbox is being removed
   uint64_t hits = 0;     // requests served by a warm zygote
-  uint64_t misses = 0;   // requests that built their sandbox on the spot
+  uint64_t misses = 0;   // requests that found none idle (waited, or built one on the spot)
   uint64_t busy = 0;     // requests refused at max_total
   uint64_t built = 0;
   uint64_t build_failures = 0;
@@ -71,6 +77,8 @@ struct PoolStats {
   absl::Duration last_build;  // how long the last refill build took
   std::string last_error;     // why the last build (or maker start) failed
   LatencyHistogram refill;      // Zygote::Create of refill builds that succeeded
+  LatencyHistogram refill_cpu;  // CPU time of each of those builds (the maker's and the sandbox's)
+  LatencyHistogram queue_wait;  // misses: the wait for the next zygote
   LatencyHistogram handoff;     // hits: the request to the payload running
   LatencyHistogram cold_start;  // misses: the request to the payload running
 };
@@ -129,19 +137,40 @@ class Pool {
     std::unique_ptr<Zygote> zygote;
     absl::Time born;
   };
+  // A miss waiting for a zygote. One whose limits the profile's zygotes
+  // cannot take (a controller they have no group in) gets one built for it.
+  struct Waiter {
+    std::optional<cgroups::Limits> limits;
+    bool claimed = false;  // a refill thread builds for it
+    bool done = false;
+    std::unique_ptr<Zygote> zygote;
+    absl::Status error;
+    std::condition_variable ready;
+  };
   Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers);
   void RefillLoop();
   std::unique_ptr<ZygoteMaker> StartMaker(std::unique_lock<std::mutex>& lock);
+  // A zygote for a miss: the next one refill finishes (or the build's
+  // error), waited for at most `limit`; or null with `*cold` set when the
+  // request should build its own (in-process makers, nothing on its way).
+  absl::StatusOr<std::unique_ptr<Zygote>> AwaitZygote(const ExecRequest& request, bool own_limits, bool* cold);
+  // Hands a finished build to the oldest waiter it suits; false when none.
+  bool DeliverLocked(Waiter* claimed_by, absl::StatusOr<std::unique_ptr<Zygote>>& made);
+  size_t DefaultWaitersLocked() const;
+  Waiter* UnclaimedSpecialLocked() const;
   // Moves idle zygotes that died (with their maker) to `drop`.
   void DropDeadLocked(std::vector<std::unique_ptr<Zygote>>* drop);
   // Sandboxes being torn down are not counted: they hold nothing a new
   // request needs, and a lagging teardown must not make the pool "busy".
-  size_t TotalLocked() const { return idle_.size() + stats_.building + stats_.in_use; }
+  // Waiting requests hold no sandbox yet: theirs is counted as building.
+  size_t TotalLocked() const { return idle_.size() + stats_.building + stats_.in_use - stats_.waiting; }
   // Whether a request is running or held (Hold): background work waits.
   bool ForegroundLocked() const { return stats_.in_use > 0 || holds_ > 0; }
   // Whether refill must not wait for the foreground: the pool is below
   // half of min_idle, and the next requests would take the cold path.
-  bool RefillUrgentLocked() const { return idle_.size() + stats_.building < (config_.min_idle + 1) / 2; }
+  bool RefillUrgentLocked() const {
+    return !waiters_.empty() || idle_.size() + stats_.building < (config_.min_idle + 1) / 2;
+  }
   bool TeardownDueLocked() const {
     return !finished_.empty() &&
            (stopping_ || !ForegroundLocked() || finished_.size() >= std::max<size_t>(1, config_.max_idle));
@@ -156,6 +185,7 @@ class Pool {
   std::condition_variable changed_;
   PoolConfig config_;
   std::deque<Idle> idle_;
+  std::deque<Waiter*> waiters_;  // oldest first
   // Zygotes whose execution has ended: their teardown (init's exit, the
   // namespaces, the cgroup) runs on the refill threads, off the request path.
   std::vector<std::unique_ptr<Zygote>> finished_;

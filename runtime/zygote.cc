@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +39,12 @@ namespace {
 
 using namespaces::ControlMessage;
 using namespaces::ControlType;
+
+absl::Duration ThreadCpuTime() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
+}
 
 absl::Status ReadyTimeoutError(absl::Duration timeout) {
   return absl::DeadlineExceededError(
@@ -91,7 +98,7 @@ class SandboxBuilder {
   absl::Status Clone();
   absl::Status PlaceAndRelease();
   absl::Status WaitUntilReady();
-  std::unique_ptr<ZygoteState> Finish(ExecResult* created);
+  std::unique_ptr<ZygoteState> Finish(ExecResult* created, absl::Duration* build_cpu);
 
  private:
   absl::Status AttachRest();
@@ -103,6 +110,7 @@ class SandboxBuilder {
   pid_t pid() const { return state_->init->pid(); }
 
   const ZygoteOptions& options_;
+  const absl::Duration thread_cpu_at_start_ = ThreadCpuTime();
   ExecResult created_;
   StepClock clock_;
   HostFeatures features_;
@@ -389,9 +397,14 @@ absl::Status SandboxBuilder::WaitUntilReady() {
   return absl::OkStatus();
 }
 
-std::unique_ptr<ZygoteState> SandboxBuilder::Finish(ExecResult* created) {
+std::unique_ptr<ZygoteState> SandboxBuilder::Finish(ExecResult* created, absl::Duration* build_cpu) {
   state_->cgroup = groups_.TakeCgroup();
   state_->devices = groups_.TakeDevices();
+  *build_cpu = ThreadCpuTime() - thread_cpu_at_start_;
+  if (state_->cgroup != nullptr) {
+    absl::StatusOr<std::optional<uint64_t>> sandbox = state_->cgroup->CpuUsageNs();
+    if (sandbox.ok() && sandbox->has_value()) *build_cpu += absl::Nanoseconds(**sandbox);
+  }
   *created = std::move(created_);
   return std::move(state_);
 }
@@ -414,8 +427,11 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   CUBICLE_RETURN_IF_ERROR(sandbox.PlaceAndRelease());
   CUBICLE_RETURN_IF_ERROR(sandbox.WaitUntilReady());
   ExecResult created;
-  std::unique_ptr<ZygoteState> state = sandbox.Finish(&created);
-  return std::unique_ptr<Zygote>(new Zygote(std::move(state), std::move(created)));
+  absl::Duration build_cpu;
+  std::unique_ptr<ZygoteState> state = sandbox.Finish(&created, &build_cpu);
+  auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(state), std::move(created)));
+  zygote->build_cpu_ = build_cpu;
+  return zygote;
 }
 
 pid_t Zygote::init_pid() const { return state_->init.has_value() ? state_->init->pid() : -1; }

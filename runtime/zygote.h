@@ -113,6 +113,7 @@ struct ZygoteHandover {
   std::string cgroup_name;  // empty: no cgroup
   namespaces::ControlMessage ready{};  // init's "ready": step stamps and flags
   ExecResult created;                  // Create()'s steps and warnings
+  absl::Duration build_cpu;            // Zygote::build_cpu()
 };
 
 class Zygote {
@@ -163,6 +164,10 @@ class Zygote {
   // process's child (destruction kills it and waits for its pidfd).
   static absl::StatusOr<std::unique_ptr<Zygote>> TakeOver(ZygoteHandover handover, const SandboxSpec& spec,
                                                          const ZygoteOptions& options);
+  // The CPU time its making took: the making thread's (the launcher side
+  // of Create) and the sandbox's own until "ready", where its groups count
+  // it (zero without them).
+  absl::Duration build_cpu() const { return build_cpu_; }
   // Whether init is still alive (a pidfd poll; true without a pidfd).
   bool alive() const;
   // Init's pidfd, or -1: readable once init has exited.
@@ -172,6 +177,7 @@ class Zygote {
   Zygote(std::unique_ptr<ZygoteState> state, ExecResult created);
   std::unique_ptr<ZygoteState> state_;
   ExecResult created_;
+  absl::Duration build_cpu_;
 };
 
 // Checks a request before anything is sent.

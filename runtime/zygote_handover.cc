@@ -37,6 +37,7 @@ absl::StatusOr<ZygoteHandover> Zygote::HandOver() {
   }
   out.ready = z.last;
   out.created = created_;
+  out.build_cpu = build_cpu_;
   z.used = true;
   return out;
 }
@@ -66,7 +67,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::TakeOver(ZygoteHandover handover
   state->exec_stamp = std::move(handover.exec_stamp);
   state->last = handover.ready;
   state->ready = true;
-  return std::unique_ptr<Zygote>(new Zygote(std::move(state), std::move(handover.created)));
+  auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(state), std::move(handover.created)));
+  zygote->build_cpu_ = handover.build_cpu;
+  return zygote;
 }
 
 bool Zygote::alive() const {

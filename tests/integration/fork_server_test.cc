@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cgroups/layout.h"
 #include "runtime/capture.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/fork_server.h"
@@ -87,7 +88,7 @@ TEST_F(CoreForkServer, MakesZygotesThatRunHere) {
   std::unique_ptr<runtime::ForkServer> server = Start();
   ASSERT_NE(server, nullptr);
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", kMake);
+    absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", ShellSpec().limits, kMake);
     ASSERT_TRUE(handover.ok()) << handover.status();
     EXPECT_GT(handover->init_pid, 0);
     EXPECT_TRUE(handover->direct) << "a zygote built ahead of its request has an armed payload";
@@ -130,12 +131,12 @@ TEST_F(CoreForkServer, AnExecutableThatIsNoServerIsAnError) {
 TEST_F(CoreForkServer, AnUnknownProfileIsNotFound) {
   std::unique_ptr<runtime::ForkServer> server = Start();
   ASSERT_NE(server, nullptr);
-  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("nonesuch", kMake);
+  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("nonesuch", ShellSpec().limits, kMake);
   ASSERT_FALSE(handover.ok());
   EXPECT_TRUE(absl::IsNotFound(handover.status())) << handover.status();
   EXPECT_TRUE(absl::StrContains(handover.status().message(), "nonesuch")) << handover.status();
   // The server goes on serving.
-  EXPECT_TRUE(server->Make("shell", kMake).ok());
+  EXPECT_TRUE(server->Make("shell", ShellSpec().limits, kMake).ok());
 }
 
 // A zygote made but never taken over: the server removes what the taker
@@ -143,7 +144,7 @@ TEST_F(CoreForkServer, AnUnknownProfileIsNotFound) {
 TEST_F(CoreForkServer, AHangUpEndsWhatWasNotTakenOver) {
   std::unique_ptr<runtime::ForkServer> server = Start();
   ASSERT_NE(server, nullptr);
-  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", kMake);
+  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", ShellSpec().limits, kMake);
   ASSERT_TRUE(handover.ok()) << handover.status();
   const pid_t server_pid = server->pid();
   if (runtime::CgroupsUsable().ok()) {
@@ -158,7 +159,7 @@ TEST_F(CoreForkServer, AHangUpEndsWhatWasNotTakenOver) {
 TEST_F(CoreForkServer, AKilledServerTakesItsZygotesWithIt) {
   std::unique_ptr<runtime::ForkServer> server = Start();
   ASSERT_NE(server, nullptr);
-  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", kMake);
+  absl::StatusOr<runtime::ZygoteHandover> handover = server->Make("shell", ShellSpec().limits, kMake);
   ASSERT_TRUE(handover.ok()) << handover.status();
   absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote =
       runtime::Zygote::TakeOver(*std::move(handover), ShellSpec(), ShellOptions());
@@ -168,7 +169,7 @@ TEST_F(CoreForkServer, AKilledServerTakesItsZygotesWithIt) {
   for (int i = 0; i < 2000 && (*zygote)->alive(); ++i) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_FALSE((*zygote)->alive()) << "a zygote outlived its server";
   EXPECT_FALSE(server->alive());
-  absl::StatusOr<runtime::ZygoteHandover> again = server->Make("shell", kMake);
+  absl::StatusOr<runtime::ZygoteHandover> again = server->Make("shell", ShellSpec().limits, kMake);
   EXPECT_TRUE(absl::IsUnavailable(again.status())) << again.status();
   absl::StatusOr<runtime::CapturedRun> run = RunIn(**zygote, {"/bin/true"});
   ASSERT_TRUE(run.ok()) << run.status();
@@ -228,6 +229,62 @@ TEST_F(CoreForkServer, APoolRestartsAKilledServerAndKeepsServing) {
   }
   pool->reset();
   EXPECT_EQ(GroupsMadeBy(first_servers[0]), std::vector<std::string>{}) << "the dead server's groups were left";
+}
+
+// Admission: a miss never makes its sandbox in the daemon's process; it
+// takes the next zygote refill makes.
+TEST_F(CoreForkServer, AMissWaitsForTheNextZygoteInsteadOfBuildingOne) {
+  runtime::PoolConfig config;
+  config.min_idle = 0;  // nothing is built ahead: every request misses
+  config.max_idle = 1;
+  absl::StatusOr<std::unique_ptr<runtime::Pool>> pool = runtime::Pool::Create(
+      "shell", ShellSpec(), config, runtime::ForkServerMakers(CubicleBinary(), kSetup, "shell"));
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (int i = 0; i < 3; ++i) {
+    runtime::ExecRequest r;
+    r.argv = {"/bin/echo", "waited"};
+    absl::StatusOr<runtime::ExecResult> result = (*pool)->Run(r);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->reason, runtime::ExitReason::kExited) << result->setup_error;
+  }
+  runtime::PoolStats s = (*pool)->Stats();
+  EXPECT_EQ(s.misses, 3u);
+  EXPECT_EQ(s.queue_wait.count(), 3u);
+  EXPECT_EQ(s.cold_start.count(), 0u) << "a miss built its own sandbox";
+  EXPECT_EQ(s.handoff.count(), 3u);
+  EXPECT_EQ(s.built, 3u);
+  EXPECT_EQ(s.waiting, 0u);
+  EXPECT_EQ(s.refill_cpu.count(), 3u);
+  EXPECT_GT(s.refill_cpu.sum_seconds(), 0.0) << "a build's CPU time was not counted";
+}
+
+// A request whose limits need a group the profile's zygotes do not have
+// gets a zygote built with them, by the fork server.
+TEST_F(CoreForkServer, LimitsTheZygotesCannotTakeGetAZygoteOfTheirOwn) {
+  const runtime::CgroupHost& host = runtime::SharedCgroupHost();
+  if (!runtime::CgroupsUsable().ok() || !host.layout.ok() || !host.layout->Has(cgroups::Controller::kCpu)) {
+    GTEST_SKIP() << "needs usable cgroups with the cpu controller";
+  }
+  runtime::PoolConfig config;
+  config.min_idle = 1;
+  config.max_idle = 1;
+  absl::StatusOr<std::unique_ptr<runtime::Pool>> pool = runtime::Pool::Create(
+      "shell", ShellSpec(), config, runtime::ForkServerMakers(CubicleBinary(), kSetup, "shell"));
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_TRUE((*pool)->WaitWarm(absl::Seconds(30)));
+  runtime::ExecRequest r;
+  r.argv = {"/bin/echo", "capped"};
+  r.limits = ShellSpec().limits;
+  r.limits->cpus = 0.5;
+  absl::StatusOr<runtime::ExecResult> result = (*pool)->Run(r);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->reason, runtime::ExitReason::kExited) << result->setup_error;
+  runtime::PoolStats s = (*pool)->Stats();
+  EXPECT_EQ(s.hits, 0u) << "the idle zygote has no cpu group to take the limit";
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.cold_start.count(), 0u);
+  EXPECT_GE(s.built, 2u);
+  EXPECT_EQ(s.idle, 1u) << "the idle zygote stays for requests it suits";
 }
 
 }  // namespace
