@@ -148,8 +148,26 @@ class Pool {
     std::condition_variable ready;
   };
   Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers);
+  // The request side (pool.cc).
+  struct Admission {
+    std::unique_ptr<Zygote> zygote;  // a hit
+    bool own_limits = false;         // a miss that needs a zygote built with its limits
+    bool wake_refill = false;
+  };
+  absl::StatusOr<Admission> Admit(const ExecRequest& request);
+  std::unique_ptr<Zygote> ZygoteForMiss(const ExecRequest& request, bool own_limits, bool* cold,
+                                        absl::StatusOr<ExecResult>* result);
+  absl::StatusOr<std::unique_ptr<Zygote>> BuildForRequest(const ExecRequest& request);
+  void Done(std::unique_ptr<Zygote> zygote, const absl::StatusOr<ExecResult>& result, bool cold);
+
+  // The refill side (pool_refill.cc).
   void RefillLoop();
   std::unique_ptr<ZygoteMaker> StartMaker(std::unique_lock<std::mutex>& lock);
+  std::unique_ptr<ZygoteMaker> RestartMaker(std::unique_lock<std::mutex>& lock, std::unique_ptr<ZygoteMaker> dead);
+  bool DropExpired(std::unique_lock<std::mutex>& lock);
+  bool BuildWantedLocked(Waiter** special) const;
+  void WaitForWork(std::unique_lock<std::mutex>& lock);
+  void BuildOne(std::unique_lock<std::mutex>& lock, ZygoteMaker& maker, Waiter* special);
   // A zygote for a miss: the next one refill finishes (or the build's
   // error), waited for at most `limit`; or null with `*cold` set when the
   // request should build its own (in-process makers, nothing on its way).
@@ -158,8 +176,7 @@ class Pool {
   bool DeliverLocked(Waiter* claimed_by, absl::StatusOr<std::unique_ptr<Zygote>>& made);
   size_t DefaultWaitersLocked() const;
   Waiter* UnclaimedSpecialLocked() const;
-  // Moves idle zygotes that died (with their maker) to `drop`.
-  void DropDeadLocked(std::vector<std::unique_ptr<Zygote>>* drop);
+
   // Sandboxes being torn down are not counted: they hold nothing a new
   // request needs, and a lagging teardown must not make the pool "busy".
   // Waiting requests hold no sandbox yet: theirs is counted as building.
