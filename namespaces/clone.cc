@@ -103,7 +103,7 @@ struct IntermediateReport {
 
 }  // namespace
 
-CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3) {
+CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3, int join_userns_fd) {
   CloneResult result;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -114,6 +114,12 @@ CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3)
   long mid = ::syscall(SYS_clone, static_cast<unsigned long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
   if (mid == 0) {
     ::close(sv[0]);
+    const int joined = join_userns_fd >= 0 && ::setns(join_userns_fd, CLONE_NEWUSER) != 0 ? errno : 0;
+    if (joined != 0) {
+      IntermediateReport failed = {joined, 0};
+      SendWithFds(sv[1], &failed, sizeof(failed), nullptr, 0, MSG_NOSIGNAL);
+      ::_exit(0);
+    }
     // CLONE_PARENT: the sandbox is the caller's child, not the
     // intermediate's (an orphan would go to the joined namespace's init,
     // not to the caller, whatever subreaper the caller is).
@@ -208,6 +214,20 @@ absl::Status ThreadGroupsCleared::Restore() {
   if (::syscall(SYS_setgroups, saved_.size(), saved_.data()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("setgroups(", saved_.size(), " groups, after clone)"));
   }
+  return absl::OkStatus();
+}
+
+PidNamespaceForChildren::~PidNamespaceForChildren() {
+  if (own_ < 0) return;
+  // Back to its active pid namespace, always allowed: it is the caller's own.
+  ::setns(own_, CLONE_NEWPID);
+  ::close(own_);
+}
+
+absl::Status PidNamespaceForChildren::Enter(int pidns_fd) {
+  own_ = ::open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC);
+  if (own_ < 0) return ErrnoStatus(errno, "open(/proc/thread-self/ns/pid)");
+  if (::setns(pidns_fd, CLONE_NEWPID) != 0) return ErrnoStatus(errno, "setns(pid namespace for children)");
   return absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@ enum class ControlType : uint32_t {
   kExecuting = 2,      // the payload is about to execve
   kPayloadExited = 3,  // the payload ended; `wait_status` and `rusage` are set
   kReady = 4,          // the sandbox is built and waits for its execution request
+  kAdopt = 5,          // built but for its payload, which is to come from outside (a warm template)
 };
 
 // CLOCK_MONOTONIC stamps of the sandbox-side steps, for per-step timings.

@@ -110,27 +110,37 @@ void Supervise(int control_fd, ControlMessage* report, long pid, const InitServi
   // From here init needs only its control socket (and the service's two
   // sockets); the payload has its own copies of the stdio fds.
   const bool serving = service != nullptr && service->fd >= 0;
-  const int keep[3] = {control_fd, serving ? service->fd : -1, serving ? service->partner_fd : -1};
-  CloseAllFdsExcept(keep, serving ? 3 : 1, &report->error);
+  const int keep[4] = {control_fd, after.adopted_pidfd, serving ? service->fd : -1,
+                       serving ? service->partner_fd : -1};
+  CloseAllFdsExcept(keep, serving ? 4 : 2, &report->error);
   report->payload_pid = static_cast<int32_t>(pid);
+  const bool adopted = after.adopted_pidfd >= 0;
+  const bool polling = serving || adopted;
 
   sigset_t wanted;
   sigemptyset(&wanted);
   sigaddset(&wanted, SIGCHLD);
   for (int sig : kForwarded) sigaddset(&wanted, sig);
-  // With a service, signals arrive on a signalfd polled with its socket;
-  // without one, through sigwaitinfo.
-  const int sigfd = serving ? ::signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
+  // With a service or an adopted payload, signals arrive on a signalfd
+  // polled with their fds; otherwise through sigwaitinfo.
+  const int sigfd = polling ? ::signalfd(-1, &wanted, SFD_CLOEXEC | SFD_NONBLOCK) : -1;
   for (;;) {
     int sig;
-    if (serving) {
+    if (polling) {
       // Without a signalfd (ENOMEM), signals are polled for every 50 ms
       // rather than the service left unserved.
-      struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {service->fd, POLLIN, 0}};
+      struct pollfd fds[3] = {{sigfd, POLLIN, 0},
+                              {serving ? service->fd : -1, POLLIN, 0},
+                              {after.adopted_pidfd, POLLIN, 0}};
       // EINTR, or ENOMEM, which passes: init has nothing better to do
       // than to wait again.
-      if (::poll(fds, 2, sigfd >= 0 ? -1 : 50) < 0) continue;
+      if (::poll(fds, 3, sigfd >= 0 ? -1 : 50) < 0) continue;
       if (fds[1].revents & POLLIN) service->on_readable(service->fd, service->partner_fd);
+      if (fds[2].revents & POLLIN) {
+        // The adopted payload ended; its parent reports how.
+        if (after.linger) Linger(control_fd, after.own_pid_namespace);
+        ::_exit(0);
+      }
       if (sigfd >= 0) {
         struct signalfd_siginfo si;
         if (!(fds[0].revents & POLLIN) || ::read(sigfd, &si, sizeof(si)) != sizeof(si)) continue;

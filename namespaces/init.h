@@ -58,6 +58,11 @@ struct AfterExit {
   // Init is PID 1 of its own pid namespace: before lingering it kills
   // every other process in it, as its exit would have.
   bool own_pid_namespace = false;
+  // The payload is not init's child but came into its pid namespace from
+  // outside (a warm interpreter forked by its template, runtime/
+  // warm_template.h): its exit is seen on this pidfd, and reported by its
+  // parent, not by init. -1: the payload is init's child.
+  int adopted_pidfd = -1;
 };
 
 [[noreturn]] void Supervise(int control_fd, ControlMessage* report, long payload_pid,

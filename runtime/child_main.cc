@@ -140,13 +140,15 @@ void MapExecStamp(const ChildPlan& plan, ChildSetup& s) {
 // fds (and the host-side mount trees, now attached). Stdio comes with the
 // request.
 bool CloseLauncherFds(const ChildPlan& plan, const ChildSetup& s, ChildError* e) {
-  int keep[5 + kMaxInheritedFds];
+  int keep[7 + kMaxInheritedFds];
   size_t kept = 0;
   keep[kept++] = plan.fds.control;
   if (plan.fds.egress >= 0) keep[kept++] = plan.fds.egress;
   if (s.proc_fd >= 0) keep[kept++] = s.proc_fd;
   if (plan.ids.userns_after_setup_fd >= 0) keep[kept++] = plan.ids.userns_after_setup_fd;
   if (plan.fds.direct >= 0) keep[kept++] = plan.fds.direct;
+  if (plan.fds.warm >= 0) keep[kept++] = plan.fds.warm;
+  if (plan.fds.template_owner >= 0) keep[kept++] = plan.fds.template_owner;
   for (int fd : plan.hygiene.inherited_fds) keep[kept++] = fd;
   return namespaces::CloseAllFdsExcept(keep, kept, e);
 }
@@ -227,9 +229,11 @@ bool ReceiveRequest(const ChildPlan& plan, ChildSetup& s, ExecRequestView* reque
   return ok;
 }
 
-[[noreturn]] void Supervise(const ChildPlan& plan, ChildSetup& s, long payload_pid, bool linger) {
-  namespaces::Supervise(plan.fds.control, &s.report, payload_pid, s.bridge.fd >= 0 ? &s.bridge : nullptr,
-                        {.linger = linger, .own_pid_namespace = plan.system.pid_namespace});
+[[noreturn]] void Supervise(const ChildPlan& plan, ChildSetup& s, const InitPayload& payload, bool linger) {
+  namespaces::Supervise(plan.fds.control, &s.report, payload.pid(), s.bridge.fd >= 0 ? &s.bridge : nullptr,
+                        {.linger = linger,
+                         .own_pid_namespace = plan.system.pid_namespace,
+                         .adopted_pidfd = payload.adopted_pidfd()});
 }
 
 }  // namespace
@@ -255,10 +259,13 @@ void ChildMain(const ChildPlan& plan) {
   Stamp(s, namespaces::kStepInitReady);
   s.report.type = namespaces::ControlType::kReady;
   namespaces::SendControl(plan.fds.control, s.report);
+  // A warm template's interpreter takes no request: its own requests come
+  // from its owner. Init only watches it; its end is the template's.
+  if (plan.route == PayloadRoute::kTemplate) Supervise(plan, s, payload, /*linger=*/false);
 
   switch (payload.AwaitDirectRequest(e)) {
     case InitPayload::DirectWait::kTaken:
-      Supervise(plan, s, payload.pid(), payload.direct_linger());
+      Supervise(plan, s, payload, payload.direct_linger());
     case InitPayload::DirectWait::kDied:
       child::Fail(e, "payload", "ended before its request", 0);
       ExitWithSetupError(plan.fds.control, s.report, 1);
@@ -276,7 +283,7 @@ void ChildMain(const ChildPlan& plan) {
                      __ATOMIC_RELEASE);
   }
   if (!payload.HandOff(request, s.report, e)) ExitWithSetupError(plan.fds.control, s.report, 1);
-  Supervise(plan, s, payload.pid(), request.linger);
+  Supervise(plan, s, payload, request.linger);
 }
 
 }  // namespace cubicle::runtime

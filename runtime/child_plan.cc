@@ -58,8 +58,10 @@ absl::Status PlanHygiene(const SandboxSpec& spec, PayloadHygienePlan* hygiene) {
   return absl::OkStatus();
 }
 
-void PlanWarmCommand(const SandboxSpec& spec, const WarmInterpreter& interpreter, WarmCommand* warm) {
-  warm->strings = WarmCommandLine(interpreter, kWarmSocketFd);
+void PlanWarmCommand(const SandboxSpec& spec, const WarmInterpreter& interpreter, bool is_template,
+                     WarmCommand* warm) {
+  warm->strings = is_template ? TemplateCommandLine(interpreter, kWarmSocketFd, kTemplateOwnerFd)
+                              : WarmCommandLine(interpreter, kWarmSocketFd);
   const size_t argc = warm->strings.size();
   warm->strings.insert(warm->strings.end(), spec.env.begin(), spec.env.end());
   for (size_t i = 0; i < warm->strings.size(); ++i) {
@@ -72,9 +74,11 @@ void PlanWarmCommand(const SandboxSpec& spec, const WarmInterpreter& interpreter
 
 }  // namespace
 
-PayloadRoute ChoosePayloadRoute(const SandboxSpec& spec, bool warm_interpreter, bool ahead_of_request) {
+PayloadRoute ChoosePayloadRoute(const SandboxSpec& spec, const ZygoteOptions& options, bool ahead_of_request) {
   if (spec.as_pid_1) return PayloadRoute::kAsPid1;
-  if (warm_interpreter) return PayloadRoute::kWarm;
+  if (options.template_owner >= 0) return PayloadRoute::kTemplate;
+  if (options.warm_template != nullptr) return PayloadRoute::kAdopted;
+  if (options.interpreter.has_value()) return PayloadRoute::kWarm;
   return ahead_of_request ? PayloadRoute::kArmed : PayloadRoute::kSpawned;
 }
 
@@ -83,6 +87,8 @@ const char* PayloadRouteName(PayloadRoute route) {
     case PayloadRoute::kSpawned: return "spawned";
     case PayloadRoute::kArmed: return "armed";
     case PayloadRoute::kWarm: return "warm";
+    case PayloadRoute::kAdopted: return "adopted";
+    case PayloadRoute::kTemplate: return "template";
     case PayloadRoute::kAsPid1: return "as-pid-1";
   }
   return "?";
@@ -97,7 +103,7 @@ std::string SearchPath(const std::vector<std::string>& env) {
 
 absl::Status BuildChildPlan(const SandboxSpec& spec, const ZygoteOptions& options, const HostFeatures& features,
                             bool ahead_of_request, ChildPlan* plan) {
-  plan->route = ChoosePayloadRoute(spec, options.interpreter.has_value(), ahead_of_request);
+  plan->route = ChoosePayloadRoute(spec, options, ahead_of_request);
   // The prepared plan points into spec.mounts, which outlives it.
   plan->rootfs = rootfs::Prepare(spec.mounts, spec.readonly_root, features.new_mount_api, features.openat2);
   // The host's procfs would show the host's processes, not the joined pid
@@ -106,7 +112,9 @@ absl::Status BuildChildPlan(const SandboxSpec& spec, const ZygoteOptions& option
   PlanIds(spec, &plan->ids);
   PlanSystem(spec, &plan->system);
   CUBICLE_RETURN_IF_ERROR(PlanHygiene(spec, &plan->hygiene));
-  if (plan->route == PayloadRoute::kWarm) PlanWarmCommand(spec, *options.interpreter, &plan->warm);
+  if (plan->route == PayloadRoute::kWarm || plan->route == PayloadRoute::kTemplate) {
+    PlanWarmCommand(spec, *options.interpreter, plan->route == PayloadRoute::kTemplate, &plan->warm);
+  }
   if (plan->route == PayloadRoute::kSpawned || plan->route == PayloadRoute::kArmed) {
     plan->memory.payload_stack.reset(new char[kPayloadStackBytes]);
   }

@@ -45,15 +45,19 @@ inline constexpr size_t kGroupsMessageBytes = 2048;
 // ChoosePayloadRoute; an armed payload's request then goes either straight
 // to it (the direct channel) or, when it brings a workspace, through init.
 enum class PayloadRoute {
-  kSpawned,  // init spawns it at hand-off (the cold path)
-  kArmed,    // started before "ready", its hygiene done; waits for its request (a pool's zygote)
-  kWarm,     // a warm interpreter, started before "ready", its modules imported
-  kAsPid1,   // bwrap --as-pid-1: the sandbox's first process becomes the payload; no init
+  kSpawned,   // init spawns it at hand-off (the cold path)
+  kArmed,     // started before "ready", its hygiene done; waits for its request (a pool's zygote)
+  kWarm,      // a warm interpreter, started before "ready", its modules imported
+  kAdopted,   // a warm interpreter forked by a warm template into this sandbox (runtime/warm_template.h)
+  kTemplate,  // the template interpreter itself: forks kAdopted payloads, is never handed a request
+  kAsPid1,    // bwrap --as-pid-1: the sandbox's first process becomes the payload; no init
 };
 
-// The route for `spec`: --as-pid-1 decides first, then a warm interpreter;
-// a plain payload is armed when the zygote is built ahead of its request.
-PayloadRoute ChoosePayloadRoute(const SandboxSpec& spec, bool warm_interpreter, bool ahead_of_request);
+// The route for `spec`: --as-pid-1 decides first, then a warm template's
+// own sandbox, a sandbox whose interpreter comes from a template, a warm
+// interpreter; a plain payload is armed when the zygote is built ahead of
+// its request.
+PayloadRoute ChoosePayloadRoute(const SandboxSpec& spec, const ZygoteOptions& options, bool ahead_of_request);
 const char* PayloadRouteName(PayloadRoute route);
 
 // The sandbox's ids (DESIGN §4.2), and bwrap's user-namespace options.
@@ -111,6 +115,11 @@ struct ChildChannels {
   uint16_t bridge_port = 0;
   int direct = -1;      // an armed payload's end of the launcher's direct channel, or -1
   int exec_stamp = -1;  // the exec stamp page's memfd (kStamp*), or -1
+  // kAdopted: init's end of the socket its forked interpreter says "R" on
+  // and takes its request from. kTemplate: the template interpreter's
+  // socket to its owner, which sends it its spawn requests.
+  int warm = -1;
+  int template_owner = -1;
 };
 
 // The sandbox's v1 groups: "tasks" files the child writes "0" to first

@@ -1,6 +1,7 @@
 #include "runtime/payload_start.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
@@ -15,6 +16,7 @@
 #include <cstring>
 
 #include "base/fd_passing.h"
+#include "namespaces/capabilities.h"
 #include "namespaces/init.h"
 #include "namespaces/process.h"
 #include "seccomp/policy.h"
@@ -367,7 +369,24 @@ bool HandOffToArmedPayload(ArmedPayload& armed, const ExecRequestView& request, 
   return true;
 }
 
-// ---- kWarm -------------------------------------------------------------
+// ---- kWarm, kTemplate ----------------------------------------------------
+
+// The hygiene of a template interpreter: its session and rlimits, but its
+// capabilities in the sandbox's user namespace stay, and no filter: it
+// makes its children join other sandboxes' namespaces. It runs only the
+// bootstrap and the profile's preloads; each child it forks does the
+// payload's whole hygiene before it takes a request (warm_template.h).
+//
+// Of its capabilities it keeps, across its execve (ambient), only what its
+// children need: CAP_SYS_ADMIN and CAP_SYS_CHROOT to join a sandbox's
+// namespaces, CAP_SETPCAP to drop the rest and lock the securebits.
+bool TemplateHygiene(const PayloadHygienePlan& hygiene, ChildError* e) {
+  constexpr uint64_t kKept = (uint64_t{1} << CAP_SYS_ADMIN) | (uint64_t{1} << CAP_SYS_CHROOT) |
+                             (uint64_t{1} << CAP_SETPCAP);
+  return (!hygiene.new_session || ::setsid() >= 0 || child::Fail(e, "setsid", "", errno)) &&
+         namespaces::ApplyRlimits(hygiene.rlimits.data(), hygiene.rlimits.size(), e) &&
+         namespaces::KeepCapabilities({.bounding = kKept, .keep = kKept, .exact = true}, e);
+}
 
 // A warm interpreter's process, forked by init before "ready" (DESIGN §5:
 // the request then pays only for the hand-off): PayloadHygiene, stdio on
@@ -375,21 +394,30 @@ bool HandOffToArmedPayload(ArmedPayload& armed, const ExecRequestView& request, 
 // but the control socket, execve of the interpreter with its bootstrap,
 // which says "R" itself once its modules are imported and takes the
 // request from there. Setup failures are reported on the control socket
-// (close-on-exec: the interpreter never holds it).
+// (close-on-exec: the interpreter never holds it). A template interpreter
+// (kTemplate) keeps its capabilities and its owner's socket as
+// kTemplateOwnerFd.
 [[noreturn]] void WarmInterpreterMain(const ChildPlan& plan, int socket_fd, long init_pid, ControlMessage msg) {
   ChildError* e = &msg.error;
+  const bool is_template = plan.route == PayloadRoute::kTemplate;
   const int control = ::fcntl(plan.fds.control, F_DUPFD_CLOEXEC, 10);
   const int sock = ::fcntl(socket_fd, F_DUPFD_CLOEXEC, 10);
+  const int owner = is_template ? ::fcntl(plan.fds.template_owner, F_DUPFD_CLOEXEC, 10) : -1;
   bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) &&
             (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) &&
-            DieWithInit(plan.hygiene, init_pid, e) && PayloadHygiene(plan.hygiene, e);
+            (!is_template || owner >= 0 || child::Fail(e, "dup(template owner socket)", "", errno)) &&
+            DieWithInit(plan.hygiene, init_pid, e) &&
+            (is_template ? TemplateHygiene(plan.hygiene, e) : PayloadHygiene(plan.hygiene, e));
   if (ok) {
     const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     const int stdio[3] = {null_fd, null_fd, null_fd};
-    const int keep[5] = {0, 1, 2, kWarmSocketFd, control};
+    const int keep[6] = {0, 1, 2, kWarmSocketFd, control, kTemplateOwnerFd};
     ok = (null_fd >= 0 || child::Fail(e, "open", "/dev/null", errno)) && InstallStdio(stdio, e) &&
          (::dup2(sock, kWarmSocketFd) == kWarmSocketFd || child::Fail(e, "dup2(warm socket)", "", errno)) &&
-         (::chdir("/") == 0 || child::Fail(e, "chdir", "/", errno)) && namespaces::CloseAllFdsExcept(keep, 5, e);
+         (!is_template || ::dup2(owner, kTemplateOwnerFd) == kTemplateOwnerFd ||
+          child::Fail(e, "dup2(template owner socket)", "", errno)) &&
+         (::chdir("/") == 0 || child::Fail(e, "chdir", "/", errno)) &&
+         namespaces::CloseAllFdsExcept(keep, is_template ? 6 : 5, e);
     if (ok) {
       namespaces::ResetSignals();
       ::umask(022);
@@ -440,6 +468,50 @@ bool StartWarmInterpreter(const ChildPlan& plan, const ControlMessage& report, i
   return child::Fail(e, "warm interpreter", "exited before it was ready", n < 0 ? errno : 0);
 }
 
+// ---- kAdopted -------------------------------------------------------------
+
+// Init's side of an interpreter that comes from a warm template: "adopt"
+// to the launcher (the sandbox is built: its template may fork the
+// interpreter in now), then the interpreter's "R" on the warm socket once
+// it has done its hygiene, with its pid as the kernel vouches for it
+// (SCM_CREDENTIALS, translated into this pid namespace); a pidfd for it,
+// since it is not init's child.
+bool StartAdopted(const ChildPlan& plan, const ControlMessage& report, int* pid_out, int* pidfd_out, ChildError* e) {
+  const int sock = plan.fds.warm;
+  const int on = 1;
+  if (::setsockopt(sock, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
+    return child::Fail(e, "setsockopt(SO_PASSCRED)", "warm socket", errno);
+  }
+  ControlMessage adopt = report;
+  adopt.type = ControlType::kAdopt;
+  if (namespaces::SendControl(plan.fds.control, adopt) != 0) return child::Fail(e, "send", "adopt", EPIPE);
+  char word = 0;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred))];
+  struct iovec iov = {&word, 1};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  // A failed interpreter reported why on the control socket itself.
+  if (n != 1 || word != 'R') return child::Fail(e, "warm interpreter", "exited before it was ready", n < 0 ? errno : 0);
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS) {
+    return child::Fail(e, "warm interpreter", "said ready without its credentials", EPROTO);
+  }
+  struct ucred cred;
+  std::memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, cred.pid, 0));
+  if (pidfd < 0) return child::Fail(e, "pidfd_open", "warm interpreter", errno);
+  *pid_out = cred.pid;
+  *pidfd_out = pidfd;
+  return true;
+}
+
 }  // namespace
 
 void ExitWithSetupError(int control_fd, ControlMessage& msg, int code) {
@@ -457,7 +529,15 @@ bool InitPayload::StartAhead(ExecRequestView* request, const ControlMessage& rep
                              ChildError* e) {
   switch (plan_.route) {
     case PayloadRoute::kWarm:
+    case PayloadRoute::kTemplate:
       return StartWarmInterpreter(plan_, report, &warm_socket_, &pid_, e);
+    case PayloadRoute::kAdopted: {
+      int pid = -1;
+      if (!StartAdopted(plan_, report, &pid, &adopted_pidfd_, e)) return false;
+      pid_ = pid;
+      warm_socket_ = plan_.fds.warm;
+      return true;
+    }
     case PayloadRoute::kArmed:
       if (!StartArmedPayload(plan_, request, report, exec_stamp, &armed_, e)) return false;
       pid_ = armed_.pid;
@@ -484,7 +564,8 @@ InitPayload::DirectWait InitPayload::AwaitDirectRequest(ChildError* e) {
 
 bool InitPayload::HandOff(ExecRequestView& request, ControlMessage& report, ChildError* e) {
   switch (plan_.route) {
-    case PayloadRoute::kWarm: {
+    case PayloadRoute::kWarm:
+    case PayloadRoute::kAdopted: {
       const bool ok = namespaces::ForwardExecRequest(warm_socket_, plan_.memory.request_buffer.get(), request, e);
       ::close(warm_socket_);
       if (!ok) return false;
@@ -499,10 +580,11 @@ bool InitPayload::HandOff(ExecRequestView& request, ControlMessage& report, Chil
     case PayloadRoute::kSpawned:
       pid_ = SpawnPayload(plan_, request, report);
       return pid_ > 0 || child::Fail(e, "clone", "payload", errno);
+    case PayloadRoute::kTemplate:
     case PayloadRoute::kAsPid1:
       break;
   }
-  return child::Fail(e, "hand-off", "no init to hand off", EINVAL);
+  return child::Fail(e, "hand-off", "no payload to hand a request to", EINVAL);
 }
 
 }  // namespace cubicle::runtime

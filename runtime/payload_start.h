@@ -75,12 +75,15 @@ class InitPayload {
 
   // The payload's pid once started, else -1.
   long pid() const { return pid_; }
+  // An adopted payload's pidfd (it is not init's child), else -1.
+  int adopted_pidfd() const { return adopted_pidfd_; }
 
  private:
   const ChildPlan& plan_;
   ArmedPayload armed_;
   int warm_socket_ = -1;
   long pid_ = -1;
+  int adopted_pidfd_ = -1;
 };
 
 }  // namespace cubicle::runtime

@@ -163,6 +163,25 @@ void SandboxGroups::KeepStatFiles() {
   (void)cgroup_->ReadStats();
 }
 
+absl::StatusOr<std::vector<UniqueFd>> SandboxGroups::JoinFiles() const {
+  std::vector<UniqueFd> files;
+  if (cgroup_ != nullptr && cgroup_->v2_dir_fd() >= 0) {
+    UniqueFd procs(::openat(cgroup_->v2_dir_fd(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!procs) return ErrnoStatus(errno, "open(cgroup.procs)");
+    files.push_back(std::move(procs));
+  }
+  if (cgroup_ != nullptr) {
+    CUBICLE_ASSIGN_OR_RETURN(std::vector<cgroups::SandboxCgroup::TaskFile> v1, cgroup_->V1TaskFiles());
+    for (cgroups::SandboxCgroup::TaskFile& f : v1) files.push_back(std::move(f.fd));
+  }
+  if (devices_ != nullptr && !devices_->v2()) {
+    UniqueFd tasks(::open(absl::StrCat(devices_->path(), "/tasks").c_str(), O_WRONLY | O_CLOEXEC));
+    if (!tasks) return ErrnoStatus(errno, absl::StrCat("open(", devices_->path(), "/tasks)"));
+    files.push_back(std::move(tasks));
+  }
+  return files;
+}
+
 int SandboxGroups::clone_into_fd() const { return cgroup_ != nullptr ? cgroup_->v2_dir_fd() : -1; }
 
 void SandboxGroups::Cloned(bool placed_on_v2) {

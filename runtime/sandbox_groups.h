@@ -61,6 +61,11 @@ class SandboxGroups {
   // Whether the child joins groups itself and says 'A' when it has.
   bool child_joins() const { return child_joins_; }
 
+  // Files a process joins every group of the sandbox through by writing
+  // "0" to each (v2 cgroup.procs, v1 tasks): for one that is not born in
+  // them, a warm template's child (runtime/warm_template.h).
+  absl::StatusOr<std::vector<UniqueFd>> JoinFiles() const;
+
   std::unique_ptr<cgroups::SandboxCgroup> TakeCgroup() { return std::move(cgroup_); }
   std::unique_ptr<cgroups::DeviceCgroup> TakeDevices() { return std::move(devices_); }
 

@@ -90,4 +90,15 @@ std::vector<std::string> WarmCommandLine(const WarmInterpreter& interpreter, int
   return argv;
 }
 
+std::vector<std::string> TemplateCommandLine(const WarmInterpreter& interpreter, int socket_fd, int owner_fd) {
+  std::vector<std::string> argv = interpreter.argv;
+  argv.push_back("-c");
+  argv.push_back(kBootstrap);
+  argv.push_back("template");
+  argv.push_back(absl::StrCat(socket_fd));
+  argv.push_back(absl::StrCat(owner_fd));
+  argv.insert(argv.end(), interpreter.preload.begin(), interpreter.preload.end());
+  return argv;
+}
+
 }  // namespace cubicle::runtime

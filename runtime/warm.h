@@ -62,4 +62,11 @@ std::vector<std::string> WarmCommandLine(const WarmInterpreter& interpreter, int
 // The fd number the bootstrap's socket has in the interpreter process.
 inline constexpr int kWarmSocketFd = 3;
 
+// A warm template's interpreter (runtime/warm_template.h): the bootstrap in
+// template mode, its socket to init and its owner's socket, the modules.
+std::vector<std::string> TemplateCommandLine(const WarmInterpreter& interpreter, int socket_fd, int owner_fd);
+
+// The fd number of the template's owner socket in the template interpreter.
+inline constexpr int kTemplateOwnerFd = 4;
+
 }  // namespace cubicle::runtime

@@ -11,19 +11,27 @@
 # ends with os._exit once stdio is flushed. A request the launcher did not
 # mark warm is exec'd instead. One process, one request: nothing is reused.
 #
+# As `... -c <this> template FD OWNER MODULE...` it is a warm template's
+# interpreter instead (runtime/warm_template.h): it imports the modules once
+# and then forks, on each request of its owner, a child that joins a
+# sandbox built for it and becomes that sandbox's warm interpreter.
+#
 # This file is embedded in the cubicle binary at build time; it must stay
 # free of anything that writes outside the sandbox's own process.
-
 
 def _cubicle_bootstrap():
     import os
     import socket
-    import struct
     import sys
 
-    fd = int(sys.argv[1])
-    preload = sys.argv[2:]
-    sock = socket.socket(fileno=fd)
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    _cubicle_preload(os, sock, sys.argv[2:])
+    sock.send(b"R")
+    _cubicle_serve(sock)
+
+
+# Imports the profile's modules, or says "E" and why on `sock` and exits.
+def _cubicle_preload(os, sock, preload):
     try:
         import importlib
         for name in preload:
@@ -32,8 +40,15 @@ def _cubicle_bootstrap():
         reason = "%s: %s" % (type(e).__name__, e)
         sock.send(b"E" + reason.encode("utf-8", "backslashreplace")[:240])
         os._exit(1)
-    import io, threading, types  # what the hand-off needs, loaded ahead of it
-    sock.send(b"R")
+    import io, threading, types  # noqa: F401 - what the hand-off needs, loaded ahead of it
+
+
+# The one request, from `sock`: becomes it, and never returns.
+def _cubicle_serve(sock):
+    import os
+    import socket
+    import struct
+    import sys
 
     # Header: magic, argc, envc, flags, warm (namespaces/exec_request.h).
     header = struct.Struct("=IIIII")
@@ -209,4 +224,231 @@ def _finish(os, sys):
     return status
 
 
-_cubicle_bootstrap()
+# ---- Template mode (runtime/warm_template.h) --------------------------------
+
+# The control message (namespaces/control.h) a template's child sends for
+# the interpreter it forked, whose parent it is (init is not): type, payload
+# pid, wait status, flags, struct rusage, the step stamps, the error record
+# (step, detail, errno). runtime/warm_template.cc checks the C++ layout
+# against this size at build time.
+_CONTROL = "=IiiI" + "qqqq" + "14q" + "7q" + "64s256si4x"
+_SETUP_ERROR, _PAYLOAD_EXITED = 1, 3
+# The sandbox's namespaces the child joins, in the order its owner sends
+# their fds (runtime/warm_template.h): mount, uts, ipc, net, cgroup, and
+# pid (for its children). Its user namespace is the template's already.
+_JOINED = (("mnt", 0x00020000), ("uts", 0x04000000), ("ipc", 0x08000000), ("net", 0x40000000),
+           ("cgroup", 0x02000000), ("pid", 0x20000000))
+
+
+def _cubicle_template():
+    import ctypes
+    import gc
+    import os
+    import signal
+    import socket
+    import sys
+
+    init = socket.socket(fileno=int(sys.argv[2]))
+    owner = socket.socket(fileno=int(sys.argv[3]))
+    _cubicle_preload(os, init, sys.argv[4:])
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    init.send(b"R")
+    init.close()
+    plan = _template_plan(owner.recv(1 << 20))
+    # The children are reaped by the kernel; each resets this for its own.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # What is allocated so far stays out of the collector's way, so that
+    # its passes in the children do not write (and unshare) those pages.
+    gc.freeze()
+    while True:
+        data, fds, _, _ = socket.recv_fds(owner, 64, 32)
+        if not data:
+            os._exit(0)  # the owner is gone
+        if data[:1] != b"S" or len(fds) < len(_JOINED) + 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        if os.fork() == 0:
+            owner.close()
+            _template_child(libc, plan, fds)
+        for fd in fds:
+            os.close(fd)
+
+
+# The owner's setup: 'P', new session (byte), the rlimits (count, then
+# resource, soft, hard each), the seccomp program (count of 8-byte
+# instructions, then them).
+def _template_plan(data):
+    import struct
+    if data[:1] != b"P":
+        raise SystemExit(2)
+    new_session, count = struct.unpack_from("=BI", data, 1)
+    at = 6
+    rlimits = []
+    for _ in range(count):
+        rlimits.append(struct.unpack_from("=iQQ", data, at))
+        at += struct.calcsize("=iQQ")
+    (length,) = struct.unpack_from("=I", data, at)
+    at += 4
+    return {"new_session": bool(new_session), "rlimits": rlimits,
+            "seccomp": (length, data[at:at + 8 * length])}
+
+
+def _send_control(os, control, kind, status=0, usage=None, step="", detail="", err=0):
+    import struct
+    times = [0, 0, 0, 0]
+    counts = [0] * 14
+    if usage is not None:
+        times = [int(usage.ru_utime), int((usage.ru_utime % 1) * 1e6),
+                 int(usage.ru_stime), int((usage.ru_stime % 1) * 1e6)]
+        counts = [usage.ru_maxrss, usage.ru_ixrss, usage.ru_idrss, usage.ru_isrss, usage.ru_minflt,
+                  usage.ru_majflt, usage.ru_nswap, usage.ru_inblock, usage.ru_oublock, usage.ru_msgsnd,
+                  usage.ru_msgrcv, usage.ru_nsignals, usage.ru_nvcsw, usage.ru_nivcsw]
+    try:
+        os.write(control, struct.pack(_CONTROL, kind, 0, status, 0, *times, *counts, *([0] * 7),
+                                      step.encode()[:63], detail.encode()[:255], err))
+    except OSError:
+        pass  # the launcher is gone
+
+
+# A child of the template: joins the sandbox's groups and namespaces, forks
+# the interpreter into them, and reports its end (the kernel gives the
+# status to the parent alone). Setup failures go to the launcher as init's
+# own do.
+def _template_child(libc, plan, fds):
+    import ctypes
+    import os
+    import signal
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    joined = len(_JOINED)
+    namespaces, warm, control, groups = fds[:joined], fds[joined], fds[joined + 1], fds[joined + 2:]
+    step, detail = "join cgroup", "warm template child"
+    try:
+        for fd in groups:
+            os.write(fd, b"0")
+            os.close(fd)
+        step = "setns"
+        for fd, (name, kind) in zip(namespaces, _JOINED):
+            detail = name
+            if libc.setns(fd, kind) != 0:
+                raise OSError(ctypes.get_errno(), step)
+            os.close(fd)
+    except OSError as e:
+        _send_control(os, control, _SETUP_ERROR, step=step, detail=detail, err=e.errno or 0)
+        os._exit(1)
+    # The interpreter's parent-death signal is bound to this process; it
+    # learns whether this process was still there when it took effect
+    # from this pipe, which this process holds open (its pid is not one the
+    # interpreter can see).
+    alive, holder = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(holder)
+        _template_payload(libc, plan, warm, control, alive)
+    os.close(alive)
+    os.close(warm)
+    while True:
+        try:
+            _, status, usage = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    _send_control(os, control, _PAYLOAD_EXITED, status=status, usage=usage)
+    os._exit(0)
+
+
+def _check(libc, result, step):
+    import ctypes
+    if result != 0:
+        raise OSError(ctypes.get_errno(), step)
+
+
+# The interpreter of one sandbox, forked in: the payload's hygiene
+# (namespaces/process.cc: DropAllCapabilities and its neighbours, in the
+# same order), fresh random state, then "R" with its credentials to init,
+# and the request as any warm interpreter takes it.
+def _template_payload(libc, plan, warm, control, parent_alive):
+    import ctypes
+    import fcntl
+    import os
+    import random
+    import select
+    import resource
+    import signal
+    import socket
+    import struct
+    import sys
+    step = "prctl(PR_SET_PDEATHSIG)"
+    try:
+        _check(libc, libc.prctl(1, signal.SIGKILL, 0, 0, 0), step)
+        if select.select([parent_alive], [], [], 0)[0]:
+            os._exit(1)  # the parent is gone: its end of the pipe closed
+        os.close(parent_alive)
+        if plan["new_session"]:
+            step = "setsid"
+            os.setsid()
+        step = "setrlimit"
+        for res, soft, hard in plan["rlimits"]:
+            resource.setrlimit(res, (soft, hard))
+        step = "close fds"
+        # Out of the way first: either may be 3 or 4 already.
+        warm = fcntl.fcntl(warm, fcntl.F_DUPFD_CLOEXEC, 10)
+        control = fcntl.fcntl(control, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.dup2(warm, 3, inheritable=False)
+        os.dup2(control, 4, inheritable=False)
+        control = 4
+        os.closerange(5, os.sysconf("SC_OPEN_MAX"))
+        # What a sibling could have predicted: each child's own.
+        random.seed()
+        numpy_random = sys.modules.get("numpy.random")
+        if numpy_random is not None:
+            numpy_random.seed()
+        step = "prctl(PR_SET_SECUREBITS)"
+        _check(libc, libc.prctl(28, 0xEF, 0, 0, 0), step)
+        step = "prctl(PR_CAPBSET_DROP)"
+        for cap in range(64):
+            if libc.prctl(24, cap, 0, 0, 0) != 0:
+                if ctypes.get_errno() == 22:  # EINVAL: past the last capability
+                    break
+                raise OSError(ctypes.get_errno(), step)
+        step = "prctl(PR_CAP_AMBIENT_CLEAR_ALL)"
+        if libc.prctl(47, 4, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            raise OSError(ctypes.get_errno(), step)
+        step = "capset"
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+        _check(libc, libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), step)
+        step = "prctl(PR_SET_NO_NEW_PRIVS)"
+        _check(libc, libc.prctl(38, 1, 0, 0, 0), step)
+        length, program = plan["seccomp"]
+        if length > 0:
+            step = "seccomp(SECCOMP_SET_MODE_FILTER)"
+
+            class Program(ctypes.Structure):
+                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+            buffer = ctypes.create_string_buffer(program, len(program))
+            fprog = Program(length, ctypes.cast(buffer, ctypes.c_void_p))
+            _check(libc, libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0), step)
+    except OSError as e:
+        _send_control(os, control, _SETUP_ERROR, step=step, detail="warm interpreter", err=e.errno or 0)
+        os._exit(127)
+    except BaseException as e:  # noqa: BLE001 - reported, then exit
+        _send_control(os, control, _SETUP_ERROR, step=step, detail=repr(e)[:200])
+        os._exit(127)
+    sock = socket.socket(fileno=3)
+    credentials = struct.pack("=iII", os.getpid(), os.getuid(), os.getgid())
+    sock.sendmsg([b"R"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, credentials)])
+    os.close(4)  # the control socket: gone before any of the request's code runs
+    _cubicle_serve(sock)
+
+
+if __import__("sys").argv[1:2] == ["template"]:
+    _cubicle_template()
+else:
+    _cubicle_bootstrap()

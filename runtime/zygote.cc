@@ -32,6 +32,7 @@
 #include "runtime/defaults.h"
 #include "runtime/identity.h"
 #include "runtime/sandbox_groups.h"
+#include "runtime/warm_template.h"
 #include "runtime/zygote_state.h"
 
 namespace cubicle::runtime {
@@ -97,6 +98,7 @@ class SandboxBuilder {
   absl::Status JoinNamespaces();
   absl::Status Clone();
   absl::Status PlaceAndRelease();
+  absl::Status AdoptInterpreter();
   absl::Status WaitUntilReady();
   std::unique_ptr<ZygoteState> Finish(ExecResult* created, absl::Duration* build_cpu);
 
@@ -122,6 +124,9 @@ class SandboxBuilder {
   std::vector<UniqueFd> trees_;  // host-side mount trees, until the child has its copies
   std::shared_ptr<egress::GatewayProcess> gateway_;
   UniqueFd egress_host_, egress_child_, child_control_, direct_child_;
+  // kAdopted: the interpreter's end of its socket with init, and a copy of
+  // the control socket's child end, for the template's child.
+  UniqueFd interpreter_socket_, warm_child_, control_for_parent_;
   std::unique_ptr<ZygoteState> state_;
 };
 
@@ -139,6 +144,12 @@ absl::Status SandboxBuilder::Validate() {
   if (options_.interpreter.has_value()) {
     CUBICLE_RETURN_IF_ERROR(ValidateWarmInterpreter(*options_.interpreter));
     if (spec().as_pid_1) return absl::InvalidArgumentError("a warm interpreter cannot be the sandbox's PID 1");
+  }
+  if (options_.warm_template != nullptr || options_.template_owner >= 0) {
+    CUBICLE_RETURN_IF_ERROR(ValidateForTemplate(spec()));
+    if (!options_.interpreter.has_value()) {
+      return absl::InvalidArgumentError("a sandbox of a warm template needs the template's interpreter");
+    }
   }
   CUBICLE_ASSIGN_OR_RETURN(state_->identity, ResolveIdentity(spec()));
   clock_.Mark("validate");
@@ -262,6 +273,13 @@ absl::Status SandboxBuilder::OpenChannels() {
     MakeExecStampPage();
     MakeDirectChannel();
   }
+  if (plan_.route == PayloadRoute::kTemplate) plan_.fds.template_owner = options_.template_owner;
+  if (plan_.route == PayloadRoute::kAdopted) {
+    CUBICLE_RETURN_IF_ERROR(SocketPair("warm interpreter", &interpreter_socket_, &warm_child_));
+    plan_.fds.warm = warm_child_.get();
+    control_for_parent_.reset(::fcntl(child_control_.get(), F_DUPFD_CLOEXEC, 3));
+    if (!control_for_parent_) return ErrnoStatus(errno, "dup(control)");
+  }
   clock_.Mark("prepare");
   return absl::OkStatus();
 }
@@ -293,10 +311,20 @@ absl::Status SandboxBuilder::JoinNamespaces() {
 //    CLONE_INTO_CGROUP needs no migration). The child runs ChildMain.
 absl::Status SandboxBuilder::Clone() {
   const int cgroup_fd = features_.clone3 ? groups_.clone_into_fd() : -1;
-  // A new pid namespace under a joined one is made by a process inside it.
-  auto clone_sandbox = spec().join_pidns.has_value() && spec().namespaces.pid ? namespaces::CloneViaIntermediate
-                                                                              : namespaces::CloneInto;
-  const unsigned long flags = spec().namespaces.CloneFlags();
+  // A new pid namespace under a joined one is made by a process inside it;
+  // a warm template's zygotes, by one inside the template's user and pid
+  // namespaces (this process keeps its own).
+  const WarmTemplate* from = options_.warm_template.get();
+  namespaces::PidNamespaceForChildren in_template;
+  if (from != nullptr) CUBICLE_RETURN_IF_ERROR(in_template.Enter(from->pidns_fd()));
+  auto clone_sandbox = [&](uint64_t flags, int cgroup, bool try_clone3) {
+    if (from != nullptr) return namespaces::CloneViaIntermediate(flags, cgroup, try_clone3, from->userns_fd());
+    if (spec().join_pidns.has_value() && spec().namespaces.pid) {
+      return namespaces::CloneViaIntermediate(flags, cgroup, try_clone3);
+    }
+    return namespaces::CloneInto(flags, cgroup, try_clone3);
+  };
+  const uint64_t flags = spec().namespaces.CloneFlags() & (from != nullptr ? ~uint64_t{CLONE_NEWUSER} : ~uint64_t{0});
   namespaces::ThreadGroupsCleared thread_groups;
   if (state_->identity.clear_groups) CUBICLE_RETURN_IF_ERROR(thread_groups.Clear());
   namespaces::CloneResult cloned = clone_sandbox(flags, cgroup_fd, features_.clone3);
@@ -328,6 +356,8 @@ absl::Status SandboxBuilder::Clone() {
   trees_.clear();  // the child holds its own copies
   groups_.Cloned(placed_on_v2);
   direct_child_.reset();
+  warm_child_.reset();
+  state_->keep_alive = options_.warm_template;
   clock_.Mark("clone");
   return absl::OkStatus();
 }
@@ -349,7 +379,9 @@ absl::Status SandboxBuilder::PlaceAndRelease() {
   const bool attach_before_release = plan_.route == PayloadRoute::kWarm || plan_.route == PayloadRoute::kArmed;
   if (attach_before_release) CUBICLE_RETURN_IF_ERROR(AttachRest());
   CUBICLE_RETURN_IF_ERROR(groups_.AttachDevices(pid()));
-  if (!spec().join_userns.has_value() && !spec().host_user_namespace) {
+  // A warm template's zygote lives in the template's user namespace,
+  // whose maps are written already.
+  if (!spec().join_userns.has_value() && !spec().host_user_namespace && plan_.route != PayloadRoute::kAdopted) {
     CUBICLE_RETURN_IF_ERROR(namespaces::WriteIdMaps(pid(), state_->identity.mapping));
   }
   const char go = 'g';
@@ -378,7 +410,34 @@ absl::Status SandboxBuilder::PlaceAndRelease() {
   return absl::OkStatus();
 }
 
-// 4. A pool waits until the sandbox says it is built (or failed).
+// 4. A warm template's zygote: once its init says "adopt" (built, waiting
+//    for its interpreter), the template forks one into it.
+absl::Status SandboxBuilder::AdoptInterpreter() {
+  if (plan_.route != PayloadRoute::kAdopted) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.ready_timeout;
+  const std::string late = std::string(ReadyTimeoutError(options_.ready_timeout).message());
+  for (;;) {
+    ControlMessage msg;
+    CUBICLE_ASSIGN_OR_RETURN(ssize_t got, ReceiveBy(state_->control.get(), deadline, &msg, "adopt", late));
+    if (got != static_cast<ssize_t>(sizeof(msg))) return absl::InternalError("sandbox init ended before it was built");
+    if (msg.type == ControlType::kSetupError) return ChildErrorStatus(msg.error);
+    if (msg.type == ControlType::kAdopt) {
+      state_->last = msg;
+      break;
+    }
+  }
+  CUBICLE_ASSIGN_OR_RETURN(std::vector<UniqueFd> files, groups_.JoinFiles());
+  std::vector<int> raw;
+  for (const UniqueFd& f : files) raw.push_back(f.get());
+  CUBICLE_RETURN_IF_ERROR(
+      options_.warm_template->Spawn(pid(), interpreter_socket_.get(), control_for_parent_.get(), raw));
+  interpreter_socket_.reset();
+  control_for_parent_.reset();
+  clock_.Mark("adopt");
+  return absl::OkStatus();
+}
+
+// 5. A pool waits until the sandbox says it is built (or failed).
 absl::Status SandboxBuilder::WaitUntilReady() {
   if (!options_.wait_until_ready) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.ready_timeout;
@@ -425,6 +484,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::Create(const SandboxSpec& spec, 
   CUBICLE_RETURN_IF_ERROR(sandbox.JoinNamespaces());
   CUBICLE_RETURN_IF_ERROR(sandbox.Clone());
   CUBICLE_RETURN_IF_ERROR(sandbox.PlaceAndRelease());
+  CUBICLE_RETURN_IF_ERROR(sandbox.AdoptInterpreter());
   CUBICLE_RETURN_IF_ERROR(sandbox.WaitUntilReady());
   ExecResult created;
   absl::Duration build_cpu;

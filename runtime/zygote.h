@@ -28,7 +28,8 @@
 
 namespace cubicle::runtime {
 
-struct ZygoteState;  // runtime/zygote_state.h
+struct ZygoteState;   // runtime/zygote_state.h
+class WarmTemplate;   // runtime/warm_template.h
 
 struct ZygoteOptions {
   // Allow the read-only host /proc fallback when a new procfs is refused.
@@ -50,6 +51,16 @@ struct ZygoteOptions {
   // Start this interpreter ahead of the request (runtime/warm.h): with the
   // spec's env, cwd "/", stdio on /dev/null, under the spec's seccomp policy.
   std::optional<WarmInterpreter> interpreter;
+  // The interpreter comes from this template instead: a fork of its
+  // interpreter joins the sandbox's namespaces and cgroup, then does the
+  // payload's hygiene (runtime/warm_template.h). The sandbox lives in the
+  // template's user and pid namespaces, and keeps the template alive.
+  std::shared_ptr<WarmTemplate> warm_template;
+  // Set only by WarmTemplate::Start: this sandbox is the template's own,
+  // and `interpreter` its template interpreter, which keeps its
+  // capabilities in the sandbox's user namespace and takes its spawn
+  // requests on this fd (the child's end of its owner's socket).
+  int template_owner = -1;
 };
 
 // One execution in a zygote.

@@ -242,6 +242,7 @@ void Execution::Absorb(const ControlMessage& msg) {
       last.rusage = msg.rusage;
       break;
     case ControlType::kReady:
+    case ControlType::kAdopt:
       break;
   }
 }

@@ -86,6 +86,9 @@ struct ZygoteState {
   std::optional<InitProcess> init;
   // The sandbox's hold on its policy's gateway; closes its connections.
   egress::Attachment egress;
+  // What must outlive the sandbox: a warm template, whose sandbox is the
+  // ancestor of this one's pid namespace (runtime/warm_template.h).
+  std::shared_ptr<void> keep_alive;
   namespaces::ControlMessage last{};  // step stamps and flags gathered so far
   // An armed payload's "executing" (kStamp*): its stamp, read with
   // pread when the execution ends however it ends.

@@ -47,6 +47,7 @@ class PayloadRouteTest : public HostHygieneTest, public ::testing::WithParamInte
         }
         break;
       case PayloadRoute::kWarm:
+      case PayloadRoute::kWarmTemplate:
         REQUIRE_HOST(Python3());  // the warm interpreter itself
         break;
     }

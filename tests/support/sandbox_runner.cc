@@ -31,6 +31,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/warm_template.h"
 #include "absl/time/clock.h"
 #include "base/unique_fd.h"
 
@@ -195,6 +196,8 @@ std::string RouteName(PayloadRoute route) {
       return "ArmedViaInit";
     case PayloadRoute::kWarm:
       return "Warm";
+    case PayloadRoute::kWarmTemplate:
+      return "WarmTemplate";
   }
   return absl::StrCat("PayloadRoute(", static_cast<int>(route), ")");
 }
@@ -231,20 +234,32 @@ absl::StatusOr<SandboxRun> RunOnRoute(PayloadRoute route, const runtime::Sandbox
       request.workspace = fresh_workspace.emplace().path();
     }
   }
-  if (route == PayloadRoute::kWarm) options.interpreter = WarmPython();
-  absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(profile, options);
+  if (route == PayloadRoute::kWarm || route == PayloadRoute::kWarmTemplate) options.interpreter = WarmPython();
+  std::shared_ptr<runtime::WarmTemplate> from;  // outlives the zygote, which holds it too
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = absl::UnknownError("not made");
+  if (route == PayloadRoute::kWarmTemplate) {
+    absl::StatusOr<std::shared_ptr<runtime::WarmTemplate>> started = runtime::WarmTemplate::Start(profile, options);
+    if (!started.ok()) {
+      return absl::Status(started.status().code(), absl::StrCat("WarmTemplate::Start: ", started.status().message()));
+    }
+    from = *std::move(started);
+    zygote = from->Make(profile, options);
+  } else {
+    zygote = runtime::Zygote::Create(profile, options);
+  }
   if (!zygote.ok()) {
     return absl::Status(zygote.status().code(), absl::StrCat("Zygote::Create: ", zygote.status().message()));
   }
   // Built ahead of the request: its armed payload (or interpreter) waits as
-  // init's one child, so the request cannot take the cold path's spawn.
+  // init's one child, so the request cannot take the cold path's spawn. A
+  // template's interpreter is its template child's, not init's.
   const pid_t init = (*zygote)->init_pid();
   std::istringstream children(ReadFile(absl::StrCat("/proc/", init, "/task/", init, "/children")));
   int waiting = 0;
   for (pid_t child; children >> child;) ++waiting;
-  if (waiting != 1) {
+  if (waiting != (route == PayloadRoute::kWarmTemplate ? 0 : 1)) {
     return absl::FailedPreconditionError(absl::StrCat("the ", RouteName(route), " route: init has ", waiting,
-                                                      " children before the request, not one process waiting"));
+                                                      " children before the request"));
   }
   return Captured(stdin_text, [&](int in, int out, int err) {
     request.stdin_fd = in;

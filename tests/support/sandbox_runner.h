@@ -74,12 +74,18 @@ enum class PayloadRoute {
   // interpreter runs as __main__ in the process already started; any other
   // argv is exec'd by its bootstrap.
   kWarm,
+  // The same, its interpreter forked from a warm template's
+  // (runtime/warm_template.h) into the zygote: it did the payload's
+  // hygiene itself, in Python, after joining the zygote's namespaces.
+  kWarmTemplate,
 };
 
 inline constexpr PayloadRoute kEveryRoute[] = {PayloadRoute::kCold, PayloadRoute::kArmedDirect,
-                                               PayloadRoute::kArmedViaInit, PayloadRoute::kWarm};
+                                               PayloadRoute::kArmedViaInit, PayloadRoute::kWarm,
+                                               PayloadRoute::kWarmTemplate};
 
-// "Cold", "ArmedDirect", "ArmedViaInit", "Warm": a parameterised test's name suffix.
+// "Cold", "ArmedDirect", "ArmedViaInit", "Warm", "WarmTemplate": a
+// parameterised test's name suffix.
 std::string RouteName(PayloadRoute route);
 void PrintTo(PayloadRoute route, std::ostream* os);
 
