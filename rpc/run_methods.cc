@@ -116,9 +116,10 @@ std::optional<Error> ReadTimeout(const json::object& params, const Profile& prof
 std::optional<Error> ReadLimits(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
   const json::value* limits = FindParam(params, "limits");
   if (limits == nullptr) return std::nullopt;
-  absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits");
+  std::vector<std::string> unlimited;
+  absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits", &unlimited);
   if (!asked.ok()) return InvalidParams(asked.status());
-  absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked);
+  absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked, unlimited);
   if (!tightened.ok()) return LimitExceeded(absl::StrCat("params.limits: ", tightened.status().message()));
   request->limits = *std::move(tightened);
   return std::nullopt;
