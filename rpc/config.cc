@@ -54,6 +54,28 @@ absl::Status ParseConcurrency(const json::value& v, DaemonConfig* config) {
   return o.ReadCount("max_queue", &config->max_queue, 0, 1 << 20);
 }
 
+absl::Status ParseConnections(const json::value& v, DaemonConfig* config) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "connections",
+                                                  {"on_disconnect", "line_timeout_ms", "idle_timeout_ms"}));
+  if (const json::value* policy = o.Find("on_disconnect")) {
+    CUBICLE_ASSIGN_OR_RETURN(std::string name, json_read::String(*policy, o.PathOf("on_disconnect")));
+    if (name == "cancel") {
+      config->on_disconnect = OnDisconnect::kCancel;
+    } else if (name == "finish") {
+      config->on_disconnect = OnDisconnect::kFinish;
+    } else {
+      return Error(o.PathOf("on_disconnect"), absl::StrCat("'", name, "' is not a policy (expected cancel or finish)"));
+    }
+  }
+  CUBICLE_RETURN_IF_ERROR(o.Read("line_timeout_ms", &config->line_timeout, kMillis));
+  return o.Read("idle_timeout_ms", &config->idle_timeout, kMillis);
+}
+
+absl::Status ParseShutdown(const json::value& v, DaemonConfig* config) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "shutdown", {"drain_timeout_ms"}));
+  return o.Read("drain_timeout_ms", &config->drain_timeout, json_read::MillisIn(0, json_read::kYearMs));
+}
+
 absl::Status ParseCeilings(const json::value& v, DaemonConfig* config) {
   CUBICLE_ASSIGN_OR_RETURN(
       Object o, Object::Open(v, "ceilings", {"memory", "pids", "cpus", "timeout_ms", "output_bytes"}));
@@ -129,14 +151,16 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
   // cross this API.
   try {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, json_read::ParseDocument(json_text, /*comments=*/true));
-    CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "ceilings", "profiles",
-                                                                 "workspace_roots", "npu"}));
+    CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "connections", "shutdown",
+                                                                 "ceilings", "profiles", "workspace_roots", "npu"}));
     DaemonConfig config;
     // Unset, the memory and pids ceilings are the built-in defaults: no
     // sandbox runs without such limits unless the file says "unlimited".
     config.ceiling = runtime::HostDefaultLimits();
     if (const json::value* v = top.Find("socket")) CUBICLE_RETURN_IF_ERROR(ParseSocket(*v, &config));
     if (const json::value* v = top.Find("concurrency")) CUBICLE_RETURN_IF_ERROR(ParseConcurrency(*v, &config));
+    if (const json::value* v = top.Find("connections")) CUBICLE_RETURN_IF_ERROR(ParseConnections(*v, &config));
+    if (const json::value* v = top.Find("shutdown")) CUBICLE_RETURN_IF_ERROR(ParseShutdown(*v, &config));
     if (const json::value* v = top.Find("ceilings")) CUBICLE_RETURN_IF_ERROR(ParseCeilings(*v, &config));
     CUBICLE_RETURN_IF_ERROR(top.Read("workspace_roots", &config.workspace_roots, json_read::StringArray));
     CUBICLE_RETURN_IF_ERROR(ResolveWorkspaceRoots(&config.workspace_roots));

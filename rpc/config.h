@@ -22,6 +22,7 @@
 #include <boost/json/value.hpp>
 #include "cgroups/limits.h"
 #include "npu/broker.h"
+#include "rpc/in_flight.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
 #include "runtime/warm.h"
@@ -61,7 +62,15 @@ struct DaemonConfig {
   std::string socket_path;  // empty: no socket (stdio only)
   uint32_t socket_mode = 0600;
   size_t max_concurrent = 8;  // executions at once
-  size_t max_queue = 64;      // requests waiting beyond that; more are "busy"
+  size_t max_queue = 64;      // executions waiting beyond that; more are "busy"
+  // "connections": a socket client's requests when it disconnects before
+  // their replies; how long a line may take from its first byte; how long
+  // a connection with nothing in flight may stay silent (infinite: ever).
+  OnDisconnect on_disconnect = OnDisconnect::kCancel;
+  absl::Duration line_timeout = absl::Seconds(30);
+  absl::Duration idle_timeout = absl::InfiniteDuration();
+  // "shutdown": how long SIGTERM's drain waits before it cancels what runs.
+  absl::Duration drain_timeout = absl::Seconds(30);
   // No profile or request goes above these. Memory and pids default to
   // runtime::HostDefaultLimits(); unset here means the file said
   // "unlimited". A profile leaves a limit unset only where the ceiling has

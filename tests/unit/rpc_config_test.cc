@@ -313,6 +313,33 @@ TEST(ParseConfigErrors, UnlimitedSpelling) {
   EXPECT_CONFIG_ERROR(Config("", R"("ceilings": {"cpus": "unlimited"})"), "ceilings.cpus");
 }
 
+TEST(ParseConfig, ConnectionsAndShutdown) {
+  absl::StatusOr<DaemonConfig> config = ParseConfig(Config(""));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->on_disconnect, OnDisconnect::kCancel);
+  EXPECT_EQ(config->line_timeout, absl::Seconds(30));
+  EXPECT_EQ(config->idle_timeout, absl::InfiniteDuration());
+  EXPECT_EQ(config->drain_timeout, absl::Seconds(30));
+  config = ParseConfig(Config("", R"("connections": {"on_disconnect": "finish", "line_timeout_ms": 500,
+                                      "idle_timeout_ms": 60000}, "shutdown": {"drain_timeout_ms": 0})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->on_disconnect, OnDisconnect::kFinish);
+  EXPECT_EQ(config->line_timeout, absl::Milliseconds(500));
+  EXPECT_EQ(config->idle_timeout, absl::Minutes(1));
+  EXPECT_EQ(config->drain_timeout, absl::ZeroDuration()) << "0: cancel at once";
+}
+
+TEST(ParseConfigErrors, ConnectionsAndShutdown) {
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"on_disconnect": "ignore"})"),
+                      "connections.on_disconnect: 'ignore' is not a policy (expected cancel or finish)");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"on_disconnect": true})"), "connections.on_disconnect");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"line_timeout_ms": 0})"), "connections.line_timeout_ms");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"idle_timeout_ms": "1s"})"), "connections.idle_timeout_ms");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"timeout_ms": 5})"), "connections.timeout_ms: unknown key");
+  EXPECT_CONFIG_ERROR(Config("", R"("shutdown": {"drain_timeout_ms": -1})"), "shutdown.drain_timeout_ms");
+  EXPECT_CONFIG_ERROR(Config("", R"("shutdown": {"drain": 5})"), "shutdown.drain: unknown key");
+}
+
 TEST(ParseConfig, CpuCeilingAboveThisHostFillsProfilesWithTheHostsCpus) {
   absl::StatusOr<DaemonConfig> config = ParseConfig(Config("", R"("ceilings": {"cpus": 100000})"));
   ASSERT_TRUE(config.ok()) << config.status();
