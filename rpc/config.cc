@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "npu/host_layout.h"
 #include "rpc/profile_config.h"
+#include "runtime/cgroup_host.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -53,12 +54,34 @@ absl::Status ParseConcurrency(const json::value& v, DaemonConfig* config) {
   return o.ReadCount("max_queue", &config->max_queue, 0, 1 << 20);
 }
 
+absl::Status ParseConnections(const json::value& v, DaemonConfig* config) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "connections",
+                                                  {"on_disconnect", "line_timeout_ms", "idle_timeout_ms"}));
+  if (const json::value* policy = o.Find("on_disconnect")) {
+    CUBICLE_ASSIGN_OR_RETURN(std::string name, json_read::String(*policy, o.PathOf("on_disconnect")));
+    if (name == "cancel") {
+      config->on_disconnect = OnDisconnect::kCancel;
+    } else if (name == "finish") {
+      config->on_disconnect = OnDisconnect::kFinish;
+    } else {
+      return Error(o.PathOf("on_disconnect"), absl::StrCat("'", name, "' is not a policy (expected cancel or finish)"));
+    }
+  }
+  CUBICLE_RETURN_IF_ERROR(o.Read("line_timeout_ms", &config->line_timeout, kMillis));
+  return o.Read("idle_timeout_ms", &config->idle_timeout, kMillis);
+}
+
+absl::Status ParseShutdown(const json::value& v, DaemonConfig* config) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "shutdown", {"drain_timeout_ms"}));
+  return o.Read("drain_timeout_ms", &config->drain_timeout, json_read::MillisIn(0, json_read::kYearMs));
+}
+
 absl::Status ParseCeilings(const json::value& v, DaemonConfig* config) {
   CUBICLE_ASSIGN_OR_RETURN(
       Object o, Object::Open(v, "ceilings", {"memory", "pids", "cpus", "timeout_ms", "output_bytes"}));
   cgroups::Limits& c = config->ceiling;
-  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &c.memory_max, json_read::PositiveSize));
-  CUBICLE_RETURN_IF_ERROR(o.ReadCount("pids", &c.pids_max, 1, cgroups::kMaxPids));
+  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &c.memory_max, SizeOrUnlimited));
+  CUBICLE_RETURN_IF_ERROR(o.Read("pids", &c.pids_max, PidsOrUnlimited));
   CUBICLE_RETURN_IF_ERROR(o.Read("cpus", &c.cpus, json_read::PositiveNumber));
   CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &config->max_timeout, kMillis));
   CUBICLE_RETURN_IF_ERROR(o.Read("output_bytes", &config->max_output_bytes, json_read::PositiveSize));
@@ -128,11 +151,16 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
   // cross this API.
   try {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, json_read::ParseDocument(json_text, /*comments=*/true));
-    CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "ceilings", "profiles",
-                                                                 "workspace_roots", "npu"}));
+    CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "connections", "shutdown",
+                                                                 "ceilings", "profiles", "workspace_roots", "npu"}));
     DaemonConfig config;
+    // Unset, the memory and pids ceilings are the built-in defaults: no
+    // sandbox runs without such limits unless the file says "unlimited".
+    config.ceiling = runtime::HostDefaultLimits();
     if (const json::value* v = top.Find("socket")) CUBICLE_RETURN_IF_ERROR(ParseSocket(*v, &config));
     if (const json::value* v = top.Find("concurrency")) CUBICLE_RETURN_IF_ERROR(ParseConcurrency(*v, &config));
+    if (const json::value* v = top.Find("connections")) CUBICLE_RETURN_IF_ERROR(ParseConnections(*v, &config));
+    if (const json::value* v = top.Find("shutdown")) CUBICLE_RETURN_IF_ERROR(ParseShutdown(*v, &config));
     if (const json::value* v = top.Find("ceilings")) CUBICLE_RETURN_IF_ERROR(ParseCeilings(*v, &config));
     CUBICLE_RETURN_IF_ERROR(top.Read("workspace_roots", &config.workspace_roots, json_read::StringArray));
     CUBICLE_RETURN_IF_ERROR(ResolveWorkspaceRoots(&config.workspace_roots));
@@ -184,18 +212,28 @@ absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path) {
   return config;
 }
 
-absl::StatusOr<cgroups::Limits> ParseRequestLimits(const json::value& v, absl::string_view path) {
+absl::StatusOr<cgroups::Limits> ParseRequestLimits(const json::value& v, absl::string_view path,
+                                                   std::vector<std::string>* unlimited) {
   try {
     cgroups::Limits limits;
-    CUBICLE_RETURN_IF_ERROR(ParseLimits(v, path, cgroups::Limits{}, &limits));
+    CUBICLE_RETURN_IF_ERROR(ParseLimits(v, path, cgroups::Limits{}, &limits, unlimited));
     return limits;
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(path, ": ", e.what()));
   }
 }
 
-absl::StatusOr<cgroups::Limits> TightenLimits(const cgroups::Limits& profile, const cgroups::Limits& requested) {
+absl::StatusOr<cgroups::Limits> TightenLimits(const cgroups::Limits& profile, const cgroups::Limits& requested,
+                                              const std::vector<std::string>& unlimited) {
   std::vector<std::string> problems;
+  for (const std::string& key : unlimited) {
+    const std::optional<uint64_t>& have = key == "memory"        ? profile.memory_max
+                                          : key == "memory_high" ? profile.memory_high
+                                                                 : profile.pids_max;
+    if (!have.has_value()) continue;
+    problems.push_back(absl::StrCat(key, ": ", kUnlimited, " exceeds the profile's ",
+                                    key == "pids" ? absl::StrCat(*have) : cgroups::DescribeBytes(*have)));
+  }
   cgroups::Limits out = profile;
   auto tighten = [&](absl::string_view field, const auto& have, const auto& want, auto* result, auto describe) {
     if (!want.has_value()) return;

@@ -22,6 +22,7 @@
 #include <boost/json/value.hpp>
 #include "cgroups/limits.h"
 #include "npu/broker.h"
+#include "rpc/in_flight.h"
 #include "runtime/fork_server.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
@@ -62,9 +63,19 @@ struct DaemonConfig {
   std::string socket_path;  // empty: no socket (stdio only)
   uint32_t socket_mode = 0600;
   size_t max_concurrent = 8;  // executions at once
-  size_t max_queue = 64;      // requests waiting beyond that; more are "busy"
-  // No profile or request goes above these. A profile leaves a limit unset
-  // only where the ceiling has none (unset fields are filled from it).
+  size_t max_queue = 64;      // executions waiting beyond that; more are "busy"
+  // "connections": a socket client's requests when it disconnects before
+  // their replies; how long a line may take from its first byte; how long
+  // a connection with nothing in flight may stay silent (infinite: ever).
+  OnDisconnect on_disconnect = OnDisconnect::kCancel;
+  absl::Duration line_timeout = absl::Seconds(30);
+  absl::Duration idle_timeout = absl::InfiniteDuration();
+  // "shutdown": how long SIGTERM's drain waits before it cancels what runs.
+  absl::Duration drain_timeout = absl::Seconds(30);
+  // No profile or request goes above these. Memory and pids default to
+  // runtime::HostDefaultLimits(); unset here means the file said
+  // "unlimited". A profile leaves a limit unset only where the ceiling has
+  // none (unset fields are filled from it).
   cgroups::Limits ceiling;
   absl::Duration max_timeout = absl::Minutes(10);
   uint64_t max_output_bytes = 16 << 20;
@@ -115,12 +126,18 @@ absl::StatusOr<DaemonConfig> DefaultConfig();
 // with memory_high kept at or below memory_max and the profile's CPU
 // period. Loosening is InvalidArgument naming every field at fault:
 // "memory: 1073741824 (1 GiB) exceeds the profile's 268435456 (256 MiB)".
+// `unlimited` names the fields the request spelt "unlimited": each is
+// loosening where the profile sets that limit ("memory: unlimited exceeds
+// the profile's ..."), and changes nothing where it does not.
 absl::StatusOr<cgroups::Limits> TightenLimits(const cgroups::Limits& profile,
-                                              const cgroups::Limits& requested);
+                                              const cgroups::Limits& requested,
+                                              const std::vector<std::string>& unlimited = {});
 
 // A request's "limits" object (the profile's keys: memory, memory_high,
 // pids, cpus, cpu_weight), as `path` ("params.limits"). Bad values are
 // InvalidArgument naming the field; TightenLimits then refuses loosening.
-absl::StatusOr<cgroups::Limits> ParseRequestLimits(const boost::json::value& v, absl::string_view path);
+// The keys spelt "unlimited" are added to `unlimited`.
+absl::StatusOr<cgroups::Limits> ParseRequestLimits(const boost::json::value& v, absl::string_view path,
+                                                   std::vector<std::string>* unlimited = nullptr);
 
 }  // namespace cubicle::rpc

@@ -1,10 +1,12 @@
 // The daemon's life: its pools made, each line taken in and answered
-// (HandleLine), and Serve's io loop — transports, signals, the parent
-// watch, metrics — until a drain or an abandonment ends it. The methods are
-// in rpc/{run,exec,pool}_methods.cc; the transports in rpc/transports.cc.
+// (HandleLine: at once, on the control pool, or as an execution queued for
+// a slot), and Serve's io loop — transports, signals, the parent watch,
+// metrics — until a drain or an abandonment ends it. The methods are in
+// rpc/{run,exec,pool}_methods.cc; the transports in rpc/transports.cc.
 #include "rpc/daemon.h"
 
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,9 +28,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "rpc/metrics_server.h"
 #include "rpc/npu_methods.h"
-#include "rpc/request_threads.h"
 #include "rpc/results_json.h"
 #include "rpc/transports.h"
 #include "runtime/cgroup_host.h"
@@ -41,6 +43,13 @@ namespace json = boost::json;
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
+  // Every fd the daemon may hold at once is budgeted before anything is
+  // made: a configuration the limit cannot hold is refused here, not met
+  // by a request as EMFILE.
+  CUBICLE_ASSIGN_OR_RETURN(uint64_t nofile, RaiseFileLimit());
+  std::map<std::string, runtime::PoolConfig> pool_configs;
+  for (const auto& [name, profile] : d->config_.profiles) pool_configs[name] = profile.pool;
+  CUBICLE_ASSIGN_OR_RETURN(d->fds_, PlanFds(nofile, d->config_.max_concurrent, pool_configs));
   for (auto& [name, profile] : d->config_.profiles) {
     runtime::PoolConfig pool_config = profile.pool;
     pool_config.zygote = ZygoteRecipeOf(d->config_, profile).options;
@@ -60,14 +69,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   CUBICLE_ASSIGN_OR_RETURN(npu_options.probe_spec, runtime::DefaultSpec({}));
   npu_options.probe_spec.limits = runtime::DefaultLimits();
   CUBICLE_ASSIGN_OR_RETURN(d->inventory_, npu::Inventory::Create(std::move(npu_options)));
-  d->workers_ = std::make_unique<Workers>(std::max<size_t>(1, d->config_.max_concurrent));
+  d->queue_ = std::make_unique<ExecutionQueue>(d->config_.max_concurrent, d->config_.max_queue);
+  d->control_thread_ = std::thread([raw = d.get()] { raw->control_.run(); });
   return d;
 }
 
-Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
+Daemon::Daemon(DaemonConfig config)
+    : config_(std::move(config)), control_work_(asio::make_work_guard(control_)) {}
 
 Daemon::~Daemon() {
-  if (workers_ != nullptr) workers_->pool.join();
+  if (queue_ != nullptr) queue_->Stop();
+  control_work_.reset();
+  control_.stop();  // pending timers of waits nobody will read
+  if (control_thread_.joinable()) control_thread_.join();
+  slow_.join();
   pools_.clear();
 }
 
@@ -77,119 +92,180 @@ std::string Daemon::MetricsText() {
   return PrometheusText(pools, in_flight_.load());
 }
 
-json::value Daemon::Dispatch(const Call& call, Error* error) {
-  auto take = [&](Expected<json::value> r) -> json::value {
-    if (r.ok()) return std::move(r).value();
-    *error = std::move(r).error();
-    return nullptr;
-  };
-  if (running_.abandoned()) {  // queued before the parent died: no one will read it
-    *error = Error{kShuttingDown, "the daemon is shutting down: its parent exited", nullptr};
-    return nullptr;
-  }
-  if (call.method == "health") return Health();
-  if (call.method == "pool.stats") return json::object{{"pools", PoolStatsJson()}};
-  if (call.method == "pool.configure") return take(PoolConfigure(call.params));
-  if (call.method == "pool.warm") return take(PoolWarm(call.params));
-  if (call.method == "sandbox.run") return take(SandboxRun(call.params));
-  if (call.method == "skill.call") return take(SkillCall(call.params));
-  if (call.method == "exec.start") return take(ExecStart(call.params));
-  if (call.method == "exec.status") return take(ExecStatus(call.params, false));
-  if (call.method == "exec.wait") return take(ExecStatus(call.params, true));
-  if (call.method == "exec.cancel") return take(ExecCancel(call.params));
-  if (call.method == "probe") return ProbeToJson(runtime::Probe());
-  if (call.method == "npu.list") return take(NpuList(*inventory_, call.params));
-  if (call.method == "npu.broker.run") return take(NpuBrokerRun(config_.npu.broker, call.params));
-  *error = Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
-  return nullptr;
-}
-
 namespace {
 
-std::string ReplyLine(const Incoming& in, const std::vector<std::string>& replies) {
-  return in.batch ? Batch(replies) : (replies.empty() ? "" : replies.front());
-}
-
-// The reply to a line refused as a whole (shutting down, busy): each
-// entry's own error where it has one, else `error`.
-std::string Refuse(const Incoming& in, const Error& error) {
-  std::vector<std::string> replies;
-  for (const Entry& e : in.entries) {
-    if (e.NeedsReply()) replies.push_back(ErrorReply(e.call.id, e.error ? *e.error : error));
-  }
-  return ReplyLine(in, replies);
-}
-
-bool RunsASandbox(const Entry& e) {
-  return !e.error && (e.call.method == "sandbox.run" || e.call.method == "skill.call");
+void Signal(int fd) {
+  uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof(one));  // an eventfd: fails only when it would overflow
 }
 
 }  // namespace
 
-std::string Daemon::Answer(const Incoming& in) {
-  std::vector<std::string> replies;
-  for (const Entry& e : in.entries) {
-    if (e.error) {
-      if (e.NeedsReply()) replies.push_back(ErrorReply(e.call.id, *e.error));
-      continue;
-    }
-    Error error;
-    error.code = 0;
-    json::value result;
-    try {
-      result = Dispatch(e.call, &error);
-    } catch (const std::exception& ex) {  // Boost.JSON's, caught at the edge
-      error = Error{kInternalError, ex.what(), nullptr};
-    }
-    if (!e.NeedsReply()) continue;
-    replies.push_back(error.code != 0 ? ErrorReply(e.call.id, error) : Result(e.call.id, result));
-  }
-  return ReplyLine(in, replies);
+bool Daemon::RunsASandbox(const Call& call) const {
+  return call.method == "sandbox.run" || call.method == "skill.call";
 }
 
-Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std::string)> reply, bool may_run_here) {
+std::optional<Error> Daemon::Refusal() const {
+  if (parent_gone_) return Error{kShuttingDown, "the daemon is shutting down: its parent exited", nullptr};
+  if (stopping_) return Error{kShuttingDown, "the daemon is shutting down", nullptr};
+  return std::nullopt;
+}
+
+Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std::string)> reply,
+                                const Origin& origin) {
   Incoming in = ParseLine(line, std::string::npos);
   if (in.entries.empty()) return {};
-  auto send = [&](std::string out) {
-    if (!out.empty()) reply(std::move(out));
-  };
-  if (stopping_) {
-    send(Refuse(in, Error{kShuttingDown, "the daemon is shutting down", nullptr}));
-    return {};
-  }
-  // Every entry needing work goes to the workers as one task; the cap on
-  // accepted requests bounds both the queue and the daemon's memory.
-  const bool runs_a_sandbox = !in.batch && in.entries.size() == 1 && RunsASandbox(in.entries[0]);
-  const size_t cap = config_.max_concurrent + config_.max_queue;
-  const size_t before = in_flight_.fetch_add(1);
-  if (before >= cap) {
-    in_flight_.fetch_sub(1);
-    send(Refuse(in, Error{kBusy, absl::StrCat("busy: ", cap, " requests are running or queued"), nullptr}));
-    return {};
-  }
-  auto work = [this, in = std::move(in), reply = std::move(reply)]() mutable {
-    Slot slot(workers_->slots);
-    // A request that runs a sandbox holds back every pool's refill and
-    // teardown until its reply is out (runtime::Pool::Hold): they would
-    // share the CPUs with it, and a refill's fork of this process makes
-    // the reply's writes copy-on-write faults.
-    std::vector<runtime::Pool::Hold> holds;
-    if (std::any_of(in.entries.begin(), in.entries.end(), RunsASandbox)) {
-      holds.reserve(pools_.size());
-      for (auto& [name, pool] : pools_) holds.push_back(pool->HoldBackground());
-    }
-    std::string out = Answer(in);
-    if (!out.empty()) reply(std::move(out));
-    holds.clear();  // written (stdio) or queued for the socket's writer
-    in_flight_.fetch_sub(1);
-  };
+  auto replies = std::make_shared<LineReplies>(in.batch, in.entries.size(), std::move(reply));
   // Alone, a run of a sandbox runs where it was read: handing it to a
   // worker would put a wake-up of another thread (and of an idle CPU) on
   // its path. Only these: the reader watches stdin from the sandbox's wait
   // (WatchForTheReader), and nothing else here may block for long.
-  if (may_run_here && before == 0 && runs_a_sandbox) return Work(std::move(work));
-  asio::post(workers_->pool, std::move(work));
+  if (origin.may_run_here && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) && !Refusal()) {
+    if (std::optional<ExecutionQueue::CallerSlot> slot = queue_->TryRunHere()) {
+      Request request{std::move(in.entries[0].call), replies, std::make_shared<Cancellation>(), nullptr};
+      Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
+      if (!work.ok()) {
+        replies->Add(ReplyTo(request.call, std::move(work).error()));
+        return {};
+      }
+      request.call.params = nullptr;  // read: the work holds what it needs
+      Defer(request);
+      return Work([this, request = std::move(request), work = std::move(work).value(),
+                   slot = std::move(*slot)]() mutable { RunExecution(request, work); });
+    }
+  }
+  for (Entry& e : in.entries) {
+    if (e.error) {
+      replies->Add(e.NeedsReply() ? ErrorReply(e.call.id, *e.error) : "");
+      continue;
+    }
+    Start(Request{std::move(e.call), replies, std::make_shared<Cancellation>(), origin.connection});
+  }
   return {};
+}
+
+void Daemon::Start(Request request) {
+  const std::string& method = request.call.method;
+  auto answer = [&](const Expected<json::value>& result) { request.replies->Add(ReplyTo(request.call, result)); };
+  if (RunsASandbox(request.call) || method == "npu.broker.run") {
+    if (std::optional<Error> refused = Refusal()) return answer(*refused);
+    Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
+    if (!work.ok()) return answer(std::move(work).error());
+    request.call.params = nullptr;  // read: the work holds what it needs
+    return Enqueue(std::move(request), std::move(work).value());
+  }
+  if (method == "exec.wait") return ExecWait(std::move(request));
+  if (method == "pool.warm") return PoolWarm(std::move(request));
+  if (method == "probe" || method == "npu.list") {
+    if (std::optional<Error> refused = Refusal()) return answer(*refused);
+    Defer(request);
+    asio::post(slow_, [this, request = std::move(request)]() mutable {
+      Finish(request, Guarded([&]() -> Expected<json::value> {
+               if (request.call.method == "probe") return json::value(ProbeToJson(runtime::Probe()));
+               return NpuList(*inventory_, request.call.params);
+             }));
+    });
+    return;
+  }
+  answer(Guarded([&] { return AnswerNow(request.call); }));
+}
+
+Expected<json::value> Daemon::AnswerNow(const Call& call) {
+  if (call.method == "health") return Health();
+  if (call.method == "pool.stats") return json::value(json::object{{"pools", PoolStatsJson()}});
+  if (call.method == "pool.configure") return PoolConfigure(call.params);
+  if (call.method == "exec.start") {
+    if (std::optional<Error> refused = Refusal()) return *refused;
+    return ExecStart(call.params);
+  }
+  if (call.method == "exec.status") return ExecStatus(call.params);
+  if (call.method == "exec.cancel") return ExecCancel(call.params);
+  return Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
+}
+
+Expected<Daemon::RunWork> Daemon::PrepareExecution(const Call& call) {
+  if (call.method == "sandbox.run") return SandboxRun(call.params);
+  if (call.method == "skill.call") return SkillCall(call.params);
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::string job, BrokerJobParam(call.params));
+  // Outside any sandbox and without a cancel (npu/broker.h): it runs to
+  // its end or its own timeout.
+  return RunWork([this, job](int) { return NpuBrokerRun(config_.npu.broker, job); });
+}
+
+void Daemon::Defer(const Request& request) {
+  in_flight_.fetch_add(1);
+  if (request.connection != nullptr) request.connection->Track(request.cancel);
+}
+
+void Daemon::Finish(Request& request, Expected<json::value> result) {
+  if (request.connection != nullptr) request.connection->Forget(request.cancel.get());
+  request.replies->Add(ReplyTo(request.call, result));
+  in_flight_.fetch_sub(1);
+}
+
+void Daemon::Enqueue(Request request, RunWork work) {
+  Defer(request);
+  const uint64_t ticket = queue_->Reserve();
+  if (!request.cancel->SetStop([queue = queue_.get(), ticket] { queue->Withdraw(ticket); })) {
+    return Finish(request, Error{kShuttingDown, "cancelled before it ran", nullptr});
+  }
+  auto keep = std::make_shared<Request>(request);  // answers a refusal, after the job is dropped
+  auto job = [this, request = std::move(request), work = std::move(work)](bool run) mutable {
+    if (!run) {
+      // Withdrawn: by a drain's deadline, the parent's death, or the
+      // client's disconnect (then no one reads this).
+      return Finish(request, Error{kShuttingDown, "withdrawn before it ran: the daemon is shutting down", nullptr});
+    }
+    RunExecution(request, work);
+  };
+  const bool queued = queue_->Submit(ticket, std::move(job));
+  if (!queued) {
+    keep->cancel->Clear();
+    Finish(*keep, Error{kBusy,
+                        absl::StrCat("busy: ", config_.max_concurrent, " executions run and ", config_.max_queue,
+                                     " wait already (concurrency.max_concurrent, max_queue)"),
+                        nullptr});
+  }
+}
+
+void Daemon::RunExecution(Request& request, RunWork& work) {
+  const bool ran = RunCancellable(*request.cancel, work, RunsASandbox(request.call),
+                                  [&](Expected<json::value> result) { Finish(request, std::move(result)); });
+  if (!ran) Finish(request, Error{kShuttingDown, "cancelled before it ran", nullptr});
+}
+
+bool Daemon::RunCancellable(Cancellation& cancel, RunWork& work, bool sandbox,
+                            absl::FunctionRef<void(Expected<json::value>)> done) {
+  // Its own cancel eventfd, held only while it runs: the stop (exec.cancel,
+  // a disconnect, a drain's deadline) and CancelAll write it. The stop owns
+  // it too, so a late one writes an fd that is still this one.
+  auto cancel_fd = std::make_shared<UniqueFd>(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!*cancel_fd) {
+    done(OutOfResources(ErrnoStatus(errno, "eventfd")));
+    return true;
+  }
+  RunningExecutions::Tracked tracked = running_.Track(cancel_fd->get());
+  if (!cancel.SetStop([cancel_fd] { Signal(cancel_fd->get()); })) return false;
+  // A request that runs a sandbox holds back every pool's refill and
+  // teardown until its reply is out (runtime::Pool::Hold): they would
+  // share the CPUs with it, and a refill's fork of this process makes the
+  // reply's writes copy-on-write faults.
+  std::vector<runtime::Pool::Hold> holds;
+  if (sandbox) {
+    holds.reserve(pools_.size());
+    for (auto& [name, pool] : pools_) holds.push_back(pool->HoldBackground());
+  }
+  Expected<json::value> result = Guarded([&] { return std::move(work)(cancel_fd->get()); });
+  cancel.Clear();
+  done(std::move(result));
+  return true;
+}
+
+void Daemon::CancelEverything() {
+  cut_off_ = true;
+  running_.CancelAll();
+  queue_->WithdrawAll();
+  EndExecWaits();
 }
 
 // ---------------------------------------------------------------------------
@@ -197,8 +273,9 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
 
 // Serve's io loop: the transports, the signals, the parent watch and the
 // metrics, and the two ways it ends — a drain (SIGTERM, SIGINT, EOF on
-// stdin), or an abandonment (the parent died) that cancels what runs
-// first — both followed by the same teardown.
+// stdin) bounded by DaemonConfig::drain_timeout, or an abandonment (the
+// parent died) that cancels what runs first — both followed by the same
+// teardown.
 class Daemon::Server {
  public:
   Server(Daemon* daemon, const ServeOptions& options)
@@ -206,7 +283,8 @@ class Daemon::Server {
         options_(options),
         work_(asio::make_work_guard(io_)),
         signals_(io_, SIGTERM, SIGINT),
-        drain_timer_(io_) {}
+        drain_timer_(io_),
+        deadline_timer_(io_) {}
 
   // Everything that may fail comes before the stdio transport reads a line.
   absl::Status Start() {
@@ -231,8 +309,15 @@ class Daemon::Server {
     absl::StatusOr<std::unique_ptr<UnixAcceptor>> made =
         ListenUnix(io_, options_.socket_path, options_.socket_mode);
     if (!made.ok()) return absl::Status(made.status().code(), absl::StrCat("socket ", made.status().message()));
-    acceptor_ = *std::move(made);
-    AcceptClients(daemon_, *acceptor_, options_.max_line_bytes);
+    const DaemonConfig& config = daemon_->config_;
+    SocketLimits limits;
+    limits.max_line = options_.max_line_bytes;
+    limits.line_timeout = config.line_timeout;
+    limits.idle_timeout = config.idle_timeout;
+    limits.max_connections = daemon_->fds_.connections;
+    limits.on_disconnect = config.on_disconnect;
+    listener_ = std::make_unique<SocketListener>(daemon_, *std::move(made), limits, options_.warn);
+    listener_->Start();
     return absl::OkStatus();
   }
 
@@ -285,17 +370,26 @@ class Daemon::Server {
                                               [this] { asio::post(io_, [this] { BeginShutdown(); }); });
   }
 
-  // Shutdown: stop taking requests, let in-flight ones finish, then stop.
+  // Shutdown: stop taking requests, let in-flight ones finish — until the
+  // drain's deadline, which cancels what is left — then stop.
   void BeginShutdown() {
     if (daemon_->stopping_.exchange(true)) return;
-    boost::system::error_code ignored;
-    if (acceptor_) acceptor_->close(ignored);
+    if (listener_) listener_->Close();
     if (metrics_) metrics_->Stop();
+    deadline_timer_.expires_after(absl::ToChronoMilliseconds(daemon_->config_.drain_timeout));
+    deadline_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || daemon_->in_flight_.load() == 0) return;
+      options_.warn(absl::StrCat("the drain's deadline (", absl::FormatDuration(daemon_->config_.drain_timeout),
+                                 ") passed with ", daemon_->in_flight_.load(),
+                                 " requests in flight: cancelling them"));
+      daemon_->CancelEverything();
+    });
     CheckDrained();
   }
 
   void CheckDrained() {
     if (daemon_->in_flight_.load() == 0) {
+      deadline_timer_.cancel();
       work_.reset();
       io_.stop();
       return;
@@ -311,15 +405,16 @@ class Daemon::Server {
     options_.warn(absl::StrCat("the parent process ", parent,
                                " exited: ending every sandbox, then the daemon"));
     exit_code_ = 1;
-    daemon_->running_.CancelAll();
-    daemon_->WakeExecWaiters();
+    daemon_->parent_gone_ = true;
     BeginShutdown();
+    daemon_->CancelEverything();
   }
 
   // What ~Daemon promises, done here while the io loop's objects live.
   void TearDown() {
     stdio_.reset();
-    daemon_->workers_->pool.join();
+    listener_.reset();  // every connection closed
+    daemon_->queue_->Stop();
     if (!options_.socket_path.empty()) ::unlink(options_.socket_path.c_str());
     if (metrics_) metrics_->Finish();
     daemon_->pools_.clear();  // every zygote killed, every cgroup removed
@@ -330,8 +425,9 @@ class Daemon::Server {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   asio::signal_set signals_;
-  asio::steady_timer drain_timer_;
-  std::unique_ptr<UnixAcceptor> acceptor_;
+  asio::steady_timer drain_timer_;     // polls in_flight while draining
+  asio::steady_timer deadline_timer_;  // the drain's deadline
+  std::unique_ptr<SocketListener> listener_;
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<asio::posix::stream_descriptor> parent_watch_;
   std::unique_ptr<StdioTransport> stdio_;

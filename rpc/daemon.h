@@ -1,32 +1,44 @@
 // `cubicle serve`: the JSON-RPC 2.0 daemon (DESIGN §6). One JSON object per
 // line over stdio or a Unix socket; a pool of zygotes per profile behind it.
 // Methods and error codes: docs/protocol.md.
+//
+// Only executions wait for a slot (rpc/execution_queue.h): every other
+// method is answered on the thread that read its line, or, when it takes
+// time (probe, npu.list), on a small control pool; exec.wait and pool.warm
+// hold no thread while they wait (a timer on the control thread, or the
+// execution's end, answers them).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/json/value.hpp>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "npu/inventory.h"
 #include "rpc/config.h"
+#include "rpc/execution_queue.h"
+#include "rpc/fd_budget.h"
+#include "rpc/in_flight.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/metrics.h"
+#include "rpc/npu_methods.h"
 #include "rpc/running_executions.h"
 #include "runtime/pool.h"
 
 namespace cubicle::rpc {
-
-struct Workers;  // rpc/request_threads.h
 
 struct ServeOptions {
   bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
@@ -47,26 +59,38 @@ struct ServeOptions {
   std::function<void(const std::string&)> warn = [](const std::string&) {};
 };
 
+// Where a line came from.
+struct Origin {
+  // The socket client's connection, whose end may cancel the line's
+  // requests (DaemonConfig::on_disconnect); null over stdio.
+  std::shared_ptr<Connection> connection;
+  // Over stdio: a lone sandbox run may run on the calling thread
+  // (Daemon::HandleLine).
+  bool may_run_here = false;
+};
+
 class Daemon {
  public:
-  // Builds one pool per profile (refill starts in the background).
+  // Raises RLIMIT_NOFILE and checks the configuration fits it
+  // (rpc/fd_budget.h); builds one pool per profile (refill starts in the
+  // background).
   static absl::StatusOr<std::unique_ptr<Daemon>> Create(DaemonConfig config);
   ~Daemon();  // pools are destroyed: every zygote killed, every cgroup removed
 
   // Handles one line; `reply` receives the reply line (without "\n"), or is
   // not called when nothing is to be sent (notifications). May call `reply`
-  // from a worker thread, after HandleLine returns. Thread-safe.
+  // from another thread, after HandleLine returns. Thread-safe.
   //
-  // With `may_run_here`, a line whose work would be the only request in
-  // flight is not queued for a worker: its work is returned, for the
-  // calling thread to run (and it counts as in flight until it has run).
+  // With `origin.may_run_here`, a line that is one sandbox run, when no
+  // execution runs or waits, is not queued: its work is returned, for the
+  // calling thread to run (it holds an execution slot until it has run).
   // Otherwise, and for lines answered at once, the result is empty.
   using Work = absl::AnyInvocable<void() &&>;
-  Work HandleLine(const std::string& line, std::function<void(std::string)> reply,
-                  bool may_run_here = false);
+  Work HandleLine(const std::string& line, std::function<void(std::string)> reply, const Origin& origin = {});
 
   // Serves until SIGTERM/SIGINT (or EOF on stdin for the stdio transport),
-  // then drains in-flight work and shuts down, or until the parent exits
+  // then drains in-flight work — at most DaemonConfig::drain_timeout, then
+  // cancels what is left — and shuts down, or until the parent exits
   // (ServeOptions::die_with_parent), then cancels it and shuts down the
   // same way. Returns the exit status.
   int Serve(const ServeOptions& options);
@@ -74,27 +98,69 @@ class Daemon {
   // The operator metrics, Prometheus text format (rpc/metrics.h).
   std::string MetricsText();
 
-  // Requests accepted and not yet answered.
+  // Requests accepted and not yet answered, and exec.start executions not
+  // ended.
   size_t in_flight() const { return in_flight_.load(); }
 
  private:
   class Server;  // Serve's io loop (rpc/daemon.cc)
   explicit Daemon(DaemonConfig config);
-  boost::json::value Dispatch(const Call& call, Error* error);
-  std::string Answer(const Incoming& in);  // the reply line to `in`, "" for none
+
+  // One entry of a line while it is answered (rpc/in_flight.h).
+  struct Request {
+    Call call;
+    std::shared_ptr<LineReplies> replies;
+    std::shared_ptr<Cancellation> cancel = std::make_shared<Cancellation>();
+    std::shared_ptr<Connection> connection;  // null over stdio
+  };
+  // An execution's work once its params are read, given its cancel fd.
+  using RunWork = absl::AnyInvocable<Expected<boost::json::value>(int cancel_fd) &&>;
+
+  // Answers `request` at once, or starts what will (rpc/daemon.cc).
+  void Start(Request request);
+  // A deferred request: counted in flight and tracked by its connection
+  // until Finish answers it.
+  void Defer(const Request& request);
+  void Finish(Request& request, Expected<boost::json::value> result);
+  // Methods answered on the calling thread.
+  Expected<boost::json::value> AnswerNow(const Call& call);
+  // The work of an execution method (sandbox.run, skill.call,
+  // npu.broker.run), its params read now so that bad ones are answered at
+  // once.
+  Expected<RunWork> PrepareExecution(const Call& call);
+  // Queues an execution for a slot; busy when the queue is full.
+  void Enqueue(Request request, RunWork work);
+  // Runs it on this thread (a slot held) and answers it.
+  void RunExecution(Request& request, RunWork& work);
+  // Runs `work` with a cancel eventfd of its own, which `cancel`'s stop
+  // writes while it runs, and hands the result to `done` — for a sandbox
+  // run, with every pool's background held back until `done` returns.
+  // False when `cancel` was cancelled before it started: nothing ran.
+  bool RunCancellable(Cancellation& cancel, RunWork& work, bool sandbox,
+                      absl::FunctionRef<void(Expected<boost::json::value>)> done);
+  bool RunsASandbox(const Call& call) const;
+  // The refusal of new work while draining or abandoned; nullopt otherwise.
+  std::optional<Error> Refusal() const;
+  // The drain's deadline passed, or the parent died: queued executions
+  // are withdrawn (answered -32005), running ones killed, waits answered.
+  void CancelEverything();
 
   // health, pool.* (rpc/pool_methods.cc).
   boost::json::value Health();
   boost::json::value PoolStatsJson();
   Expected<runtime::Pool*> FindPool(const boost::json::object& params);
   Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
-  Expected<boost::json::value> PoolWarm(const boost::json::value& params);
-  // Pool::WaitWarm that also ends when the daemon is abandoned.
-  bool WaitWarm(runtime::Pool* pool, absl::Duration limit);
+  // pool.warm: resized now, answered once warm or at its timeout (a
+  // poll on the control thread).
+  void PoolWarm(Request request);
+  void PollWarm(std::shared_ptr<Request> request, runtime::Pool* pool, absl::Time deadline);
+  // Checks that `pools` (every pool's config, one of them changed) fits
+  // the fd budget; InvalidArgument saying so otherwise.
+  absl::Status CheckFdBudget(const std::string& name, const runtime::PoolConfig& changed);
 
   // sandbox.run, skill.call (rpc/run_methods.cc).
-  Expected<boost::json::value> SandboxRun(const boost::json::value& params);
-  Expected<boost::json::value> SkillCall(const boost::json::value& params);
+  Expected<RunWork> SandboxRun(const boost::json::value& params);
+  Expected<RunWork> SkillCall(const boost::json::value& params);
   // The fields sandbox.run, skill.call and exec.start share: profile, argv,
   // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   struct RunParams {
@@ -106,36 +172,52 @@ class Daemon {
     std::optional<runtime::SandboxSpec> narrowed;
   };
   Expected<RunParams> ParseRunParams(const boost::json::object& params);
+  // skill.call's work: `line` to the skill's stdin, its response back.
+  Expected<boost::json::value> CallSkill(const RunParams& p, const std::string& line, int cancel_fd);
   // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
   // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
-  Expected<boost::json::value> SandboxRunAccelerated(const RunParams& p, const boost::json::object& params,
-                                                     const std::string& stdin_data);
+  Expected<boost::json::value> SandboxRunAccelerated(const RunParams& p, const RunChips& chips,
+                                                     const std::string& stdin_data, int cancel_fd);
 
-  // Managed executions, exec.* (rpc/exec_methods.cc): started in the
-  // background, polled, waited for, cancelled; an idempotency key makes a
-  // retried start harmless.
+  // Managed executions, exec.* (rpc/exec_methods.cc): queued, polled,
+  // waited for, cancelled; an idempotency key makes a retried start
+  // harmless. Not tied to the connection that started them.
   struct Execution;
   Expected<boost::json::value> ExecStart(const boost::json::value& params);
-  Expected<boost::json::value> ExecStatus(const boost::json::value& params, bool wait);
+  Expected<boost::json::value> ExecStatus(const boost::json::value& params);
+  void ExecWait(Request request);
   Expected<boost::json::value> ExecCancel(const boost::json::value& params);
   Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key);
   Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
+  void RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data);
+  // Ends it (done or cancelled) and answers its waiters.
+  void EndExecution(const std::shared_ptr<Execution>& exec, const char* state, boost::json::value result);
   void ForgetOldExecutionsLocked();
-  void WakeExecWaiters();  // exec.wait checks again (abandonment)
+  void EndExecWaits();  // every exec.wait answered now (CancelEverything)
   std::mutex exec_mu_;
-  std::condition_variable exec_done_;
   std::map<std::string, std::shared_ptr<Execution>> executions_;
   std::map<std::string, std::pair<std::string, absl::Time>> keys_;  // key -> (exec id, when)
   uint64_t next_exec_ = 0;
+  uint64_t next_waiter_ = 0;
 
   DaemonConfig config_;
+  FdBudget fds_;
   std::map<std::string, std::unique_ptr<runtime::Pool>> pools_;
   std::unique_ptr<npu::Inventory> inventory_;  // npu.list and accelerated runs
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> stopping_{false};
-  RunningExecutions running_;  // cancelled all at once when the daemon is abandoned
-  std::unique_ptr<Workers> workers_;
+  std::atomic<bool> parent_gone_{false};
+  std::atomic<bool> cut_off_{false};  // CancelEverything ran: waits end, nothing new runs
+  RunningExecutions running_;  // cancelled all at once by CancelEverything
+  std::unique_ptr<ExecutionQueue> queue_;
+  // The control thread: timers of exec.wait and pool.warm.
+  boost::asio::io_context control_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> control_work_;
+  std::thread control_thread_;
+  // probe and npu.list, which run real sandboxes or commands: never on an
+  // execution slot, never on a transport's thread.
+  boost::asio::thread_pool slow_{2};
 };
 
 }  // namespace cubicle::rpc

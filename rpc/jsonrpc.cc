@@ -415,8 +415,27 @@ Error InvalidParam(absl::string_view path, absl::string_view key, absl::string_v
   return Error{kInvalidParams, absl::StrCat(where, ": ", problem), nullptr};
 }
 
+std::string ReplyTo(const Call& call, const Expected<boost::json::value>& result) {
+  if (call.notification) return "";
+  return result.ok() ? Result(call.id, result.value()) : ErrorReply(call.id, result.error());
+}
+
 Error InvalidParams(const absl::Status& status) {
   return Error{kInvalidParams, std::string(status.message()), nullptr};
+}
+
+Error OutOfResources(const absl::Status& status) {
+  static constexpr std::pair<const char*, const char*> kResources[] = {
+      {"EMFILE", "file descriptors"}, {"ENFILE", "file descriptors on this host"},
+      {"ENOMEM", "memory"},           {"EAGAIN", "processes or threads"},
+      {"ENOSPC", "space"},            {"EUSERS", "user namespaces"}};
+  const std::string message(status.message());
+  for (const auto& [name, what] : kResources) {
+    if (message.find(absl::StrCat(": ", name)) == std::string::npos) continue;
+    return Error{kInternalError, absl::StrCat("out of ", what, " (", name, "): ", message),
+                 boost::json::object{{"resource", name}}};
+  }
+  return Error{kInternalError, absl::StrCat("out of resources: ", message), nullptr};
 }
 
 const boost::json::value* FindParam(const boost::json::object& obj, absl::string_view key) {

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -157,6 +158,22 @@ class [[nodiscard]] Expected {
   std::variant<T, Error> v_;
 };
 
+// The reply line to `call`: its result or its error; "" for a
+// notification, which gets none.
+std::string ReplyTo(const Call& call, const Expected<boost::json::value>& result);
+
+// Runs `f` (which returns an Expected), turning what it throws (Boost.JSON
+// throws on allocation failure and a few misuses) into kInternalError:
+// nothing may cross a method's edge.
+template <typename F>
+auto Guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Error{kInternalError, e.what(), nullptr};
+  }
+}
+
 // Params helpers for method handlers. Each reads `key` of `obj`, whose path in
 // messages is `path` ("params", or "params.limits" for a nested object), by
 // the rules of base/json_reader.h — the config's. Absent (or null) optional
@@ -202,6 +219,11 @@ std::optional<Error> RejectUnknown(const boost::json::object& obj, std::initiali
 Error InvalidParam(absl::string_view path, absl::string_view key, absl::string_view problem);
 // A json_read error (its message names the path) as kInvalidParams.
 Error InvalidParams(const absl::Status& status);
+// The daemon ran out of something — file descriptors, memory, processes —
+// (`status` from ErrnoStatus: "pipe2(stdout): EMFILE: ..."): kInternalError
+// naming the resource ("out of file descriptors (EMFILE): ..."), with
+// data {"resource": "EMFILE"}. Never kBusy, which is the queue's cap alone.
+Error OutOfResources(const absl::Status& status);
 
 }  // namespace cubicle::rpc
 

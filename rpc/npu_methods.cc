@@ -56,11 +56,14 @@ Expected<json::value> NpuList(npu::Inventory& inventory, const json::value& raw)
   return json::value(json::object{{"chips", std::move(chips)}, {"sources", std::move(sources)}, {"notes", std::move(notes)}});
 }
 
-Expected<json::value> NpuBrokerRun(const npu::BrokerConfig& broker, const json::value& raw) {
+Expected<std::string> BrokerJobParam(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"job"})) return *bad;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> requested, GetString(*params, "job", true));
-  const std::string job = requested.value_or("");  // required: GetString made sure it is there
+  return requested.value_or("");  // required: GetString made sure it is there
+}
+
+Expected<json::value> NpuBrokerRun(const npu::BrokerConfig& broker, const std::string& job) {
   absl::StatusOr<npu::HostCommandResult> r = npu::RunBrokerJob(broker, job);
   if (!r.ok()) {
     int code = absl::IsNotFound(r.status()) ? kNotFound : kSetupFailed;

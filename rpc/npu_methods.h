@@ -31,10 +31,12 @@ boost::json::object MappingToJson(const std::vector<npu::Passthrough>& applied);
 // npu.list {"refresh"?: bool} -> {"chips": [...], "sources": {...}, "notes": [...]}.
 Expected<boost::json::value> NpuList(npu::Inventory& inventory, const boost::json::value& params);
 
-// npu.broker.run {"job": ID} -> exit_code, signal, timed_out, stdout,
-// stderr (+ _truncated), "outside_sandbox": true. kNotFound for an unknown
-// job, kSetupFailed when the broker is disabled.
-Expected<boost::json::value> NpuBrokerRun(const npu::BrokerConfig& broker, const boost::json::value& params);
+// npu.broker.run {"job": ID}: the params read (the job's id), then the
+// job run -> exit_code, signal, timed_out, stdout, stderr (+ _truncated),
+// "outside_sandbox": true. kNotFound for an unknown job, kSetupFailed
+// when the broker is disabled.
+Expected<std::string> BrokerJobParam(const boost::json::value& params);
+Expected<boost::json::value> NpuBrokerRun(const npu::BrokerConfig& broker, const std::string& job);
 
 struct RunChips {
   std::vector<int> npus;

@@ -2,6 +2,7 @@
 // the operator sees of the pools, and how it sizes and warms them.
 #include <algorithm>
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
@@ -26,9 +27,9 @@ json::object HistogramJson(const runtime::LatencyHistogram& h) {
                       {"le_ms", std::move(buckets)}};
 }
 
-// How long pool.warm waits between looks at whether the daemon was
-// abandoned (its parent died): that bounds its teardown, not a request.
-constexpr absl::Duration kAbandonCheck = absl::Milliseconds(100);
+// How often pool.warm looks whether its pool is warm (and whether its
+// client left or the daemon is ending): a refill takes tens of ms.
+constexpr absl::Duration kWarmPoll = absl::Milliseconds(10);
 
 }  // namespace
 
@@ -72,7 +73,19 @@ json::value Daemon::Health() {
   return json::object{{"status", stopping_ ? "draining" : "ok"},
                       {"version", kVersion},
                       {"in_flight", in_flight_.load()},
+                      {"executions", json::object{{"running", queue_->running()},
+                                                  {"queued", queue_->waiting()},
+                                                  {"max_concurrent", config_.max_concurrent},
+                                                  {"max_queue", config_.max_queue}}},
                       {"pools", PoolStatsJson()}};
+}
+
+absl::Status Daemon::CheckFdBudget(const std::string& name, const runtime::PoolConfig& changed) {
+  std::map<std::string, runtime::PoolConfig> configs;
+  for (auto& [other, pool] : pools_) configs[other] = other == name ? changed : pool->config();
+  absl::StatusOr<FdBudget> budget = PlanFds(fds_.limit, config_.max_concurrent, configs);
+  if (!budget.ok()) return absl::InvalidArgumentError(budget.status().message());
+  return absl::OkStatus();
 }
 
 Expected<runtime::Pool*> Daemon::FindPool(const json::object& params) {
@@ -96,35 +109,54 @@ Expected<json::value> Daemon::PoolConfigure(const json::value& raw) {
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> age, GetInt64(*params, "max_age_s", false, 1, 86400));
   if (age.has_value()) c.max_age = absl::Seconds(*age);
+  if (absl::Status st = runtime::ValidatePoolConfig(c); !st.ok()) return InvalidParams(st);
+  if (absl::Status st = CheckFdBudget(pool->name(), c); !st.ok()) return InvalidParams(st);
   if (absl::Status st = pool->Configure(c); !st.ok()) return InvalidParams(st);
   return PoolStatsJson();
 }
 
-Expected<json::value> Daemon::PoolWarm(const json::value& raw) {
-  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
-  if (auto bad = RejectUnknown(*params, {"profile", "count", "timeout_ms"})) return *bad;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
-  runtime::PoolConfig c = pool->config();
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> count,
-                               GetInt64(*params, "count", false, 0, static_cast<int64_t>(c.max_total)));
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, GetInt64(*params, "timeout_ms", false, 1, 600000));
-  if (count.has_value()) {
-    c.min_idle = static_cast<size_t>(*count);
-    c.max_idle = std::max(c.max_idle, c.min_idle);
-    if (absl::Status st = pool->Configure(c); !st.ok()) return InvalidParams(st);
-  }
-  bool warm = WaitWarm(pool, absl::Milliseconds(timeout_ms.value_or(30000)));
-  runtime::PoolStats s = pool->Stats();
-  return json::value(json::object{{"profile", pool->name()}, {"warm", warm}, {"idle", s.idle}, {"min_idle", c.min_idle}});
+void Daemon::PoolWarm(Request request) {
+  auto resize = [&]() -> Expected<std::pair<runtime::Pool*, absl::Duration>> {
+    if (std::optional<Error> refused = Refusal()) return *refused;
+    CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(request.call.params));
+    if (auto bad = RejectUnknown(*params, {"profile", "count", "timeout_ms"})) return *bad;
+    CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+    runtime::PoolConfig c = pool->config();
+    CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> count,
+                                 GetInt64(*params, "count", false, 0, static_cast<int64_t>(c.max_total)));
+    CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms,
+                                 GetInt64(*params, "timeout_ms", false, 1, 600000));
+    if (count.has_value()) {
+      c.min_idle = static_cast<size_t>(*count);
+      c.max_idle = std::max(c.max_idle, c.min_idle);
+      if (absl::Status st = CheckFdBudget(pool->name(), c); !st.ok()) return InvalidParams(st);
+      if (absl::Status st = pool->Configure(c); !st.ok()) return InvalidParams(st);
+    }
+    return std::pair{pool, absl::Milliseconds(timeout_ms.value_or(30000))};
+  };
+  Expected<std::pair<runtime::Pool*, absl::Duration>> resized = Guarded(resize);
+  if (!resized.ok()) return request.replies->Add(ReplyTo(request.call, std::move(resized).error()));
+  auto [pool, limit] = *resized;
+  Defer(request);
+  PollWarm(std::make_shared<Request>(std::move(request)), pool, absl::Now() + limit);
 }
 
-bool Daemon::WaitWarm(runtime::Pool* pool, absl::Duration limit) {
-  const absl::Time deadline = absl::Now() + limit;
-  for (;;) {
-    const absl::Duration left = deadline - absl::Now();
-    if (pool->WaitWarm(std::min(left, kAbandonCheck))) return true;
-    if (left <= kAbandonCheck || running_.abandoned()) return false;
+void Daemon::PollWarm(std::shared_ptr<Request> request, runtime::Pool* pool, absl::Time deadline) {
+  const bool warm = pool->WaitWarm(absl::ZeroDuration());
+  if (warm || absl::Now() >= deadline || cut_off_ || request->cancel->cancelled()) {
+    runtime::PoolStats s = pool->Stats();
+    Finish(*request, json::value(json::object{{"profile", pool->name()},
+                                              {"warm", warm},
+                                              {"idle", s.idle},
+                                              {"min_idle", pool->config().min_idle}}));
+    return;
   }
+  // No thread waits: a look every kWarmPoll, on the control thread.
+  auto timer = std::make_shared<boost::asio::steady_timer>(control_, absl::ToChronoMilliseconds(kWarmPoll));
+  timer->async_wait([this, timer, request, pool, deadline](boost::system::error_code ec) {
+    if (ec) return Finish(*request, Error{kShuttingDown, "the daemon is shutting down", nullptr});
+    PollWarm(request, pool, deadline);
+  });
 }
 
 }  // namespace cubicle::rpc

@@ -40,6 +40,8 @@ using json_read::Object;
 constexpr uint64_t kMaxId = 4294967294u;  // (uid_t)-1 means "no change" to the kernel
 const auto kMillis = json_read::MillisIn(1, json_read::kYearMs);
 
+bool IsUnlimited(const json::value& v) { return v.is_string() && v.get_string() == kUnlimited; }
+
 unsigned HostCpus() {
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<unsigned>(n) : 1;
@@ -412,16 +414,56 @@ absl::Status ParseEnv(const json::value& v, absl::string_view path, std::vector<
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::optional<uint64_t>> SizeOrUnlimited(const json::value& v, absl::string_view path) {
+  if (IsUnlimited(v)) return std::optional<uint64_t>();
+  absl::StatusOr<uint64_t> size = json_read::PositiveSize(v, path);
+  if (!size.ok() && v.is_string()) {
+    return Error(path, absl::StrCat(json_read::Describe(v), " is not a size (expected 256M, bytes or \"",
+                                    kUnlimited, "\")"));
+  }
+  if (!size.ok()) return size.status();
+  return std::optional<uint64_t>(*size);
+}
+
+absl::StatusOr<std::optional<uint64_t>> PidsOrUnlimited(const json::value& v, absl::string_view path) {
+  if (IsUnlimited(v)) return std::optional<uint64_t>();
+  if (v.is_string()) {
+    return json_read::WrongType(v, path, absl::StrCat("a whole number or \"", kUnlimited, "\""));
+  }
+  CUBICLE_ASSIGN_OR_RETURN(uint64_t n, json_read::Count(v, path, 1, cgroups::kMaxPids));
+  return std::optional<uint64_t>(n);
+}
+
 absl::Status ParseLimits(const json::value& v, absl::string_view path, const cgroups::Limits& ceiling,
-                         cgroups::Limits* limits) {
+                         cgroups::Limits* limits, std::vector<std::string>* unlimited) {
   CUBICLE_ASSIGN_OR_RETURN(
       Object o, Object::Open(v, std::string(path), {"memory", "memory_high", "pids", "cpus", "cpu_weight"}));
-  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &limits->memory_max, json_read::PositiveSize));
-  CUBICLE_RETURN_IF_ERROR(o.Read("memory_high", &limits->memory_high, json_read::PositiveSize));
-  CUBICLE_RETURN_IF_ERROR(o.ReadCount("pids", &limits->pids_max, 1, cgroups::kMaxPids));
+  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &limits->memory_max, SizeOrUnlimited));
+  CUBICLE_RETURN_IF_ERROR(o.Read("memory_high", &limits->memory_high, SizeOrUnlimited));
+  CUBICLE_RETURN_IF_ERROR(o.Read("pids", &limits->pids_max, PidsOrUnlimited));
   CUBICLE_RETURN_IF_ERROR(o.Read("cpus", &limits->cpus, json_read::PositiveNumber));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("cpu_weight", &limits->cpu_weight, cgroups::kMinCpuWeight,
                                       cgroups::kMaxCpuWeight));
+  // "No limit" is above any ceiling: only a ceiling that says "unlimited"
+  // itself allows it. memory_high has no ceiling of its own.
+  struct Spelt {
+    const char* key;
+    std::optional<uint64_t> ceiling;
+    std::string ceiling_text;
+  };
+  const Spelt keys[] = {
+      {"memory", ceiling.memory_max,
+       ceiling.memory_max ? absl::StrCat(cgroups::DescribeBytes(*ceiling.memory_max), " (ceilings.memory)") : ""},
+      {"memory_high", std::nullopt, ""},
+      {"pids", ceiling.pids_max, ceiling.pids_max ? absl::StrCat(*ceiling.pids_max, " (ceilings.pids)") : ""}};
+  for (const Spelt& k : keys) {
+    const json::value* given = o.Find(k.key);
+    if (given == nullptr || !IsUnlimited(*given)) continue;
+    if (k.ceiling.has_value()) {
+      return Error(o.PathOf(k.key), absl::StrCat(kUnlimited, " exceeds the ceiling ", k.ceiling_text));
+    }
+    if (unlimited != nullptr) unlimited->push_back(k.key);
+  }
   return CheckAgainstCeiling(o, *limits, ceiling);
 }
 

@@ -65,9 +65,17 @@ json::object CapturedToJson(const runtime::CapturedRun& run, const std::string& 
   return out;
 }
 
+// Whether `st` is a pool refusing a request at its max_total (a cap, like
+// the queue's: busy), rather than this host running out of something.
+bool IsPoolBusy(const absl::Status& st) {
+  return absl::IsResourceExhausted(st) && absl::StartsWith(st.message(), "pool ") &&
+         absl::StrContains(st.message(), " is busy: ");
+}
+
 // How a failed run (not a failed payload: that is a result) is answered.
 Error FromRunStatus(const absl::Status& st) {
-  if (absl::IsResourceExhausted(st)) return Error{kBusy, std::string(st.message()), nullptr};
+  if (IsPoolBusy(st)) return Error{kBusy, std::string(st.message()), nullptr};
+  if (absl::IsResourceExhausted(st)) return OutOfResources(st);
   if (absl::IsInvalidArgument(st)) return InvalidParams(st);
   return Error{kInternalError, std::string(st.message()), nullptr};
 }
@@ -116,9 +124,10 @@ std::optional<Error> ReadTimeout(const json::object& params, const Profile& prof
 std::optional<Error> ReadLimits(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
   const json::value* limits = FindParam(params, "limits");
   if (limits == nullptr) return std::nullopt;
-  absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits");
+  std::vector<std::string> unlimited;
+  absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits", &unlimited);
   if (!asked.ok()) return InvalidParams(asked.status());
-  absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked);
+  absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked, unlimited);
   if (!tightened.ok()) return LimitExceeded(absl::StrCat("params.limits: ", tightened.status().message()));
   request->limits = *std::move(tightened);
   return std::nullopt;
@@ -197,7 +206,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
   return out;
 }
 
-Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
+Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
                                          "output_bytes", "limits", "workspace", "network", "npu", "gpu"})) {
@@ -211,19 +220,22 @@ Expected<json::value> Daemon::SandboxRun(const json::value& raw) {
     if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
-  return SandboxRunAccelerated(p, *params, stdin_data);
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(*params, config_.profiles.at(p.pool->name())));
+  return RunWork([this, p = std::move(p), chips = std::move(chips), stdin_data = std::move(stdin_data)](int cancel_fd) {
+    if (chips.empty()) return RunToJson(p, stdin_data, cancel_fd);  // the pool, as always
+    return SandboxRunAccelerated(p, chips, stdin_data, cancel_fd);
+  });
 }
 
-Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const json::object& params,
-                                                    const std::string& stdin_data) {
+Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const RunChips& chips,
+                                                    const std::string& stdin_data, int cancel_fd) {
   const Profile& profile = config_.profiles.at(p.pool->name());
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(params, profile));
-  if (chips.empty()) return RunToJson(p, stdin_data, running_.shared_fd());  // the pool, as always
   runtime::ExecRequest request = p.request;
-  request.cancel_fd = running_.shared_fd();
+  request.cancel_fd = cancel_fd;
   WatchForTheReader(&request);
   absl::StatusOr<AcceleratedRun> run = RunWithAccelerators(*inventory_, profile, chips, request, stdin_data, p.budget);
   if (!run.ok()) {
+    if (absl::IsResourceExhausted(run.status())) return OutOfResources(run.status());
     // A chip that is gone or unusable fails the whole execution, naming it.
     const int code = absl::IsInvalidArgument(run.status()) ? kInvalidParams : kSetupFailed;
     return Error{code, std::string(run.status().message()), nullptr};
@@ -246,6 +258,12 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
   WatchForTheReader(&request);
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, p.budget);
   if (!run.ok()) return FromRunStatus(run.status());
+  // A sandbox the host had no room to make (EMFILE, EAGAIN from clone...)
+  // is the daemon's failure, not the request's.
+  const runtime::ExecResult& r = run->result;
+  if (r.reason == runtime::ExitReason::kSetupFailed && absl::IsResourceExhausted(r.setup_error)) {
+    return OutOfResources(r.setup_error);
+  }
   return json::value(CapturedToJson(*run, pool->name()));
 }
 
@@ -271,7 +289,7 @@ Error SkillFailed(const runtime::CapturedRun& run, bool overlong, absl::Duration
 
 }  // namespace
 
-Expected<json::value> Daemon::SkillCall(const json::value& raw) {
+Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
                                          "params", "limits", "workspace"})) {
@@ -286,8 +304,13 @@ Expected<json::value> Daemon::SkillCall(const json::value& raw) {
   }
   // The skill's request: one line on its stdin. Each skill is a fresh
   // process, so a fixed id cannot collide.
+  std::string line = rpc::Request(json::value(1), *method, skill_params) + "\n";
+  return RunWork(
+      [this, p = std::move(p), line = std::move(line)](int cancel_fd) { return CallSkill(p, line, cancel_fd); });
+}
+
+Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& line, int cancel_fd) {
   const json::value id = 1;
-  const std::string line = Request(id, *method, skill_params) + "\n";
   std::optional<json::object> response;
   bool overlong = false;
   std::string stdout_logs;  // the skill's other stdout lines, kept as logs
@@ -303,17 +326,12 @@ Expected<json::value> Daemon::SkillCall(const json::value& raw) {
     if (!response.has_value() && stdout_logs.size() < p.budget) {
       absl::StrAppend(&stdout_logs, text.substr(0, p.budget - stdout_logs.size()), "\n");
     }
-    return response.has_value();  // answered: the sandbox may go
+    return response.has_value();  // answered: the sandbox may go, through its cancel fd
   };
-  // Its own cancel eventfd: the answer stops the skill through it, and so
-  // does the daemon's abandonment (RunningExecutions).
-  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!cancel) return Error{kInternalError, "eventfd: out of file descriptors", nullptr};
-  RunningExecutions::Tracked tracked = running_.Track(cancel.get());
   runtime::Pool* pool = p.pool;
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
   runtime::ExecRequest request = p.request;
-  request.cancel_fd = cancel.get();
+  request.cancel_fd = cancel_fd;  // this execution's own eventfd, as the line hook needs
   WatchForTheReader(&request);
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, line, options);
   if (!run.ok()) return FromRunStatus(run.status());

@@ -1,6 +1,5 @@
 #include "rpc/running_executions.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -15,7 +14,7 @@ void Signal(int fd) {
 
 }  // namespace
 
-RunningExecutions::RunningExecutions() : shared_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+RunningExecutions::RunningExecutions() = default;
 
 RunningExecutions::Tracked::~Tracked() {
   if (owner_ == nullptr) return;
@@ -33,7 +32,6 @@ RunningExecutions::Tracked RunningExecutions::Track(int fd) {
 void RunningExecutions::CancelAll() {
   std::lock_guard<std::mutex> lock(mu_);
   abandoned_ = true;
-  if (shared_) Signal(shared_.get());
   for (int fd : tracked_) Signal(fd);
 }
 

@@ -5,14 +5,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <deque>
 #include <utility>
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/read_until.hpp>
-#include <boost/asio/streambuf.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/json/object.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "base/hot_memory.h"
@@ -119,7 +124,7 @@ Daemon::Work StdioTransport::Read() {
         discarding_ = false;
         continue;
       }
-      Daemon::Work work = daemon_->HandleLine(line, reply, /*may_run_here=*/true);
+      Daemon::Work work = daemon_->HandleLine(line, reply, Origin{nullptr, /*may_run_here=*/true});
       if (work) return work;
     }
     if (pending_.size() > max_line_) {
@@ -177,65 +182,222 @@ absl::StatusOr<std::unique_ptr<UnixAcceptor>> ListenUnix(asio::io_context& io, c
 
 namespace {
 
-// One client on the Unix socket: lines in, replies out, in any order.
+// One client on the Unix socket: lines in, replies out, in any order. A
+// line must be complete within line_timeout of its first byte, and a
+// connection with nothing in flight may stay silent idle_timeout; past
+// either it is closed. Its end — a close, a hang-up, a failed write —
+// cancels its requests when the configuration says so (Connection).
 class SocketSession : public std::enable_shared_from_this<SocketSession> {
  public:
-  SocketSession(Daemon* daemon, asio::local::stream_protocol::socket socket, size_t max_line)
-      : daemon_(daemon), socket_(std::move(socket)), buffer_(max_line) {}
+  SocketSession(Daemon* daemon, asio::local::stream_protocol::socket socket, const SocketLimits& limits,
+                std::shared_ptr<std::atomic<size_t>> count)
+      : daemon_(daemon),
+        socket_(std::move(socket)),
+        limits_(limits),
+        count_(std::move(count)),
+        connection_(std::make_shared<Connection>(limits.on_disconnect)),
+        timer_(socket_.get_executor()) {}
+  ~SocketSession() { count_->fetch_sub(1); }
 
-  void Start() { ReadLine(); }
+  void Start() {
+    last_activity_ = Clock::now();
+    Read();
+    ArmTimer();
+  }
 
  private:
-  void ReadLine() {
-    asio::async_read_until(socket_, buffer_, '\n', [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-      if (ec == asio::error::not_found) {  // the line outgrew the buffer
-        self->Send(ErrorReply(nullptr, LineTooLongError(self->buffer_.max_size())));
-        self->closing_ = true;
-        return;
-      }
-      if (ec) return;  // EOF or closed: replies still pending keep us alive
-      std::string line(asio::buffers_begin(self->buffer_.data()), asio::buffers_begin(self->buffer_.data()) + n);
-      self->buffer_.consume(n);
-      self->daemon_->HandleLine(line, [self](std::string reply) {
-        asio::post(self->socket_.get_executor(), [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
-      });
-      self->ReadLine();
+  using Clock = std::chrono::steady_clock;
+
+  void Read() {
+    socket_.async_read_some(asio::buffer(chunk_), [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+      self->OnRead(ec, n);
     });
   }
 
+  void OnRead(boost::system::error_code ec, size_t n) {
+    if (ec) return ReadEnded(ec);
+    const Clock::time_point now = Clock::now();
+    if (pending_.empty()) line_started_ = now;
+    pending_.append(chunk_.data(), n);
+    size_t start = 0;
+    for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
+      std::string line = pending_.substr(start, nl - start);
+      last_activity_ = line_started_ = now;  // the next line starts no earlier
+      daemon_->HandleLine(
+          line,
+          [self = shared_from_this()](std::string reply) {
+            asio::post(self->socket_.get_executor(),
+                       [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
+          },
+          Origin{connection_, false});
+    }
+    pending_.erase(0, start);
+    if (pending_.size() > limits_.max_line) {
+      // Answered, then closed: the rest of the line cannot be told apart
+      // from the next one.
+      pending_.clear();
+      Send(ErrorReply(nullptr, LineTooLongError(limits_.max_line)));
+      closing_ = true;
+      timer_.cancel();
+      connection_->Disconnect();
+      return;
+    }
+    ArmTimer();
+    Read();
+  }
+
+  // EOF or an error. A client that only shut down its sending side
+  // (SHUT_WR) still reads: its replies go out. Any other end is a
+  // disconnect.
+  void ReadEnded(boost::system::error_code ec) {
+    timer_.cancel();
+    if (ec == asio::error::eof && !closed_ && !PeerHungUp()) return;
+    connection_->Disconnect();
+  }
+
+  bool PeerHungUp() {
+    struct pollfd p = {socket_.native_handle(), 0, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)) != 0;
+  }
+
+  void ArmTimer() {
+    if (closed_) return;
+    Clock::time_point when;
+    if (!pending_.empty()) {
+      when = line_started_ + absl::ToChronoNanoseconds(limits_.line_timeout);
+    } else if (limits_.idle_timeout != absl::InfiniteDuration()) {
+      when = last_activity_ + absl::ToChronoNanoseconds(limits_.idle_timeout);
+    } else {
+      timer_.cancel();
+      return;
+    }
+    timer_.expires_at(when);
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->OnTimer();
+    });
+  }
+
+  void OnTimer() {
+    if (closed_ || closing_) return;
+    const Clock::time_point now = Clock::now();
+    if (!pending_.empty() && now - line_started_ >= absl::ToChronoNanoseconds(limits_.line_timeout)) {
+      return Close(absl::StrCat("no complete line within ", absl::ToInt64Milliseconds(limits_.line_timeout),
+                                " ms (connections.line_timeout_ms): closing the connection"));
+    }
+    if (pending_.empty() && limits_.idle_timeout != absl::InfiniteDuration()) {
+      // Requests in flight or replies being written are not silence.
+      if (connection_->outstanding() > 0 || !queue_.empty()) last_activity_ = now;
+      if (now - last_activity_ >= absl::ToChronoNanoseconds(limits_.idle_timeout)) {
+        return Close(absl::StrCat("idle for ", absl::ToInt64Milliseconds(limits_.idle_timeout),
+                                  " ms (connections.idle_timeout_ms): closing the connection"));
+      }
+    }
+    ArmTimer();
+  }
+
+  // Says why (best effort: a client that does not read gets no say), then
+  // closes; what it has in flight goes as on any disconnect.
+  void Close(const std::string& why) {
+    if (queue_.empty()) {
+      const std::string line = ErrorReply(nullptr, Error{kInvalidRequest, why, nullptr}) + "\n";
+      (void)!::send(socket_.native_handle(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    closed_ = true;
+    timer_.cancel();
+    boost::system::error_code ignored;
+    socket_.shutdown(asio::local::stream_protocol::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    connection_->Disconnect();
+  }
+
   void Send(std::string reply) {
+    if (closed_) return;
     queue_.push_back(std::move(reply) + "\n");
     if (queue_.size() == 1) WriteNext();
   }
 
   void WriteNext() {
-    asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](boost::system::error_code ec, size_t) {
-      if (ec) return;
+    auto written = [self = shared_from_this()](boost::system::error_code ec, size_t) {
+      if (ec) {  // the client is gone
+        self->queue_.clear();
+        self->connection_->Disconnect();
+        return;
+      }
       self->queue_.pop_front();
+      self->last_activity_ = Clock::now();
       if (!self->queue_.empty()) {
         self->WriteNext();
       } else if (self->closing_) {
         boost::system::error_code ignored;
         self->socket_.shutdown(asio::local::stream_protocol::socket::shutdown_both, ignored);
       }
-    });
+    };
+    asio::async_write(socket_, asio::buffer(queue_.front()), std::move(written));
   }
 
   Daemon* daemon_;
   asio::local::stream_protocol::socket socket_;
-  asio::streambuf buffer_;
+  const SocketLimits limits_;
+  std::shared_ptr<std::atomic<size_t>> count_;  // the listener's count of open connections
+  std::shared_ptr<Connection> connection_;
+  asio::steady_timer timer_;
+  std::array<char, 16384> chunk_;
+  std::string pending_;  // read, not yet a whole line
+  Clock::time_point line_started_;
+  Clock::time_point last_activity_;
   std::deque<std::string> queue_;
-  bool closing_ = false;
+  bool closing_ = false;  // answered a line too long: shut down once written
+  bool closed_ = false;
 };
 
 }  // namespace
 
-void AcceptClients(Daemon* daemon, UnixAcceptor& acceptor, size_t max_line) {
-  acceptor.async_accept([daemon, &acceptor, max_line](boost::system::error_code ec,
-                                                      asio::local::stream_protocol::socket socket) {
-    if (ec) return;  // closed at shutdown
-    std::make_shared<SocketSession>(daemon, std::move(socket), max_line)->Start();
-    AcceptClients(daemon, acceptor, max_line);
+SocketListener::SocketListener(Daemon* daemon, std::unique_ptr<UnixAcceptor> acceptor, const SocketLimits& limits,
+                               std::function<void(const std::string&)> warn)
+    : daemon_(daemon),
+      acceptor_(std::move(acceptor)),
+      limits_(limits),
+      warn_(std::move(warn)),
+      retry_(acceptor_->get_executor()) {}
+
+SocketListener::~SocketListener() { Close(); }
+
+void SocketListener::Close() {
+  boost::system::error_code ignored;
+  acceptor_->close(ignored);
+  retry_.cancel();
+}
+
+void SocketListener::Start() {
+  acceptor_->async_accept([this](boost::system::error_code ec, asio::local::stream_protocol::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;  // closed at shutdown
+    if (ec) {
+      // Out of descriptors (EMFILE, ENFILE) or memory: the client waits in
+      // the backlog, and accepting resumes shortly, never stops.
+      if (!retrying_) warn_(absl::StrCat("accept on the socket: ", ec.message(), ": retrying every 100 ms"));
+      retrying_ = true;
+      retry_.expires_after(std::chrono::milliseconds(100));
+      retry_.async_wait([this](boost::system::error_code wait) {
+        if (!wait) Start();
+      });
+      return;
+    }
+    retrying_ = false;
+    if (open_->load() >= limits_.max_connections) {
+      // The file limit leaves room for no more (rpc/fd_budget.h): said,
+      // then closed, so that the client is not left waiting.
+      const std::string line =
+          ErrorReply(nullptr, Error{kInternalError,
+                                    absl::StrCat("out of file descriptors: ", limits_.max_connections,
+                                                 " connections are open, as many as RLIMIT_NOFILE leaves room for"),
+                                    boost::json::object{{"resource", "connections"}}}) +
+          "\n";
+      (void)!::send(socket.native_handle(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    } else {
+      open_->fetch_add(1);
+      std::make_shared<SocketSession>(daemon_, std::move(socket), limits_, open_)->Start();
+    }
+    Start();
   });
 }
 

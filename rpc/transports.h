@@ -3,6 +3,7 @@
 // Daemon::HandleLine and writes the replies back, one per line.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -14,9 +15,12 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "rpc/daemon.h"
+#include "rpc/in_flight.h"
 
 namespace cubicle::rpc {
 
@@ -24,8 +28,9 @@ namespace cubicle::rpc {
 // which epoll cannot watch) and serialized blocking writes to stdout.
 //
 // Two reader threads take turns reading. The one reading hands each line
-// to the daemon; a sandbox run that would be the only request in flight
-// comes back as work to run on this thread (HandleLine's `may_run_here`),
+// to the daemon (control requests are answered there and then); a sandbox
+// run that would be the only execution running or waiting comes back as
+// work to run on this thread (Origin::may_run_here),
 // which runs it while still holding the turn, with stdin watched from the
 // sandbox's wait: only if another line comes meanwhile is the turn passed
 // to the other thread, which reads on. A lone request so runs on the
@@ -68,8 +73,38 @@ using UnixAcceptor = boost::asio::local::stream_protocol::acceptor;
 absl::StatusOr<std::unique_ptr<UnixAcceptor>> ListenUnix(boost::asio::io_context& io, const std::string& path,
                                                          uint32_t mode);
 
-// Serves each client of `acceptor` until the acceptor is closed: lines in,
-// replies out, in any order.
-void AcceptClients(Daemon* daemon, UnixAcceptor& acceptor, size_t max_line);
+// How the socket treats its clients (docs/config.md, "connections").
+struct SocketLimits {
+  size_t max_line = 4 << 20;
+  absl::Duration line_timeout = absl::Seconds(30);              // from a line's first byte to its end
+  absl::Duration idle_timeout = absl::InfiniteDuration();       // silence with nothing in flight
+  uint64_t max_connections = 1024;                              // rpc/fd_budget.h
+  OnDisconnect on_disconnect = OnDisconnect::kCancel;
+};
+
+// Serves each client of the socket until Close: lines in, replies out, in
+// any order. Accepting never stops for a lack of descriptors (it is
+// retried), and a client beyond max_connections is told so and closed.
+class SocketListener {
+ public:
+  SocketListener(Daemon* daemon, std::unique_ptr<UnixAcceptor> acceptor, const SocketLimits& limits,
+                 std::function<void(const std::string&)> warn);
+  ~SocketListener();
+  SocketListener(const SocketListener&) = delete;
+  SocketListener& operator=(const SocketListener&) = delete;
+
+  void Start();
+  // Stops accepting; connections open go on (their replies still go out).
+  void Close();
+
+ private:
+  Daemon* daemon_;
+  std::unique_ptr<UnixAcceptor> acceptor_;
+  const SocketLimits limits_;
+  std::function<void(const std::string&)> warn_;
+  boost::asio::steady_timer retry_;
+  bool retrying_ = false;
+  std::shared_ptr<std::atomic<size_t>> open_ = std::make_shared<std::atomic<size_t>>(0);
+};
 
 }  // namespace cubicle::rpc

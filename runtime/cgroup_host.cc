@@ -101,10 +101,8 @@ absl::Status CgroupsUsable() {
   return absl::OkStatus();
 }
 
-cgroups::Limits DefaultLimits() {
+cgroups::Limits HostDefaultLimits() {
   cgroups::Limits limits;
-  // A misconfigured parent keeps the limits, so the sandbox fails saying why.
-  if (!CgroupsUsable().ok() && !SharedCgroupHost().misconfigured) return limits;
   uint64_t memory = uint64_t{1} << 30;
   long pages = ::sysconf(_SC_PHYS_PAGES);
   long page = ::sysconf(_SC_PAGESIZE);
@@ -112,6 +110,12 @@ cgroups::Limits DefaultLimits() {
   limits.memory_max = memory;
   limits.pids_max = 1024;
   return limits;
+}
+
+cgroups::Limits DefaultLimits() {
+  // A misconfigured parent keeps the limits, so the sandbox fails saying why.
+  if (!CgroupsUsable().ok() && !SharedCgroupHost().misconfigured) return cgroups::Limits{};
+  return HostDefaultLimits();
 }
 
 }  // namespace cubicle::runtime

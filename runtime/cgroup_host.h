@@ -47,9 +47,14 @@ const CgroupHost& SharedCgroupHost();
 // controller, no writable delegated subtree when rootless).
 absl::Status CgroupsUsable();
 
-// The limits a default sandbox gets when CgroupsUsable(): memory 1 GiB (at
-// most half the host's RAM) and 1024 pids. Empty where they could not be
-// enforced: `cubicle probe` says so, and explicit limits still warn.
+// The default limits sized to this host, whatever its cgroups: memory
+// 1 GiB (at most half the host's RAM) and 1024 pids. Reads only sysconf.
+// The daemon's unset ceilings are these (rpc/config.h).
+cgroups::Limits HostDefaultLimits();
+
+// The limits a default sandbox gets: HostDefaultLimits() when
+// CgroupsUsable(); empty where they could not be enforced (`cubicle probe`
+// says so, and explicit limits still warn).
 cgroups::Limits DefaultLimits();
 
 }  // namespace cubicle::runtime

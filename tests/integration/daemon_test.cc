@@ -33,6 +33,7 @@
 #include "absl/strings/str_join.h"
 #include "base/unique_fd.h"
 #include "runtime/cgroup_host.h"
+#include "tests/support/daemon_client.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -203,33 +204,7 @@ TEST_F(CoreDaemon, PoolMethodsResizeAndReport) {
   EXPECT_TRUE(ById(r, 3)->at("result").at("pools").as_object().contains("python"));
 }
 
-// A Unix-socket client: one connection, request lines out, reply lines in.
-class Client {
- public:
-  explicit Client(const std::string& path) {
-    fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    struct sockaddr_un addr = {};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
-    connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
-  bool connected() const { return connected_; }
-  // Sends one line and reads one reply line (bounded by the socket timeout).
-  std::string Call(const std::string& line) {
-    std::string out = line + "\n";
-    if (::write(fd_.get(), out.data(), out.size()) != static_cast<ssize_t>(out.size())) return "";
-    struct timeval tv = {60, 0};
-    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    std::string reply;
-    char c;
-    while (::read(fd_.get(), &c, 1) == 1 && c != '\n') reply.push_back(c);
-    return reply;
-  }
-
- private:
-  UniqueFd fd_;
-  bool connected_ = false;
-};
+using Client = DaemonClient;
 
 TEST_F(CoreDaemon, SixtyFourConcurrentRunsOverTheSocketAreAllCorrect) {
   TempDir dir;
@@ -324,29 +299,6 @@ TEST_F(CoreDaemon, AStdioDaemonEndsWithItsParentAndSoDoItsSandboxes) {
   // The killed sandboxes' cgroups are swept, as after a killed daemon.
   ProcessRun next = RunCubicle({"cleanup"});
   EXPECT_EQ(next.exit_code, 0) << next.err;
-}
-
-// Directories under /sys/fs/cgroup (any hierarchy) of the groups that
-// process `pid` made: cgroups/ names them "cubicle-PID-N" ("-dev-N").
-std::vector<std::string> CgroupsMadeBy(pid_t pid) {
-  const std::string prefix = absl::StrCat("cubicle-", pid, "-");
-  std::vector<std::string> found;
-  std::vector<std::pair<std::string, int>> pending = {{"/sys/fs/cgroup", 0}};
-  while (!pending.empty()) {
-    auto [dir, depth] = pending.back();
-    pending.pop_back();
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) continue;  // removed meanwhile, or not ours to read
-    while (struct dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (e->d_type != DT_DIR || name == "." || name == "..") continue;
-      const std::string path = absl::StrCat(dir, "/", name);
-      if (absl::StartsWith(name, prefix)) found.push_back(path);
-      if (depth < 32) pending.push_back({path, depth + 1});
-    }
-    ::closedir(d);
-  }
-  return found;
 }
 
 // A pidfd of `pid` and whether it has exited, without the doubt of a
@@ -600,40 +552,6 @@ TEST_F(CoreDaemon, ManagedExecutionsStartWaitCancelAndRefuseADuplicateKey) {
   EXPECT_EQ(daemon.Wait(absl::Seconds(60)).exit_code, 0);
 }
 
-// A daemon on a Unix socket, for tests whose calls must run one after the
-// other (stdio lines are dispatched concurrently).
-class SocketDaemon {
- public:
-  explicit SocketDaemon(std::vector<std::string> flags = {}) : socket_(dir_.Join("rpc.sock")) {
-    std::vector<std::string> args = {"serve", "--socket", socket_};
-    args.insert(args.end(), flags.begin(), flags.end());
-    process_ = std::make_unique<RunningProcess>(CubicleArgv(args));
-    for (int i = 0; i < 500 && !up_; ++i) {
-      up_ = Client(socket_).connected();
-      if (!up_) absl::SleepFor(absl::Milliseconds(10));
-    }
-  }
-  bool up() const { return up_; }
-  pid_t pid() const { return process_->pid(); }
-  json::value Call(const std::string& line) {
-    Client c(socket_);
-    boost::system::error_code ec;
-    json::value v = json::parse(c.Call(line), ec);
-    return ec ? json::value(nullptr) : v;
-  }
-  // SIGTERM, then the exit.
-  ProcessRun Stop() {
-    process_->Signal(SIGTERM);
-    return process_->Wait(absl::Seconds(60));
-  }
-
- private:
-  TempDir dir_;
-  std::string socket_;
-  std::unique_ptr<RunningProcess> process_;
-  bool up_ = false;
-};
-
 TEST_F(CoreDaemon, PythonRequestsAreServedByAWarmInterpreter) {
   REQUIRE_HOST(Python3());
   SocketDaemon d;
@@ -804,13 +722,6 @@ uint64_t PeakRssKib(pid_t pid) {
     status.ignore(1 << 10, '\n');
   }
   return 0;
-}
-
-// `text` as config.json in `dir`; its path.
-std::string WriteConfig(const TempDir& dir, const std::string& text) {
-  const std::string config = dir.Join("config.json");
-  std::ofstream(config) << text;
-  return config;
 }
 
 // `n` sandbox.run lines, ids 1..n, each running `argv_json`.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "base/units.h"
+#include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
 
 namespace cubicle::rpc {
@@ -249,14 +250,94 @@ TEST(ParseConfig, FullExampleYieldsTheExpectedSpec) {
   EXPECT_FALSE(bare.interpreter.has_value());
 }
 
-TEST(ParseConfig, NoCeilingsMeansNoCgroupLimitsAndTheDefaultBounds) {
+// Unset memory and pids ceilings are the built-in defaults, sized to the
+// host as for `cubicle run`; a profile that sets no limit gets them.
+TEST(ParseConfig, NoCeilingsMeansTheDefaultMemoryAndPidsLimitsAndBounds) {
   absl::StatusOr<DaemonConfig> config = ParseConfig(Config(""));
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_TRUE(config->ceiling.empty());
-  EXPECT_TRUE(config->profiles.at("x").spec.limits.empty());
+  const cgroups::Limits defaults = runtime::HostDefaultLimits();
+  ASSERT_TRUE(defaults.memory_max.has_value());
+  EXPECT_LE(*defaults.memory_max, uint64_t{1} << 30);
+  EXPECT_EQ(defaults.pids_max, 1024u);
+  EXPECT_EQ(config->ceiling, defaults);
+  EXPECT_EQ(config->profiles.at("x").spec.limits.memory_max, defaults.memory_max);
+  EXPECT_EQ(config->profiles.at("x").spec.limits.pids_max, 1024u);
+  EXPECT_FALSE(config->profiles.at("x").spec.limits.cpus.has_value()) << "no default CPU limit";
   EXPECT_EQ(config->max_timeout, absl::Minutes(10));
   EXPECT_EQ(config->profiles.at("x").max_timeout, absl::Minutes(10));
   EXPECT_EQ(config->max_output_bytes, 16u << 20);
+  // A profile above the default ceiling is refused, naming it.
+  EXPECT_CONFIG_ERROR(Config(R"("limits": {"pids": 5000})"),
+                      "profiles.x.limits.pids: 5000 exceeds the ceiling 1024 (ceilings.pids)");
+}
+
+// "No limit" is said, in the ceiling and then in the profile (as
+// `cubicle run --memory unlimited` says it); a ceiling that says it fills
+// nothing in.
+TEST(ParseConfig, UnlimitedIsSaidExplicitly) {
+  absl::StatusOr<DaemonConfig> config = ParseConfig(Config(
+      R"("limits": {"memory": "unlimited", "pids": "unlimited", "memory_high": "unlimited"})",
+      R"("ceilings": {"memory": "unlimited", "pids": "unlimited"})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->ceiling.memory_max.has_value());
+  EXPECT_FALSE(config->ceiling.pids_max.has_value());
+  EXPECT_TRUE(config->profiles.at("x").spec.limits.empty());
+  // An unlimited ceiling with the profile's own limits.
+  config = ParseConfig(Config(R"("limits": {"memory": "8G", "pids": 100000})",
+                              R"("ceilings": {"memory": "unlimited", "pids": "unlimited"})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->profiles.at("x").spec.limits.memory_max, uint64_t{8} << 30);
+  EXPECT_EQ(config->profiles.at("x").spec.limits.pids_max, 100000u);
+  // Unset in the profile under an unlimited ceiling: no limit of that kind.
+  config = ParseConfig(Config("", R"("ceilings": {"pids": "unlimited"})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->profiles.at("x").spec.limits.pids_max.has_value());
+  EXPECT_EQ(config->profiles.at("x").spec.limits.memory_max, runtime::HostDefaultLimits().memory_max);
+}
+
+TEST(ParseConfigErrors, UnlimitedSpelling) {
+  // Not under a ceiling that limits, whether set or the default.
+  EXPECT_CONFIG_ERROR(Config(R"("limits": {"memory": "unlimited"})"),
+                      "profiles.x.limits.memory: unlimited exceeds the ceiling");
+  EXPECT_CONFIG_ERROR(Config(R"("limits": {"pids": "unlimited"})", R"("ceilings": {"pids": 100})"),
+                      "profiles.x.limits.pids: unlimited exceeds the ceiling 100 (ceilings.pids)");
+  // Other spellings are refused, saying what is accepted.
+  EXPECT_CONFIG_ERROR(Config("", R"("ceilings": {"memory": "Unlimited"})"),
+                      R"(ceilings.memory: 'Unlimited' is not a size (expected 256M, bytes or "unlimited"))");
+  EXPECT_CONFIG_ERROR(Config("", R"("ceilings": {"memory": "none"})"), "ceilings.memory: 'none' is not a size");
+  EXPECT_CONFIG_ERROR(Config("", R"("ceilings": {"memory": null})"), "ceilings.memory");
+  EXPECT_CONFIG_ERROR(Config("", R"("ceilings": {"pids": "infinity"})"),
+                      R"(ceilings.pids: expected a whole number or "unlimited", got 'infinity')");
+  EXPECT_CONFIG_ERROR(Config("", R"("ceilings": {"pids": -1})"), "ceilings.pids");
+  EXPECT_CONFIG_ERROR(Config(R"("limits": {"cpus": "unlimited"})"), "profiles.x.limits.cpus");
+  EXPECT_CONFIG_ERROR(Config("", R"("ceilings": {"cpus": "unlimited"})"), "ceilings.cpus");
+}
+
+TEST(ParseConfig, ConnectionsAndShutdown) {
+  absl::StatusOr<DaemonConfig> config = ParseConfig(Config(""));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->on_disconnect, OnDisconnect::kCancel);
+  EXPECT_EQ(config->line_timeout, absl::Seconds(30));
+  EXPECT_EQ(config->idle_timeout, absl::InfiniteDuration());
+  EXPECT_EQ(config->drain_timeout, absl::Seconds(30));
+  config = ParseConfig(Config("", R"("connections": {"on_disconnect": "finish", "line_timeout_ms": 500,
+                                      "idle_timeout_ms": 60000}, "shutdown": {"drain_timeout_ms": 0})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->on_disconnect, OnDisconnect::kFinish);
+  EXPECT_EQ(config->line_timeout, absl::Milliseconds(500));
+  EXPECT_EQ(config->idle_timeout, absl::Minutes(1));
+  EXPECT_EQ(config->drain_timeout, absl::ZeroDuration()) << "0: cancel at once";
+}
+
+TEST(ParseConfigErrors, ConnectionsAndShutdown) {
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"on_disconnect": "ignore"})"),
+                      "connections.on_disconnect: 'ignore' is not a policy (expected cancel or finish)");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"on_disconnect": true})"), "connections.on_disconnect");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"line_timeout_ms": 0})"), "connections.line_timeout_ms");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"idle_timeout_ms": "1s"})"), "connections.idle_timeout_ms");
+  EXPECT_CONFIG_ERROR(Config("", R"("connections": {"timeout_ms": 5})"), "connections.timeout_ms: unknown key");
+  EXPECT_CONFIG_ERROR(Config("", R"("shutdown": {"drain_timeout_ms": -1})"), "shutdown.drain_timeout_ms");
+  EXPECT_CONFIG_ERROR(Config("", R"("shutdown": {"drain": 5})"), "shutdown.drain: unknown key");
 }
 
 TEST(ParseConfig, CpuCeilingAboveThisHostFillsProfilesWithTheHostsCpus) {
@@ -296,7 +377,7 @@ TEST(ParseConfigErrors, DuplicateKeys) {
 
 TEST(ParseConfigErrors, BadSizes) {
   std::string json = absl::StrReplaceAll(DefaultConfigJson(), {{R"("512M")", R"("12Q")"}});
-  EXPECT_CONFIG_ERROR(json, "profiles.python.limits.memory: '12Q' is not a size (expected 256M or bytes)");
+  EXPECT_CONFIG_ERROR(json, R"(profiles.python.limits.memory: '12Q' is not a size (expected 256M, bytes or "unlimited"))");
   EXPECT_CONFIG_ERROR(Config(R"("tmp_size": -1)"), "profiles.x.tmp_size: -1 is not a size");
   EXPECT_CONFIG_ERROR(Config(R"("tmp_size": 0)"), "profiles.x.tmp_size: must be positive");
   EXPECT_CONFIG_ERROR(Config(R"("tmpfs": [{"dest": "/a", "size": "1.5M"}])"),
@@ -604,6 +685,24 @@ TEST(TightenLimits, TighteningBelowTheKernelsFloorIsRefused) {
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("memory_max: 4096 (4 KiB) is below the minimum"), std::string::npos)
       << out.status();
+}
+
+// A request's "unlimited" loosens a profile's limit (refused), and changes
+// nothing where the profile has none.
+TEST(TightenLimits, UnlimitedInARequestIsLooseningWhereTheProfileLimits) {
+  std::vector<std::string> unlimited;
+  absl::StatusOr<cgroups::Limits> asked =
+      ParseRequestLimits(boost::json::parse(R"({"memory": "unlimited", "pids": "unlimited"})"), "params.limits",
+                         &unlimited);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ(unlimited, (std::vector<std::string>{"memory", "pids"}));
+  absl::StatusOr<cgroups::Limits> out = TightenLimits(ProfileLimits(), *asked, unlimited);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(),
+            "memory: unlimited exceeds the profile's 268435456 (256 MiB); pids: unlimited exceeds the profile's 64");
+  out = TightenLimits(cgroups::Limits{}, *asked, unlimited);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->empty());
 }
 
 TEST(ParseRequestLimits, TheProfilesKeysNamedUnderTheRequestsPath) {
