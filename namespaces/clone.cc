@@ -103,36 +103,75 @@ struct IntermediateReport {
 
 }  // namespace
 
-CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3, int join_userns_fd) {
+namespace {
+
+// In an intermediate: clones the sandbox with CLONE_PARENT, so that it is
+// the caller's child, and reports its pidfd on `report_fd` (with, from a
+// second intermediate, this process's own pidfd: it too is the caller's
+// child, for the caller to reap). Returns in the sandbox only.
+CloneResult CloneAndReport(uint64_t flags, int cgroup_fd, bool try_clone3, int report_fd, bool report_self) {
+  CloneResult inner = CloneInto(flags | CLONE_PARENT, cgroup_fd, try_clone3);
+  if (inner.pid == 0) {  // the sandbox's first process: the caller goes on as it
+    ::close(report_fd);
+    return inner;
+  }
+  IntermediateReport report = {inner.pid < 0 ? -inner.pid : 0, inner.used_clone3 ? 1 : 0};
+  if (inner.pid > 0 && inner.pidfd < 0) report.err = ENOSYS;  // no pidfd: no way to name it to the caller
+  // The sandbox's pidfd first, where there is one; this process's last.
+  int fds[2];
+  size_t nfds = 0;
+  if (report.err == 0) fds[nfds++] = inner.pidfd;
+  const long self = report_self ? ::syscall(SYS_pidfd_open, ::syscall(SYS_getpid), 0) : -1;
+  if (self >= 0) fds[nfds++] = static_cast<int>(self);
+  SendWithFds(report_fd, &report, sizeof(report), fds, nfds, MSG_NOSIGNAL);
+  if (report.err != 0 && inner.pid > 0) ::kill(inner.pid, SIGKILL);
+  ::_exit(0);
+}
+
+// Reaps a child the caller holds a pidfd of.
+void ReapPidfd(int pidfd) {
+  siginfo_t info;
+  while (::waitid(static_cast<idtype_t>(kPidfdIdType), static_cast<id_t>(pidfd), &info, WEXITED) < 0 &&
+         errno == EINTR) {
+  }
+  ::close(pidfd);
+}
+
+}  // namespace
+
+CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3, int join_userns_fd,
+                                 int join_pidns_fd) {
   CloneResult result;
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     result.pid = -errno;
     return result;
   }
-  // A raw fork: the intermediate makes only raw syscalls until _exit.
+  const bool second_hop = join_pidns_fd >= 0;
+  // A raw fork: the intermediates make only raw syscalls until _exit.
   long mid = ::syscall(SYS_clone, static_cast<unsigned long>(SIGCHLD), nullptr, nullptr, nullptr, nullptr);
   if (mid == 0) {
     ::close(sv[0]);
-    const int joined = join_userns_fd >= 0 && ::setns(join_userns_fd, CLONE_NEWUSER) != 0 ? errno : 0;
+    // The user namespace first: in it, this process may join the pid
+    // namespace that namespace owns.
+    int joined = join_userns_fd >= 0 && ::setns(join_userns_fd, CLONE_NEWUSER) != 0 ? errno : 0;
+    if (joined == 0 && second_hop && ::setns(join_pidns_fd, CLONE_NEWPID) != 0) joined = errno;
     if (joined != 0) {
       IntermediateReport failed = {joined, 0};
       SendWithFds(sv[1], &failed, sizeof(failed), nullptr, 0, MSG_NOSIGNAL);
       ::_exit(0);
     }
-    // CLONE_PARENT: the sandbox is the caller's child, not the
-    // intermediate's (an orphan would go to the joined namespace's init,
-    // not to the caller, whatever subreaper the caller is).
-    CloneResult inner = CloneInto(flags | CLONE_PARENT, cgroup_fd, try_clone3);
-    if (inner.pid == 0) {  // the sandbox's first process: the caller goes on as it
-      ::close(sv[1]);
-      return inner;
+    if (!second_hop) return CloneAndReport(flags, cgroup_fd, try_clone3, sv[1], false);
+    // A new pid namespace nests only under its creator's active one: a
+    // second intermediate, born in the joined one, clones the sandbox.
+    // CLONE_PARENT both times: the sandbox, and the second intermediate,
+    // are the caller's children.
+    long second = ::syscall(SYS_clone, static_cast<unsigned long>(CLONE_PARENT), nullptr, nullptr, nullptr, nullptr);
+    if (second == 0) return CloneAndReport(flags, cgroup_fd, try_clone3, sv[1], true);
+    if (second < 0) {
+      IntermediateReport failed = {errno, 0};
+      SendWithFds(sv[1], &failed, sizeof(failed), nullptr, 0, MSG_NOSIGNAL);
     }
-    IntermediateReport report = {inner.pid < 0 ? -inner.pid : 0, inner.used_clone3 ? 1 : 0};
-    if (inner.pid > 0 && inner.pidfd < 0) report.err = ENOSYS;  // no pidfd: no way to name it to the caller
-    int fds[1] = {inner.pidfd};
-    SendWithFds(sv[1], &report, sizeof(report), fds, report.err == 0 ? 1 : 0, MSG_NOSIGNAL);
-    if (report.err != 0 && inner.pid > 0) ::kill(inner.pid, SIGKILL);
     ::_exit(0);
   }
   const int spawn_errno = errno;
@@ -143,17 +182,21 @@ CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3,
     return result;
   }
   IntermediateReport report = {EPIPE, 0};
-  int pidfd = -1;
+  int fds[2] = {-1, -1};
   size_t nfds = 0;
   int msg_flags = 0;
-  ssize_t got = ReceiveWithFds(sv[0], &report, sizeof(report), &pidfd, 1, &nfds, 0, &msg_flags);
+  ssize_t got = ReceiveWithFds(sv[0], &report, sizeof(report), fds, 2, &nfds, 0, &msg_flags);
   const int receive_errno = errno;
   ::close(sv[0]);
   int status = 0;
   while (::waitpid(static_cast<pid_t>(mid), &status, 0) < 0 && errno == EINTR) {
   }
-  if (got != static_cast<ssize_t>(sizeof(report)) || (report.err == 0 && nfds != 1)) {
-    if (nfds == 1) ::close(pidfd);
+  // The second intermediate's own pidfd comes last: reap it.
+  const size_t sandbox_fds = got == static_cast<ssize_t>(sizeof(report)) && report.err == 0 ? 1 : 0;
+  if (second_hop && nfds > sandbox_fds) ReapPidfd(fds[nfds - 1]);
+  const int pidfd = sandbox_fds == 1 && nfds >= 1 ? fds[0] : -1;
+  if (got != static_cast<ssize_t>(sizeof(report)) || (report.err == 0 && pidfd < 0)) {
+    if (pidfd >= 0) ::close(pidfd);
     result.pid = got < 0 ? -receive_errno : -EPIPE;
     return result;
   }
@@ -166,9 +209,7 @@ CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3,
   result.pidfd = pidfd;
   if (result.pid < 0) {
     ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-    siginfo_t info;
-    ::waitid(static_cast<idtype_t>(kPidfdIdType), static_cast<id_t>(pidfd), &info, WEXITED);
-    ::close(pidfd);
+    ReapPidfd(pidfd);
     result.pidfd = -1;
     result.pid = -ENOSYS;
   }
@@ -214,20 +255,6 @@ absl::Status ThreadGroupsCleared::Restore() {
   if (::syscall(SYS_setgroups, saved_.size(), saved_.data()) != 0) {
     return ErrnoStatus(errno, absl::StrCat("setgroups(", saved_.size(), " groups, after clone)"));
   }
-  return absl::OkStatus();
-}
-
-PidNamespaceForChildren::~PidNamespaceForChildren() {
-  if (own_ < 0) return;
-  // Back to its active pid namespace, always allowed: it is the caller's own.
-  ::setns(own_, CLONE_NEWPID);
-  ::close(own_);
-}
-
-absl::Status PidNamespaceForChildren::Enter(int pidns_fd) {
-  own_ = ::open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC);
-  if (own_ < 0) return ErrnoStatus(errno, "open(/proc/thread-self/ns/pid)");
-  if (::setns(pidns_fd, CLONE_NEWPID) != 0) return ErrnoStatus(errno, "setns(pid namespace for children)");
   return absl::OkStatus();
 }
 

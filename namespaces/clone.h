@@ -49,28 +49,15 @@ CloneResult CloneInto(uint64_t flags, int cgroup_fd, bool try_clone3);
 // without pidfds fails with ENOSYS: nothing else names the process across
 // the namespaces). The child returns 0, as with CloneInto.
 //
-// `join_userns_fd` (-1: none) is joined by the intermediate itself, so
-// that the caller keeps its own (setns into a user namespace is for
-// good): a warm template's sandboxes are made in the template's user
-// namespace this way.
-CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3, int join_userns_fd = -1);
-
-// Makes the calling thread's next children start in the pid namespace
-// `pidns_fd` until destruction, when its own active one is back: the
-// kernel nests a new pid namespace only under its creator's active one,
-// so an intermediate must be born in the template's (CloneViaIntermediate
-// after Enter).
-class PidNamespaceForChildren {
- public:
-  PidNamespaceForChildren() = default;
-  PidNamespaceForChildren(const PidNamespaceForChildren&) = delete;
-  PidNamespaceForChildren& operator=(const PidNamespaceForChildren&) = delete;
-  ~PidNamespaceForChildren();
-  absl::Status Enter(int pidns_fd);
-
- private:
-  int own_ = -1;
-};
+// `join_userns_fd` and `join_pidns_fd` (-1: none) are joined by the
+// intermediate itself, so that the caller keeps its own (setns into a user
+// namespace is for good, and one into a pid namespace needs privilege in
+// the caller's own user namespace): a warm template's sandboxes are made
+// in the template's user and pid namespaces this way. With a pid namespace
+// to join, a second intermediate, born in it, clones the sandbox; it too
+// is the caller's child (CLONE_PARENT), reaped before this returns.
+CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3, int join_userns_fd = -1,
+                                 int join_pidns_fd = -1);
 
 // Clears the calling thread's supplementary groups for the clone of a
 // sandbox, and puts them back afterwards (Restore, or the destructor).

@@ -54,10 +54,6 @@ absl::Status SendWithManyFds(int sock, const std::string& data, const std::vecto
   return ErrnoStatus(n < 0 ? errno : EMSGSIZE, "sendmsg(warm template)");
 }
 
-UniqueFd OpenNamespace(pid_t pid, const char* name) {
-  return UniqueFd(::open(absl::StrCat("/proc/", pid, "/ns/", name).c_str(), O_RDONLY | O_CLOEXEC));
-}
-
 template <typename T>
 void Append(std::string* out, T value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(value));
@@ -101,10 +97,6 @@ absl::StatusOr<std::shared_ptr<WarmTemplate>> WarmTemplate::Start(const SandboxS
   own.accept_workspace = false;
   CUBICLE_ASSIGN_OR_RETURN(t->sandbox_, Zygote::Create(spec, own));
   theirs.reset();
-  const pid_t init = t->sandbox_->init_pid();
-  t->userns_ = OpenNamespace(init, "user");
-  t->pidns_ = OpenNamespace(init, "pid");
-  if (!t->userns_ || !t->pidns_) return ErrnoStatus(errno, "open(warm template's namespaces)");
   CUBICLE_RETURN_IF_ERROR(t->SendPlan(spec));
   t->started_ = absl::Now();
   return t;
@@ -141,19 +133,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> WarmTemplate::Make(const SandboxSpec& sp
 
 bool WarmTemplate::alive() const { return sandbox_ != nullptr && sandbox_->alive(); }
 
-// The zygote's namespaces, in the order the bootstrap joins them
-// (warm_bootstrap.py, _JOINED).
-constexpr const char* kJoined[] = {"mnt", "uts", "ipc", "net", "cgroup", "pid"};
-
-absl::Status WarmTemplate::Spawn(pid_t init_pid, int interpreter_socket, int control,
+absl::Status WarmTemplate::Spawn(const std::vector<int>& namespaces, int interpreter_socket, int control,
                                  const std::vector<int>& group_files) {
-  std::vector<UniqueFd> namespaces;
-  std::vector<int> fds;
-  for (const char* name : kJoined) {
-    namespaces.push_back(OpenNamespace(init_pid, name));
-    if (!namespaces.back()) return ErrnoStatus(errno, absl::StrCat("open(/proc/", init_pid, "/ns/", name, ")"));
-    fds.push_back(namespaces.back().get());
-  }
+  std::vector<int> fds = namespaces;  // in the order the bootstrap joins them (_JOINED)
   fds.push_back(interpreter_socket);
   fds.push_back(control);
   fds.insert(fds.end(), group_files.begin(), group_files.end());

@@ -62,14 +62,16 @@ class WarmTemplate : public std::enable_shared_from_this<WarmTemplate> {
 
   // For Zygote::Create (runtime/zygote.cc): the namespaces a zygote of this
   // template is made in, and the request for its interpreter once its init
-  // has said "adopt": the zygote init's pid (its namespaces are joined
-  // through /proc/PID/ns/*: a pidfd would need ptrace access to an init
-  // that is not dumpable), the other end of init's interpreter socket, a
-  // copy of the control socket's child end (the interpreter's parent
-  // reports on it), and the files that join the zygote's groups.
-  int userns_fd() const { return userns_.get(); }
-  int pidns_fd() const { return pidns_.get(); }
-  absl::Status Spawn(pid_t init_pid, int interpreter_socket, int control, const std::vector<int>& group_files);
+  // has said "adopt": the zygote's namespaces, in kJoined's order (nsfs
+  // fds: setns through a pidfd would need ptrace access to an init that is
+  // not dumpable), the other end of init's interpreter socket, a copy of
+  // the control socket's child end (the interpreter's parent reports on
+  // it), and the files that join the zygote's groups.
+  static constexpr const char* kJoined[] = {"mnt", "uts", "ipc", "net", "cgroup", "pid"};
+  int userns_fd() const { return sandbox_->namespace_fd("user"); }
+  int pidns_fd() const { return sandbox_->namespace_fd("pid"); }
+  absl::Status Spawn(const std::vector<int>& namespaces, int interpreter_socket, int control,
+                     const std::vector<int>& group_files);
 
  private:
   WarmTemplate() = default;
@@ -77,7 +79,6 @@ class WarmTemplate : public std::enable_shared_from_this<WarmTemplate> {
 
   std::unique_ptr<Zygote> sandbox_;  // never run: its interpreter is the template
   UniqueFd owner_;                   // to the template interpreter
-  UniqueFd userns_, pidns_;
   std::mutex spawn_mu_;  // one spawn request at a time on owner_
   std::atomic<uint64_t> made_{0};
   absl::Time started_;

@@ -104,6 +104,7 @@ class SandboxBuilder {
 
  private:
   absl::Status AttachRest();
+  absl::Status OpenNamespaces();
   absl::Status OpenFallbackTrees();
   void MakeExecStampPage();
   void MakeDirectChannel();
@@ -315,10 +316,10 @@ absl::Status SandboxBuilder::Clone() {
   // a warm template's zygotes, by one inside the template's user and pid
   // namespaces (this process keeps its own).
   const WarmTemplate* from = options_.warm_template.get();
-  namespaces::PidNamespaceForChildren in_template;
-  if (from != nullptr) CUBICLE_RETURN_IF_ERROR(in_template.Enter(from->pidns_fd()));
   auto clone_sandbox = [&](uint64_t flags, int cgroup, bool try_clone3) {
-    if (from != nullptr) return namespaces::CloneViaIntermediate(flags, cgroup, try_clone3, from->userns_fd());
+    if (from != nullptr) {
+      return namespaces::CloneViaIntermediate(flags, cgroup, try_clone3, from->userns_fd(), from->pidns_fd());
+    }
     if (spec().join_pidns.has_value() && spec().namespaces.pid) {
       return namespaces::CloneViaIntermediate(flags, cgroup, try_clone3);
     }
@@ -358,7 +359,21 @@ absl::Status SandboxBuilder::Clone() {
   direct_child_.reset();
   warm_child_.reset();
   state_->keep_alive = options_.warm_template;
+  if (plan_.route == PayloadRoute::kTemplate || plan_.route == PayloadRoute::kAdopted) {
+    CUBICLE_RETURN_IF_ERROR(OpenNamespaces());
+  }
   clock_.Mark("clone");
+  return absl::OkStatus();
+}
+
+// Init's namespaces, while it waits for "go" and is still dumpable.
+absl::Status SandboxBuilder::OpenNamespaces() {
+  for (const char* name : {"user", "mnt", "uts", "ipc", "net", "cgroup", "pid"}) {
+    const std::string path = absl::StrCat("/proc/", pid(), "/ns/", name);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return ErrnoStatus(errno, absl::StrCat("open(", path, ")"));
+    state_->namespaces[name] = std::move(fd);
+  }
   return absl::OkStatus();
 }
 
@@ -429,8 +444,10 @@ absl::Status SandboxBuilder::AdoptInterpreter() {
   CUBICLE_ASSIGN_OR_RETURN(std::vector<UniqueFd> files, groups_.JoinFiles());
   std::vector<int> raw;
   for (const UniqueFd& f : files) raw.push_back(f.get());
+  std::vector<int> namespaces;
+  for (const char* name : WarmTemplate::kJoined) namespaces.push_back(state_->namespaces.at(name).get());
   CUBICLE_RETURN_IF_ERROR(
-      options_.warm_template->Spawn(pid(), interpreter_socket_.get(), control_for_parent_.get(), raw));
+      options_.warm_template->Spawn(namespaces, interpreter_socket_.get(), control_for_parent_.get(), raw));
   interpreter_socket_.reset();
   control_for_parent_.reset();
   clock_.Mark("adopt");

@@ -183,6 +183,10 @@ class Zygote {
   bool alive() const;
   // Init's pidfd, or -1: readable once init has exited.
   int init_pidfd() const;
+  // One of init's namespaces ("user", "mnt", "uts", "ipc", "net",
+  // "cgroup", "pid") for a warm template's sandbox or its zygote's, else
+  // -1 (runtime/warm_template.h).
+  int namespace_fd(const std::string& name) const;
 
  private:
   Zygote(std::unique_ptr<ZygoteState> state, ExecResult created);

@@ -80,6 +80,11 @@ bool Zygote::alive() const {
   return ::poll(&p, 1, 0) == 0;
 }
 
+int Zygote::namespace_fd(const std::string& name) const {
+  auto it = state_->namespaces.find(name);
+  return it != state_->namespaces.end() ? it->second.get() : -1;
+}
+
 int Zygote::init_pidfd() const {
   const ZygoteState& z = *state_;
   return z.init.has_value() && !z.init->reaped() ? z.init->pidfd() : -1;

@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <map>
 #include <memory>
+#include <string>
 #include <optional>
 
 #include "absl/time/clock.h"
@@ -89,6 +91,10 @@ struct ZygoteState {
   // What must outlive the sandbox: a warm template, whose sandbox is the
   // ancestor of this one's pid namespace (runtime/warm_template.h).
   std::shared_ptr<void> keep_alive;
+  // A template's or its zygote's namespaces (user, mnt, uts, ipc, net,
+  // cgroup, pid), opened while init was still dumpable: a process that
+  // may not ptrace it cannot open them later.
+  std::map<std::string, UniqueFd> namespaces;
   namespaces::ControlMessage last{};  // step stamps and flags gathered so far
   // An armed payload's "executing" (kStamp*): its stamp, read with
   // pread when the execution ends however it ends.

@@ -41,13 +41,18 @@ TEST(ExecutionQueue, RunsAtMostItsSlotsAndRefusesBeyondTheWaitingLine) {
   ASSERT_TRUE(queue.Submit(queue.Reserve(), job));
   started.wait();  // both slots taken
   EXPECT_EQ(queue.running(), 2u);
-  ASSERT_TRUE(queue.Submit(queue.Reserve(), [&](bool run) { ran += run ? 1 : 0; }));
+  std::latch third(1);
+  ASSERT_TRUE(queue.Submit(queue.Reserve(), [&](bool run) {
+    ran += run ? 1 : 0;
+    third.count_down();
+  }));
   EXPECT_EQ(queue.waiting(), 1u);
   bool called = false;
   EXPECT_FALSE(queue.Submit(queue.Reserve(), [&](bool) { called = true; })) << "2 running, 1 waiting: busy";
   EXPECT_FALSE(called) << "a refused job is dropped uncalled";
   EXPECT_FALSE(queue.TryRunHere().has_value()) << "the caller runs nothing while jobs run or wait";
   release.set_value();
+  third.wait();  // a slot freed: the waiting job ran (before Stop, which would withdraw it)
   queue.Stop();
   EXPECT_EQ(ran.load(), 3);
 }
