@@ -21,6 +21,7 @@
 #include "base/fd_passing.h"
 #include "base/status.h"
 #include "runtime/cgroup_host.h"
+#include "runtime/warm_template.h"
 
 extern char** environ;
 
@@ -259,13 +260,41 @@ class Server {
 
  private:
   void HandleMake(const std::string& request);
+  absl::StatusOr<std::unique_ptr<Zygote>> MakeZygote(const std::string& profile, const ZygoteRecipe& recipe,
+                                                     const cgroups::Limits& limits);
   void ForgetExited(const std::vector<struct pollfd>& fds);
   void Shutdown();
 
   int sock_;
   ZygoteRecipes recipes_;
   std::vector<Made> made_;
+  // The warm template of each warm profile, started at its first zygote
+  // and replaced once too old or too prolific (its zygotes keep a replaced
+  // one alive); none where a profile cannot have one.
+  std::map<std::string, std::shared_ptr<WarmTemplate>> templates_;
 };
+
+// A warm profile's zygote is a fork of its template's interpreter; the
+// template is replaced after kTemplateMaxAge or kTemplateMaxChildren
+// (what its children share that cannot be reseeded: docs/security.md).
+// A profile no template can serve starts its interpreter in each zygote.
+absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(const std::string& profile, const ZygoteRecipe& recipe,
+                                                           const cgroups::Limits& limits) {
+  ZygoteOptions options = recipe.options;
+  options.wait_until_ready = true;  // only a built zygote is handed over
+  options.cold = false;
+  SandboxSpec spec = recipe.spec;
+  spec.limits = limits;
+  if (!options.interpreter.has_value() || !ValidateForTemplate(spec).ok()) return Zygote::Create(spec, options);
+  std::shared_ptr<WarmTemplate>& current = templates_[profile];
+  if (current == nullptr || !current->alive() || current->made() >= kTemplateMaxChildren ||
+      absl::Now() - current->started() >= kTemplateMaxAge) {
+    current.reset();
+    // The template's own sandbox has the profile's limits, not a request's.
+    CUBICLE_ASSIGN_OR_RETURN(current, WarmTemplate::Start(recipe.spec, options));
+  }
+  return current->Make(spec, options);
+}
 
 void Server::HandleMake(const std::string& request) {
   std::string profile;
@@ -276,15 +305,8 @@ void Server::HandleMake(const std::string& request) {
   }
   auto it = recipes_.find(profile);
   absl::StatusOr<std::unique_ptr<Zygote>> zygote =
-      absl::NotFoundError(absl::StrCat("fork server: no profile named '", profile, "'"));
-  if (it != recipes_.end()) {
-    ZygoteOptions options = it->second.options;
-    options.wait_until_ready = true;  // only a built zygote is handed over
-    options.cold = false;
-    SandboxSpec spec = it->second.spec;
-    spec.limits = limits;
-    zygote = Zygote::Create(spec, options);
-  }
+      it == recipes_.end() ? absl::NotFoundError(absl::StrCat("fork server: no profile named '", profile, "'"))
+                           : MakeZygote(profile, it->second, limits);
   absl::StatusOr<ZygoteHandover> handover = zygote.ok() ? (*zygote)->HandOver() : zygote.status();
   if (!handover.ok()) {
     (void)Send(sock_, EncodeError(handover.status()));
@@ -317,6 +339,7 @@ void Server::Shutdown() {
     if (!m.cgroup_name.empty()) names.push_back(m.cgroup_name);
   }
   made_.clear();
+  templates_.clear();
   const CgroupHost& host = SharedCgroupHost();
   if (!host.layout.ok()) return;
   for (const std::string& name : names) {

@@ -84,6 +84,12 @@ class WarmTemplate : public std::enable_shared_from_this<WarmTemplate> {
   absl::Time started_;
 };
 
+// When a fork server replaces a profile's template (runtime/fork_server.h):
+// what siblings share that cannot be made new in each is bounded by how
+// long, and how many, share it.
+inline constexpr absl::Duration kTemplateMaxAge = absl::Minutes(10);
+inline constexpr uint64_t kTemplateMaxChildren = 1000;
+
 // Whether `spec` can be served by a warm template (OK) or why not.
 absl::Status ValidateForTemplate(const SandboxSpec& spec);
 
