@@ -81,6 +81,12 @@ struct ZygoteState {
   Identity identity;
   absl::Time start;
   bool cold = false;  // Launch(): times count from Create()
+  // What must outlive the sandbox: a warm template, whose sandbox is the
+  // ancestor of this one's pid namespace (runtime/warm_template.h).
+  // Declared before `init`, so released after init is reaped: a template's
+  // init, once killed, waits until every process of its pid namespace is
+  // reaped, this sandbox's init among them, and its owner waits for it.
+  std::shared_ptr<void> keep_alive;
   // Declared before `init`: destroyed (killed, removed) after init is reaped.
   std::unique_ptr<cgroups::SandboxCgroup> cgroup;
   std::unique_ptr<cgroups::DeviceCgroup> devices;  // spec.devices: removed after init is reaped
@@ -88,9 +94,6 @@ struct ZygoteState {
   std::optional<InitProcess> init;
   // The sandbox's hold on its policy's gateway; closes its connections.
   egress::Attachment egress;
-  // What must outlive the sandbox: a warm template, whose sandbox is the
-  // ancestor of this one's pid namespace (runtime/warm_template.h).
-  std::shared_ptr<void> keep_alive;
   // A template's or its zygote's namespaces (user, mnt, uts, ipc, net,
   // cgroup, pid), opened while init was still dumpable: a process that
   // may not ptrace it cannot open them later.

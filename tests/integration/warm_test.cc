@@ -8,14 +8,18 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/warm_template.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -286,6 +290,39 @@ TEST_F(CoreWarmPython, KilledOnTimeoutLikeAnyPayload) {
   absl::StatusOr<SandboxRun> run = RunInZygote(**z, r);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->result.reason, runtime::ExitReason::kTimeout);
+}
+
+TEST_F(CoreWarmPython, AZygoteHoldingItsTemplatesLastReferenceEndsBoth) {
+  // A fork server drops a template once it is too old or too prolific,
+  // while zygotes made from it are still idle or running; the last of them
+  // then ends the template. The template's init, killed, waits until every
+  // process of its pid namespace is reaped, this zygote's init among them:
+  // the zygote must have reaped its init before it lets go of the template.
+  runtime::ZygoteOptions options;
+  options.interpreter = Python();
+  runtime::SandboxSpec spec = TestSpec({});
+  absl::StatusOr<std::shared_ptr<runtime::WarmTemplate>> from = runtime::WarmTemplate::Start(spec, options);
+  ASSERT_TRUE(from.ok()) << from.status();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> served = (*from)->Make(spec, options);
+  ASSERT_TRUE(served.ok()) << served.status();
+  absl::StatusOr<std::unique_ptr<runtime::Zygote>> z = (*from)->Make(spec, options);
+  ASSERT_TRUE(z.ok()) << z.status();
+  from->reset();  // the zygotes hold the template now
+  absl::StatusOr<SandboxRun> run = RunInZygote(**served, PythonRequest({"-c", "print('served')"}));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->out, "served\n");
+  served->reset();
+  // The last reference: an idle zygote, dropped (as one expired or left
+  // at shutdown is), whose init is still running when its teardown starts.
+  // Bounded: a teardown that deadlocks fails here instead of hanging.
+  std::packaged_task<void()> teardown([&z] { z->reset(); });
+  std::future<void> done = teardown.get_future();
+  std::thread worker(std::move(teardown));
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    worker.detach();
+    FAIL() << "the zygote's teardown did not end within 60 s (its template's init waits for it)";
+  }
+  worker.join();
 }
 
 }  // namespace
