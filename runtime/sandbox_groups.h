@@ -63,7 +63,7 @@ class SandboxGroups {
 
   // Files a process joins every group of the sandbox through by writing
   // "0" to each (v2 cgroup.procs, v1 tasks): for one that is not born in
-  // them, a warm template's child (runtime/warm_template.h).
+  // them, a warm template's interpreter (runtime/warm_template.h).
   absl::StatusOr<std::vector<UniqueFd>> JoinFiles() const;
 
   std::unique_ptr<cgroups::SandboxCgroup> TakeCgroup() { return std::move(cgroup_); }

@@ -234,16 +234,17 @@ def _finish(os, sys, rehearsal=False):
 
 # ---- Template mode (runtime/warm_template.h) --------------------------------
 
-# The control message (namespaces/control.h) a template's child sends for
-# the interpreter it forked, whose parent it is (init is not): type, payload
+# The control message (namespaces/control.h) the template sends for each
+# interpreter it forked, whose parent it is (init is not): type, payload
 # pid, wait status, flags, struct rusage, the step stamps, the error record
 # (step, detail, errno). runtime/warm_template.cc checks the C++ layout
 # against this size at build time.
 _CONTROL = "=IiiI" + "qqqq" + "14q" + "7q" + "64s256si4x"
 _SETUP_ERROR, _PAYLOAD_EXITED = 1, 3
-# The sandbox's namespaces the child joins, in the order its owner sends
-# their fds (runtime/warm_template.h): mount, uts, ipc, net, cgroup, and
-# pid (for its children). Its user namespace is the template's already.
+# The sandbox's namespaces, in the order the owner sends their fds
+# (runtime/warm_template.h): mount, uts, ipc, net and cgroup, which the
+# interpreter joins, and pid, which the template joins for its next child
+# (a process never changes its own). The user namespace is the template's.
 _JOINED = (("mnt", 0x00020000), ("uts", 0x04000000), ("ipc", 0x08000000), ("net", 0x40000000),
            ("cgroup", 0x02000000), ("pid", 0x20000000))
 
@@ -252,11 +253,11 @@ def _cubicle_template():
     import ctypes
     import gc
     import os
-    import signal
+    import select
     import socket
     import sys
     # What the children need, imported once here rather than in each.
-    import fcntl, random, resource, select, struct  # noqa: E401,F401
+    import fcntl, random, resource, signal, struct  # noqa: E401,F401
 
     init = socket.socket(fileno=int(sys.argv[2]))
     owner = socket.socket(fileno=int(sys.argv[3]))
@@ -266,24 +267,80 @@ def _cubicle_template():
     init.send(b"R")
     init.close()
     plan = _template_plan(owner.recv(1 << 20))
-    # The children are reaped by the kernel; each resets this for its own.
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # Each child's parent-death signal is bound to this process; a child
+    # learns whether this process was still there when it took effect from
+    # this pipe, whose writing end only this process holds (its pid is not
+    # one the child can see).
+    alive, holder = os.pipe2(os.O_CLOEXEC)
+    os.set_inheritable(alive, True)
+    # The interpreters this process forked: pidfd -> (pid, control socket).
+    # Only a parent learns its child's exit status, so this process reports
+    # each one's end on the zygote's control socket, as init reports a
+    # payload's.
+    children = {}
+    poller = select.poll()
+    poller.register(owner.fileno(), select.POLLIN)
+    # The report's path, walked once ahead of the first report.
+    _send_control(os, -1, _PAYLOAD_EXITED, usage=resource.getrusage(resource.RUSAGE_SELF), dry=True)
     # What is allocated so far stays out of the collector's way, so that
     # its passes in the children do not write (and unshare) those pages.
     gc.freeze()
     while True:
-        data, fds, _, _ = socket.recv_fds(owner, 64, 32)
-        if not data:
-            os._exit(0)  # the owner is gone
-        if data[:1] != b"S" or len(fds) < len(_JOINED) + 2:
-            for fd in fds:
-                os.close(fd)
-            continue
-        if os.fork() == 0:
-            owner.close()
-            _template_child(libc, plan, fds)
+        for fd, _ in poller.poll():
+            if fd in children:
+                _template_reap(os, poller, children, fd)
+                continue
+            data, fds, _, _ = socket.recv_fds(owner, 64, 32)
+            if not data:
+                os._exit(0)  # the owner is gone: the children die with this process
+            _template_spawn(os, libc, plan, owner, alive, poller, children, data, fds)
+
+
+# One spawn request: the zygote's namespaces, its interpreter socket, its
+# control socket, and the files that join its groups. The child is forked
+# into the zygote's pid namespace; it joins the rest itself.
+def _template_spawn(os, libc, plan, owner, alive, poller, children, data, fds):
+    import ctypes
+    joined = len(_JOINED)
+    if data[:1] != b"S" or len(fds) < joined + 2:
         for fd in fds:
             os.close(fd)
+        return
+    control = fds[joined + 1]
+    if libc.setns(fds[joined - 1], _JOINED[-1][1]) != 0:
+        err = ctypes.get_errno()
+        _send_control(os, control, _SETUP_ERROR, step="setns", detail="pid", err=err)
+        for fd in fds:
+            os.close(fd)
+        return
+    pid = os.fork()
+    if pid == 0:
+        # The other children's pidfds and control sockets are closed with
+        # every other inherited fd, before "R" (_template_payload).
+        owner.close()
+        _template_payload(libc, plan, fds, alive)
+    for fd in fds:
+        if fd != control:
+            os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    children[pidfd] = (pid, control)
+    poller.register(pidfd, 1)  # POLLIN
+
+
+# A child has ended: its status and resource use go to its zygote's init
+# (a launcher that is gone reads nothing; the write fails quietly).
+def _template_reap(os, poller, children, pidfd):
+    pid, control = children.pop(pidfd)
+    poller.unregister(pidfd)
+    os.close(pidfd)
+    while True:
+        try:
+            _, status, usage = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    _send_control(os, control, _PAYLOAD_EXITED, status=status, usage=usage)
+    os.close(control)
 
 
 # The owner's setup: 'P', new session (byte), the rlimits (count, then
@@ -301,8 +358,28 @@ def _template_plan(data):
         at += struct.calcsize("=iQQ")
     (length,) = struct.unpack_from("=I", data, at)
     at += 4
+    # The kernel's structures, built once here rather than in each child:
+    # capset's header and empty sets, and the filter's sock_fprog.
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    if len(data) != at + 8 * length:
+        raise SystemExit(2)
+    seccomp = None
+    if length > 0:
+        instructions = ctypes.create_string_buffer(data[at:at + 8 * length], 8 * length)
+        seccomp = Program(length, ctypes.cast(instructions, ctypes.c_void_p))
+        seccomp._instructions = instructions  # kept alive with the program
     return {"new_session": bool(new_session), "rlimits": rlimits,
-            "seccomp": (length, data[at:at + 8 * length])}
+            "capset": (Header(0x20080522, 0), (Data * 2)()), "seccomp": seccomp}
 
 
 def _send_control(os, control, kind, status=0, usage=None, step="", detail="", err=0, dry=False):
@@ -323,56 +400,6 @@ def _send_control(os, control, kind, status=0, usage=None, step="", detail="", e
         os.write(control, message)
     except OSError:
         pass  # the launcher is gone
-
-
-# A child of the template: joins the sandbox's groups and namespaces, forks
-# the interpreter into them, and reports its end (the kernel gives the
-# status to the parent alone). Setup failures go to the launcher as init's
-# own do.
-def _template_child(libc, plan, fds):
-    import ctypes
-    import os
-    import signal
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    joined = len(_JOINED)
-    namespaces, warm, control, groups = fds[:joined], fds[joined], fds[joined + 1], fds[joined + 2:]
-    step, detail = "join cgroup", "warm template child"
-    try:
-        for fd in groups:
-            os.write(fd, b"0")
-            os.close(fd)
-        step = "setns"
-        for fd, (name, kind) in zip(namespaces, _JOINED):
-            detail = name
-            if libc.setns(fd, kind) != 0:
-                raise OSError(ctypes.get_errno(), step)
-            os.close(fd)
-    except OSError as e:
-        _send_control(os, control, _SETUP_ERROR, step=step, detail=detail, err=e.errno or 0)
-        os._exit(1)
-    # The interpreter's parent-death signal is bound to this process; it
-    # learns whether this process was still there when it took effect
-    # from this pipe, which this process holds open (its pid is not one the
-    # interpreter can see).
-    alive, holder = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(holder)
-        _template_payload(libc, plan, warm, control, alive)
-    os.close(alive)
-    os.close(warm)
-    # The report's path, walked once ahead of the report (first touches
-    # are page copies here too).
-    import resource
-    _send_control(os, control, _PAYLOAD_EXITED, usage=resource.getrusage(resource.RUSAGE_SELF), dry=True)
-    while True:
-        try:
-            _, status, usage = os.wait4(pid, 0)
-            break
-        except InterruptedError:
-            continue
-    _send_control(os, control, _PAYLOAD_EXITED, status=status, usage=usage)
-    os._exit(0)
 
 
 # A request's path, walked once with a program that does nothing and stdio
@@ -397,11 +424,13 @@ def _check(libc, result, step):
         raise OSError(ctypes.get_errno(), step)
 
 
-# The interpreter of one sandbox, forked in: the payload's hygiene
+# The interpreter of one sandbox, forked into its pid namespace: it joins
+# the sandbox's groups and other namespaces, does the payload's hygiene
 # (namespaces/process.cc: DropAllCapabilities and its neighbours, in the
-# same order), fresh random state, then "R" with its credentials to init,
-# and the request as any warm interpreter takes it.
-def _template_payload(libc, plan, warm, control, parent_alive):
+# same order) with fresh random state, then says "R" with its credentials
+# to init and takes the request as any warm interpreter does. Setup
+# failures go to the launcher as init's own do.
+def _template_payload(libc, plan, fds, parent_alive):
     import ctypes
     import fcntl
     import os
@@ -412,12 +441,25 @@ def _template_payload(libc, plan, warm, control, parent_alive):
     import socket
     import struct
     import sys
-    step = "prctl(PR_SET_PDEATHSIG)"
+    joined = len(_JOINED)
+    namespaces, warm, control, groups = fds[:joined], fds[joined], fds[joined + 1], fds[joined + 2:]
+    step, detail = "prctl(PR_SET_PDEATHSIG)", "warm interpreter"
     try:
         _check(libc, libc.prctl(1, signal.SIGKILL, 0, 0, 0), step)
         if select.select([parent_alive], [], [], 0)[0]:
-            os._exit(1)  # the parent is gone: its end of the pipe closed
+            os._exit(1)  # the template is gone: its end of the pipe closed
         os.close(parent_alive)
+        step = "join cgroup"
+        for fd in groups:
+            os.write(fd, b"0")
+            os.close(fd)
+        step = "setns"
+        for fd, (name, kind) in zip(namespaces, _JOINED):
+            if kind != 0x20000000:  # the pid namespace: the template's for this process
+                detail = name
+                _check(libc, libc.setns(fd, kind), step)
+            os.close(fd)
+        detail = "warm interpreter"
         if plan["new_session"]:
             step = "setsid"
             os.setsid()
@@ -449,27 +491,15 @@ def _template_payload(libc, plan, warm, control, parent_alive):
         if libc.prctl(47, 4, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
             raise OSError(ctypes.get_errno(), step)
         step = "capset"
-
-        class Header(ctypes.Structure):
-            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-        class Data(ctypes.Structure):
-            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                        ("inheritable", ctypes.c_uint32)]
-        _check(libc, libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), step)
+        header, data = plan["capset"]
+        _check(libc, libc.capset(ctypes.byref(header), data), step)
         step = "prctl(PR_SET_NO_NEW_PRIVS)"
         _check(libc, libc.prctl(38, 1, 0, 0, 0), step)
-        length, program = plan["seccomp"]
-        if length > 0:
+        if plan["seccomp"] is not None:
             step = "seccomp(SECCOMP_SET_MODE_FILTER)"
-
-            class Program(ctypes.Structure):
-                _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-            buffer = ctypes.create_string_buffer(program, len(program))
-            fprog = Program(length, ctypes.cast(buffer, ctypes.c_void_p))
-            _check(libc, libc.prctl(22, 2, ctypes.addressof(fprog), 0, 0), step)
+            _check(libc, libc.prctl(22, 2, ctypes.addressof(plan["seccomp"]), 0, 0), step)
     except OSError as e:
-        _send_control(os, control, _SETUP_ERROR, step=step, detail="warm interpreter", err=e.errno or 0)
+        _send_control(os, control, _SETUP_ERROR, step=step, detail=detail, err=e.errno or 0)
         os._exit(127)
     except BaseException as e:  # noqa: BLE001 - reported, then exit
         _send_control(os, control, _SETUP_ERROR, step=step, detail=repr(e)[:200])

@@ -9,14 +9,15 @@
 // is then built as any other — its root, hostname, `lo`, its cgroup, its
 // own mount, pid, net, ipc, uts and cgroup namespaces, its init — but
 // inside the template's user and pid namespaces and without an interpreter
-// of its own. Once built, its init says "adopt"; the template forks a
-// child that joins the zygote's groups and namespaces (setns through the
-// zygote init's pidfd) and forks the interpreter into them. The
-// interpreter does the payload's hygiene (no capabilities, no_new_privs,
-// the profile's seccomp filter, rlimits, a new session, fresh random
-// state) and says "R" to the zygote's init with its kernel-vouched pid.
-// The child stays outside the zygote's pid namespace as the interpreter's
-// parent and reports its end (only a parent learns a process's status).
+// of its own. Once built, its init says "adopt"; the template joins the
+// zygote's pid namespace for its children (setns, nsfs fds) and forks the
+// interpreter, which joins the zygote's groups and its other namespaces
+// and does the payload's hygiene (no capabilities, no_new_privs, the
+// profile's seccomp filter, rlimits, a new session, fresh random state)
+// and says "R" to the zygote's init with its kernel-vouched pid. The
+// template stays the interpreter's parent, outside the zygote's pid
+// namespace, and reports its end on the zygote's control socket (only a
+// parent learns a process's status).
 //
 // A zygote keeps its template alive: the template's sandbox is the
 // ancestor of every zygote's pid namespace, and its end ends them all.

@@ -126,7 +126,7 @@ class SandboxBuilder {
   std::shared_ptr<egress::GatewayProcess> gateway_;
   UniqueFd egress_host_, egress_child_, child_control_, direct_child_;
   // kAdopted: the interpreter's end of its socket with init, and a copy of
-  // the control socket's child end, for the template's child.
+  // the control socket's child end, for the template (its reports).
   UniqueFd interpreter_socket_, warm_child_, control_for_parent_;
   std::unique_ptr<ZygoteState> state_;
 };
