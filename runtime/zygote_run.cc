@@ -43,6 +43,10 @@ absl::Duration NanosBetween(int64_t from, int64_t to) {
 bool Ready(const pollfd& p, short events) { return (p.revents & events) != 0; }
 constexpr short kInOrHangUp = POLLIN | POLLHUP | POLLERR;
 
+// How long a warm template's interpreter's end may be reported after its
+// sandbox's init has exited (Execution::CollectLateReports).
+constexpr absl::Duration kAdoptedReportWait = absl::Seconds(5);
+
 // Egress: the payload finds the bridge through the proxy variables (they
 // replace the request's own).
 std::vector<std::string> RequestEnvironment(const ExecRequest& request, const egress::Policy& egress) {
@@ -354,14 +358,34 @@ void Execution::ReadExecStamp() {
   exec_time_ = std::clamp(run_start_ + absl::Nanoseconds(ns[kStampExecReady] - run_start_ns_), run_start_, absl::Now());
 }
 
-// Messages sent just before init exited may still be queued.
+// Messages sent just before init exited may still be queued. A warm
+// template's interpreter (z_.keep_alive: its template) is reported by its
+// parent, the template, outside the sandbox: init exits when the
+// interpreter does, without waiting for that report, which may come after
+// init's exit. It is waited for until it comes or the template's end of
+// the control socket closes (the socket hangs up), at most
+// kAdoptedReportWait.
 void Execution::CollectLateReports() {
+  const bool adopted = z_.keep_alive != nullptr && !timed_out_ && !cancelled_ && setup_error_.ok();
+  const absl::Time deadline = absl::Now() + kAdoptedReportWait;
   for (;;) {
     ControlMessage msg;
     const ssize_t got = ::recv(z_.control.get(), &msg, sizeof(msg), MSG_DONTWAIT);
     if (got == 1) continue;  // a cold sandbox's 'A' (joined), which Create did not wait for
-    if (got != static_cast<ssize_t>(sizeof(msg))) break;
-    Absorb(msg);
+    if (got == static_cast<ssize_t>(sizeof(msg))) {
+      Absorb(msg);
+      continue;
+    }
+    if (got < 0 && errno == EAGAIN && adopted && !have_exit_) {
+      struct pollfd p = {z_.control.get(), POLLIN, 0};
+      const absl::Duration left = deadline - absl::Now();
+      if (left > absl::ZeroDuration() &&
+          (::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))))) >= 0 ||
+           errno == EINTR)) {
+        continue;  // a report, the hang-up, or the bound: the next recv and the deadline tell
+      }
+    }
+    break;
   }
   ReadExecStamp();
 }
