@@ -34,6 +34,7 @@
 // multiplies every request count and time bound. Run as root.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -424,32 +425,53 @@ struct ZygoteMemory {
   double PrivateEach() const { return zygotes > 0 ? static_cast<double>(total.private_kib) / zygotes : NAN; }
 };
 
+// The innermost pid namespace of `pid` (its nsfs inode), or 0.
+uint64_t PidNamespace(pid_t pid) {
+  struct stat st;
+  if (::stat(absl::StrCat("/proc/", pid, "/ns/pid").c_str(), &st) != 0) return 0;
+  return st.st_ino;
+}
+
 // The daemon's fork servers are its children named cubicle-forksrv; their
-// children are the zygotes' inits. A zygote is each init with everything
-// under it; a python zygote is one with a python process under its init
-// (the warm interpreter), a shell zygote one without.
+// children are the sandboxes' inits, each pid 1 of its own pid namespace.
+// A sandbox's processes are those in that namespace: its init and what
+// runs under it, and for a zygote made from a warm template, the
+// interpreter the template forked into it (the template's child, not
+// init's). A python zygote is one with a python process; a template is the
+// sandbox whose python has children in other namespaces (the zygotes'
+// interpreters), counted on its own.
 std::map<std::string, ZygoteMemory> IdleZygoteMemory(pid_t daemon) {
   std::map<std::string, ZygoteMemory> out;
   const ProcessTable t = ReadProcesses();
   auto kids = [&](pid_t p) { return t.children.count(p) != 0 ? t.children.at(p) : std::vector<pid_t>{}; };
+  std::vector<pid_t> inits;
   for (pid_t server : kids(daemon)) {
     if (t.comm.at(server) != "cubicle-forksrv") continue;
-    for (pid_t init : kids(server)) {
-      std::vector<pid_t> procs;
-      Descendants(t, init, &procs);
-      bool python = false;
-      Memory sum;
-      for (pid_t p : procs) {
-        if (p != init && absl::StartsWith(t.comm.at(p), "python")) python = true;
-        Memory m = ReadMemory(p);
-        sum.pss_kib += m.pss_kib;
-        sum.private_kib += m.private_kib;
+    for (pid_t init : kids(server)) inits.push_back(init);
+  }
+  std::map<uint64_t, std::vector<pid_t>> by_namespace;
+  for (const auto& [pid, comm] : t.comm) {
+    const uint64_t ns = PidNamespace(pid);
+    if (ns != 0) by_namespace[ns].push_back(pid);
+  }
+  for (pid_t init : inits) {
+    const uint64_t ns = PidNamespace(init);
+    if (ns == 0) continue;
+    bool python = false, template_sandbox = false;
+    Memory sum;
+    for (pid_t p : by_namespace[ns]) {
+      if (absl::StartsWith(t.comm.at(p), "python")) {
+        python = true;
+        for (pid_t child : kids(p)) template_sandbox |= PidNamespace(child) != ns;
       }
-      ZygoteMemory& z = out[python ? "python" : "shell"];
-      ++z.zygotes;
-      z.total.pss_kib += sum.pss_kib;
-      z.total.private_kib += sum.private_kib;
+      Memory m = ReadMemory(p);
+      sum.pss_kib += m.pss_kib;
+      sum.private_kib += m.private_kib;
     }
+    ZygoteMemory& z = out[template_sandbox ? "python template" : python ? "python" : "shell"];
+    ++z.zygotes;
+    z.total.pss_kib += sum.pss_kib;
+    z.total.private_kib += sum.private_kib;
   }
   return out;
 }
@@ -588,10 +610,10 @@ void PrintSummary(const Results& r, const std::vector<Workload>& workloads, cons
   std::printf("\n| idle zygote (pools warm and quiet) | zygotes found (pool.stats idle) | PSS KiB each | "
               "unique KiB each |\n");
   std::printf("|---|---:|---:|---:|\n");
-  for (const char* profile : {"shell", "python"}) {
+  for (const char* profile : {"shell", "python", "python template"}) {
     auto it = r.memory.find(profile);
     const ZygoteMemory z = it == r.memory.end() ? ZygoteMemory{} : it->second;
-    auto idle = r.idle_in_stats.find(profile);
+    auto idle = r.idle_in_stats.find(absl::StartsWith(profile, "python") ? "python" : profile);
     std::printf("| %s | %d (%lld) | %s | %s |\n", profile, z.zygotes,
                 static_cast<long long>(idle == r.idle_in_stats.end() ? -1 : idle->second), Num(z.PssEach(), 0).c_str(),
                 Num(z.PrivateEach(), 0).c_str());

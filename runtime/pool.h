@@ -53,7 +53,10 @@ struct PoolConfig {
   size_t min_idle = 2;            // refill keeps at least this many ready
   size_t max_idle = 4;            // idle zygotes above this are dropped
   size_t max_total = 16;          // idle + being built + running
-  size_t refill_parallelism = 1;  // zygotes built at once
+  // Zygotes built at once. Two: under sustained load a pool refilled one
+  // zygote at a time is bound by one build's wall time (its handshakes
+  // included) while CPUs idle; a second build overlaps those waits.
+  size_t refill_parallelism = 2;
   absl::Duration max_age = absl::Minutes(10);  // older idle zygotes are replaced
   ZygoteOptions zygote;
 };

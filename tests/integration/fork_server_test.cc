@@ -185,6 +185,7 @@ TEST_F(CoreForkServer, APoolRestartsAKilledServerAndKeepsServing) {
   runtime::PoolConfig config;
   config.min_idle = 2;
   config.max_idle = 2;
+  config.refill_parallelism = 1;  // one server to kill
   absl::StatusOr<std::unique_ptr<runtime::Pool>> pool = runtime::Pool::Create(
       "shell", ShellSpec(), config, runtime::ForkServerMakers(CubicleBinary(), kSetup, "shell"));
   ASSERT_TRUE(pool.ok()) << pool.status();
