@@ -26,6 +26,7 @@
 #include "cli/flag_values.h"
 #include "cli/forwarded_signals.h"
 #include "cli/parent_death.h"
+#include "cli/run_via.h"
 #include "rpc/results_json.h"
 #include "cli/log.h"
 #include "runtime/cgroup_host.h"
@@ -74,6 +75,10 @@ struct RunFlags {
   CLI::Option* gpu = nullptr;
   EgressFlags egress;
   std::vector<std::string> command;
+  // --via: a running daemon serves the command instead (cli/run_via.h).
+  CLI::App* app = nullptr;
+  std::string via;
+  std::string profile;
 };
 
 // Applies the ordered flags (mounts and env) to `spec`.
@@ -294,7 +299,56 @@ absl::Status WriteJsonStatus(const std::string& path, const runtime::ExecResult&
   return absl::OkStatus();
 }
 
+// The options given on the command line, by their long names, in `app`
+// and its option groups.
+void GivenOptions(const CLI::App* app, std::vector<std::string>* out) {
+  for (const CLI::Option* o : app->get_options()) {
+    if (o->count() > 0 && !o->get_lnames().empty()) out->push_back("--" + o->get_lnames().front());
+  }
+  for (const CLI::App* group : app->get_subcommands([](const CLI::App*) { return true; })) {
+    GivenOptions(group, out);
+  }
+}
+
+// --via: what sandbox.run can carry goes to the daemon; any other flag
+// would be silently dropped there, so it is refused here.
+int RunThroughDaemon(const RunFlags& f) {
+  static const char* const kCarried[] = {"--via", "--profile", "--setenv", "--chdir", "--timeout", "--workspace",
+                                         "--json-status", "--memory", "--memory-high", "--pids", "--cpus",
+                                         "--cpu-weight"};
+  std::vector<std::string> given;
+  GivenOptions(f.app, &given);
+  for (const std::string& name : given) {
+    if (std::find(std::begin(kCarried), std::end(kCarried), name) == std::end(kCarried)) {
+      std::fprintf(stderr, "cubicle run: %s cannot go with --via: the daemon's profile decides it (docs/cli.md)\n",
+                   name.c_str());
+      return kExitUsage;
+    }
+  }
+  ViaFlags via;
+  via.socket = f.via;
+  if (!f.profile.empty()) via.profile = f.profile;
+  via.command = f.command;
+  const std::vector<std::string> env = f.setenv->results();
+  for (size_t i = 0; i + 1 < env.size(); i += 2) via.env.emplace_back(env[i], env[i + 1]);
+  via.chdir = f.chdir;
+  via.timeout = f.timeout;
+  via.workspace = f.workspace;
+  via.json_status = f.json_status;
+  via.memory = f.memory;
+  via.memory_high = f.memory_high;
+  via.pids = f.pids;
+  via.cpus = f.cpus;
+  via.cpu_weight = f.cpu_weight;
+  return RunVia(via);
+}
+
 int Run(const RunFlags& f) {
+  if (!f.via.empty()) return RunThroughDaemon(f);
+  if (!f.profile.empty()) {
+    std::fprintf(stderr, "cubicle run: --profile names a daemon's profile: it needs --via\n");
+    return kExitUsage;
+  }
   // Everything wrong with the input is a usage error (2), found before
   // anything is created; 125 is kept for what fails while setting up.
   absl::StatusOr<runtime::SandboxSpec> spec = BuildSpec(f);
@@ -383,6 +437,7 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   auto flags = std::make_shared<RunFlags>();
   RunFlags& f = *flags;
   CLI::App* app = root.add_subcommand("run", "Run a command in a fresh sandbox");
+  f.app = app;
   CLI::App* fs = app->add_option_group("Mounts and environment", "Applied in the order given");
   f.ordered = fs;
   f.ro_bind = Pair(fs, "--ro-bind", "SRC DEST", "Bind host SRC read-only at DEST");
@@ -436,6 +491,12 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   f.gpu = acc->add_option("--gpu", f.accelerators.gpu, "NVIDIA GPUs by host index, e.g. 0,1: probed, then /dev/nvidia0..");
   acc->add_option("--npu-root", f.accelerators.npu_root, "Directory that stands for / when looking for accelerator nodes, tools and driver files");
   AddEgressFlags(app->add_option_group("Network"), &f.egress);
+  CLI::App* daemon = app->add_option_group("Daemon");
+  daemon->add_option("--via", f.via,
+                     "Run it through the `cubicle serve` daemon on this Unix socket, in a sandbox of its profile "
+                     "(pooled); only --setenv, --chdir, --timeout, --workspace, --json-status and the limits go with it")
+      ->envname("CUBICLE_VIA");
+  daemon->add_option("--profile", f.profile, "With --via: the daemon's profile (default shell)");
   app->add_option("command", f.command, "The command and its arguments")->required();
   return [flags] { return Run(*flags); };
 }
