@@ -196,13 +196,14 @@ absl::Status ParsePool(const json::value& v, absl::string_view path, runtime::Po
 }
 
 absl::Status ParseInterpreter(const json::value& v, absl::string_view path, Interpreter* interpreter) {
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, std::string(path), {"argv", "preload"}));
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, std::string(path), {"argv", "preload", "template"}));
   if (o.Find("argv") == nullptr) return Error(path, "an interpreter needs an argv");
   CUBICLE_RETURN_IF_ERROR(o.Read("argv", &interpreter->argv, json_read::StringArray));
   if (interpreter->argv.empty() || interpreter->argv[0].empty()) {
     return Error(o.PathOf("argv"), "must name the interpreter first, e.g. [\"python3\", \"-I\"]");
   }
   CUBICLE_RETURN_IF_ERROR(o.Read("preload", &interpreter->preload, json_read::StringArray));
+  CUBICLE_RETURN_IF_ERROR(o.Read("template", &interpreter->from_template, json_read::Bool));
   for (size_t i = 0; i < interpreter->preload.size(); ++i) {
     // The bootstrap imports these by name: a module path, never code.
     if (!runtime::IsPythonModuleName(interpreter->preload[i])) {

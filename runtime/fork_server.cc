@@ -277,7 +277,8 @@ class Server {
 // A warm profile's zygote is a fork of its template's interpreter; the
 // template is replaced after kTemplateMaxAge or kTemplateMaxChildren
 // (what its children share that cannot be reseeded: docs/security.md).
-// A profile no template can serve starts its interpreter in each zygote.
+// A profile no template can serve, or whose interpreter says not to use
+// one, starts its interpreter in each zygote.
 absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(const std::string& profile, const ZygoteRecipe& recipe,
                                                            const cgroups::Limits& limits) {
   ZygoteOptions options = recipe.options;
@@ -285,7 +286,9 @@ absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(const std::string& pr
   options.cold = false;
   SandboxSpec spec = recipe.spec;
   spec.limits = limits;
-  if (!options.interpreter.has_value() || !ValidateForTemplate(spec).ok()) return Zygote::Create(spec, options);
+  if (!options.interpreter.has_value() || !options.interpreter->from_template || !ValidateForTemplate(spec).ok()) {
+    return Zygote::Create(spec, options);
+  }
   std::shared_ptr<WarmTemplate>& current = templates_[profile];
   if (current == nullptr || !current->alive() || current->made() >= kTemplateMaxChildren ||
       absl::Now() - current->started() >= kTemplateMaxAge) {

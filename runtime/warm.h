@@ -26,6 +26,13 @@ namespace cubicle::runtime {
 struct WarmInterpreter {
   std::vector<std::string> argv;     // e.g. {"python3", "-I"}; argv[0] is looked up in PATH
   std::vector<std::string> preload;  // module names imported before "ready", e.g. {"json"}
+  // Under a fork server, each zygote's interpreter is a fork of a template
+  // that imported `preload` once (runtime/warm_template.h): a zygote costs
+  // a fork, not an interpreter start, but siblings share the template's
+  // str hash seed and address-space layout (docs/security.md), and a
+  // request pays for a few of the pages it writes being copied. False:
+  // every zygote starts its own interpreter.
+  bool from_template = true;
   bool operator==(const WarmInterpreter&) const = default;
 };
 

@@ -16,11 +16,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "cgroups/layout.h"
 #include "runtime/capture.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/fork_server.h"
 #include "runtime/pool.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -137,6 +140,37 @@ TEST_F(CoreForkServer, AnUnknownProfileIsNotFound) {
   EXPECT_TRUE(absl::StrContains(handover.status().message(), "nonesuch")) << handover.status();
   // The server goes on serving.
   EXPECT_TRUE(server->Make("shell", ShellSpec().limits, kMake).ok());
+}
+
+// A warm profile's zygotes are forks of its template's interpreter unless
+// its interpreter says "template": false; then each starts its own, as
+// init's child.
+TEST_F(CoreForkServer, AWarmProfileMayOptOutOfItsTemplate) {
+  REQUIRE_HOST(Python3());
+  std::unique_ptr<runtime::ForkServer> server = Start(R"({"profiles": {
+      "shared": {"limits": {"memory": "256M", "pids": 64},
+                 "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}},
+      "own": {"limits": {"memory": "256M", "pids": 64},
+              "interpreter": {"argv": ["python3", "-I"], "preload": ["json"], "template": false}}}})");
+  ASSERT_NE(server, nullptr);
+  auto init_children = [](pid_t init) {
+    std::vector<std::string> comms;
+    for (absl::string_view pid : absl::StrSplit(ReadFile(absl::StrCat("/proc/", init, "/task/", init, "/children")),
+                                                ' ', absl::SkipWhitespace())) {
+      comms.push_back(std::string(absl::StripAsciiWhitespace(ReadFile(absl::StrCat("/proc/", pid, "/comm")))));
+    }
+    return comms;
+  };
+  absl::StatusOr<runtime::ZygoteHandover> shared = server->Make("shared", ShellSpec().limits, kMake);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  absl::StatusOr<runtime::ZygoteHandover> own = server->Make("own", ShellSpec().limits, kMake);
+  ASSERT_TRUE(own.ok()) << own.status();
+  // The template's zygote: its interpreter is the template's child, not init's.
+  EXPECT_EQ(init_children(shared->init_pid), std::vector<std::string>{});
+  EXPECT_EQ(init_children(own->init_pid), std::vector<std::string>{"python3"});
+  const pid_t server_pid = server->pid();
+  server.reset();  // a hang-up: the server ends both, and the template
+  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
 }
 
 // A zygote made but never taken over: the server removes what the taker

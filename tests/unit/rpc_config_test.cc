@@ -490,6 +490,20 @@ TEST(ParseConfigErrors, WrongTypes) {
                       "profiles.x.interpreter.argv: expected an array of strings, got 'python3'");
   EXPECT_CONFIG_ERROR(Config(R"("rlimits": {"nofile": "many"})"),
                       "profiles.x.rlimits.nofile: expected a whole number or \"unlimited\", got 'many'");
+  EXPECT_CONFIG_ERROR(Config(R"("interpreter": {"argv": ["python3"], "template": "no"})"),
+                      "profiles.x.interpreter.template: expected true or false, got 'no'");
+}
+
+TEST(ParseConfig, AWarmInterpreterUsesATemplateUnlessItSaysNot) {
+  absl::StatusOr<DaemonConfig> shared = ParseConfig(Config(R"("interpreter": {"argv": ["python3", "-I"]})"));
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  ASSERT_TRUE(shared->profiles.at("x").pool.zygote.interpreter.has_value());
+  EXPECT_TRUE(shared->profiles.at("x").pool.zygote.interpreter->from_template);
+  absl::StatusOr<DaemonConfig> own =
+      ParseConfig(Config(R"("interpreter": {"argv": ["python3", "-I"], "template": false})"));
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_TRUE(own->profiles.at("x").pool.zygote.interpreter.has_value());
+  EXPECT_FALSE(own->profiles.at("x").pool.zygote.interpreter->from_template);
 }
 
 TEST(ParseConfigErrors, OtherProblems) {
