@@ -16,7 +16,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/status.h"
 
 namespace cubicle::cli::bwrap {
@@ -415,8 +414,7 @@ absl::Status Overlay(ReadState& s, const std::string& option, Values v) {
     return Die(absl::StrCat(option, " requires at least ", min_sources == 2 ? "two" : "one", " --overlay-src"));
   }
   CUBICLE_ASSIGN_OR_RETURN(MountOp op, NewOp(MountKind::kOverlay, v.back(), option));
-  op.source = absl::StrJoin(s.o.overlay_sources, "\n");
-  s.o.overlay_sources.clear();
+  op.lower = std::exchange(s.o.overlay_sources, {});
   if (option == "--overlay") {
     op.upper = v[0];
     op.work = v[1];

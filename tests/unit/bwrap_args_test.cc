@@ -659,14 +659,20 @@ TEST(BwrapArgs, Overlays) {
   const rootfs::MountPlan& m = got->spec.mounts;
   ASSERT_EQ(m.size(), 3u);
   EXPECT_EQ(m[0].kind, MountKind::kOverlay);
-  EXPECT_EQ(m[0].source, "/a\n/b");
+  EXPECT_EQ(m[0].lower, (std::vector<std::string>{"/a", "/b"}));
   EXPECT_TRUE(m[0].readonly);
-  EXPECT_EQ(m[1].source, "/c");
+  EXPECT_EQ(m[1].lower, std::vector<std::string>{"/c"});
   EXPECT_TRUE(m[1].upper.empty());
   EXPECT_FALSE(m[1].readonly);
   EXPECT_EQ(m[2].upper, "/up");
   EXPECT_EQ(m[2].work, "/wk");
   EXPECT_EQ(m[2].dest, "/rw");
+  // Sources are host paths as given: relative ones, and any character
+  // overlayfs's options would split on, are the runner's to resolve and
+  // the builder's to escape.
+  got = Parse({"--overlay-src", "rel/dir", "--overlay-src", "/a,b:c\\d", "--ro-overlay", "/ro", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.mounts[0].lower, (std::vector<std::string>{"rel/dir", "/a,b:c\\d"}));
   ExpectDie({"--overlay-src", "/a", "--ro-overlay", "/x", "true"}, "--ro-overlay requires at least two --overlay-src");
   ExpectDie({"--tmp-overlay", "/x", "true"}, "--tmp-overlay requires at least one --overlay-src");
   ExpectDie({"--overlay-src", "/a", "--dir", "/x", "true"},
