@@ -581,5 +581,43 @@ TEST_F(CoreCli, BwrapJoinsTheNamespacesItIsGiven) {
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
 }
 
+// `cubicle bwrap` with /usr and `options`, run from `cwd` by a shell
+// that opens fd 3 and 4 on `fd3` and `fd4` (files) when given.
+ProcessRun RunBwrap(const std::string& options, const std::string& command, const std::string& fd3 = "",
+                    const std::string& fd4 = "", const std::string& cwd = "/") {
+  std::string line = absl::StrCat("cd '", cwd, "' && exec '", CubicleBinary(),
+                                  "' bwrap --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib "
+                                  "--symlink usr/lib64 /lib64 --proc /proc ",
+                                  options, " ", command);
+  if (!fd3.empty()) absl::StrAppend(&line, " 3<'", fd3, "'");
+  if (!fd4.empty()) absl::StrAppend(&line, " 4<'", fd4, "'");
+  ProcessRun run = RunProcess({"/bin/sh", "-c", line});
+  EXPECT_FALSE(run.timed_out) << "cubicle bwrap did not finish: " << run.err;
+  return run;
+}
+
+// bwrap 0.11 resolves each overlay source on the host (a relative one from
+// its working directory) and escapes ',', ':' and '\' in the mount
+// options; its overlays have neither nosuid nor nodev.
+TEST_F(CoreCli, BwrapOverlaySourcesMayBeRelativeAndHaveAnyName) {
+  REQUIRE_HOST(OverlayfsInUserNamespace());
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // the sandbox's host ids, as root, are not root's
+  const std::string lower = dir.Join("lower"), odd = dir.Join("odd,lo:w\\er"), upper = dir.Join("odd,up:per\\"),
+                    work = dir.Join("odd,wo:rk\\");
+  for (const std::string& d : {lower, odd, upper, work}) ASSERT_EQ(::mkdir(d.c_str(), 0777), 0) << d;
+  for (const std::string& d : {upper, work}) ASSERT_EQ(::chmod(d.c_str(), 0777), 0) << d;
+  ASSERT_TRUE(WriteFile(lower + "/a.txt", "from-lower\n"));
+  ASSERT_TRUE(WriteFile(odd + "/b.txt", "from-odd\n"));
+  ProcessRun run = RunBwrap(
+      "--overlay-src lower --overlay-src 'odd,lo:w\\er' --overlay 'odd,up:per\\' 'odd,wo:rk\\' /ov",
+      "sh -c 'cat /ov/a.txt /ov/b.txt && echo written > /ov/new.txt && "
+      "while read -r a b c d mp opts rest; do case $mp in /ov) echo \"$opts\";; esac; done < /proc/self/mountinfo'",
+      "", "", dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "from-lower\nfrom-odd\nrw,relatime\n");
+  EXPECT_EQ(ReadFile(upper + "/new.txt"), "written\n") << "the write lands in the upper layer";
+}
+
 }  // namespace
 }  // namespace cubicle::test_support

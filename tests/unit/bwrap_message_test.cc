@@ -24,11 +24,34 @@ TEST(BwrapMessage, StepsWithADetail) {
 TEST(BwrapMessage, FilesystemMountsNameTheFilesystemAndTheStagingPath) {
   EXPECT_EQ(Message(EPERM, "mount(proc)(/proc)"), "Can't mount proc on /newroot/proc: Operation not permitted");
   EXPECT_EQ(Message(ENOSPC, "mount(tmpfs)(/tmp)"), "Can't mount tmpfs on /newroot/tmp: No space left on device");
-  EXPECT_EQ(Message(EPERM, "mount(overlay tmpfs)(/ov)"), "Can't mount tmpfs on /newroot/ov: Operation not permitted");
   EXPECT_EQ(Message(EINVAL, "mount(bind)(/ws)"), "Can't bind mount on /newroot/ws: Invalid argument");
   EXPECT_EQ(Message(EPERM, "mount(remount read-only)(/usr)"),
             "Can't remount readonly on /newroot/usr: Operation not permitted");
   EXPECT_EQ(Message(EPERM, "mount(root tmpfs)(/)"), "Can't mount tmpfs on /newroot: Operation not permitted");
+}
+
+// bwrap 0.11 names a failed overlay mount by its options (escaped), and
+// words ELOOP as what it means. Without one overlay at that destination,
+// the generic words.
+TEST(BwrapMessage, OverlayMountsNameTheirOptions) {
+  runtime::SandboxSpec spec;
+  rootfs::MountOp overlay;
+  overlay.kind = rootfs::MountKind::kOverlay;
+  overlay.dest = "/ov";
+  overlay.lower = {"/a", "/b,c"};
+  overlay.upper = "/up";
+  overlay.work = "/work";
+  spec.mounts.push_back(overlay);
+  const absl::Status loop = ErrnoStatus(ELOOP, "mount(overlay)(/ov)");
+  EXPECT_EQ(BwrapMessage(loop, &spec),
+            "Can't make overlay mount on /newroot/ov with options upperdir=/oldroot/up,workdir=/oldroot/work,"
+            "lowerdir=/oldroot/b\\,c:/oldroot/a,userxattr: Overlay directories may not overlap");
+  EXPECT_EQ(BwrapMessage(ErrnoStatus(EACCES, "mount(overlay)(/ov)"), &spec),
+            "Can't make overlay mount on /newroot/ov with options upperdir=/oldroot/up,workdir=/oldroot/work,"
+            "lowerdir=/oldroot/b\\,c:/oldroot/a,userxattr: Permission denied");
+  EXPECT_EQ(BwrapMessage(loop), "Can't mount overlay on /newroot/ov: Too many levels of symbolic links");
+  spec.mounts.push_back(overlay);
+  EXPECT_EQ(BwrapMessage(loop, &spec), "Can't mount overlay on /newroot/ov: Too many levels of symbolic links");
 }
 
 TEST(BwrapMessage, JoinedNamespacesUseBwrapsTexts) {
