@@ -405,6 +405,9 @@ std::string BwrapMessage(const absl::Status& status, const runtime::SandboxSpec*
     return absl::StrCat("Joining specified user namespace failed: ", reason);
   }
   if (step == "join pid namespace") return absl::StrCat("Setting pidns failed: ", reason);
+  // A supplied seccomp program the kernel refused: bwrap's words, whose
+  // hint names the kernel's configuration.
+  if (step_text == "prctl(PR_SET_SECCOMP)" && errno_name == "EINVAL") return kBwrapSeccompEinval;
   if (step == "clone into the joined pid namespace") return absl::StrCat("Can't fork for --pidns: ", reason);
   if (step == "join user namespace after setup") return absl::StrCat("Setting userns2 failed: ", reason);
   for (const Phrase& p : kPhrases) {

@@ -94,6 +94,14 @@ enum class FdKind {
   kNone,
   kSeccomp,      // a BPF program: mkdir/mkdirat fail with EACCES
   kSeccomp2,     // another: chroot fails with EPERM
+  // A first program of a stack that refuses seccomp(2), sendto and sendmsg
+  // (ENOSYS), as an allowlist without them would: the next program loads
+  // only through prctl (which bwrap's manual asks the programs to allow),
+  // and a report sent from under it is lost.
+  kSeccompPrctlOnly,
+  kSeccompNoPrctl,  // refuses prctl too, and seccomp(2), sendto, sendmsg (EPERM)
+  kSeccompNoExec,   // refuses execve and execveat, sendto, sendmsg (EPERM)
+  kSeccompInvalid,  // 8 bytes that are no BPF program
   kData,         // "hello from fd\n"
   kArgs,         // NUL-separated bwrap arguments (the case's args_file)
   kWorkspaceDir, // an O_PATH fd of the workspace directory
@@ -286,6 +294,26 @@ std::vector<Case> Cases() {
   add("add_seccomp_fd", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
   c.back().fd3 = FdKind::kSeccomp;
   c.back().fd4 = FdKind::kSeccomp2;
+  // A stack as bwrap's manual says: the first program lets the second
+  // load by prctl(PR_SET_SECCOMP), and allows nothing else of the kind.
+  add("add_seccomp_fd_stack_by_prctl", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompPrctlOnly;
+  c.back().fd4 = FdKind::kSeccomp2;
+  c.back().both_output = {"Seccomp_filters:\t2"};
+  // What fails once the first program is in place reaches the caller in
+  // bwrap's words, though the program refuses sendto and sendmsg.
+  add("err_add_seccomp_fd_prctl_refused", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompNoPrctl;
+  c.back().fd4 = FdKind::kSeccomp2;
+  add("err_add_seccomp_fd_exec_refused", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompNoExec;
+  c.back().fd4 = FdKind::kSeccomp2;
+  add("err_add_seccomp_fd_exec_refused_as_pid_1",
+      Base({"--unshare-pid", "--as-pid-1", "--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompNoExec;
+  c.back().fd4 = FdKind::kSeccomp2;
+  // A program the kernel refuses: bwrap's EINVAL hint.
+  add("err_seccomp_invalid_program", Base({"--add-seccomp-fd", "3"})).fd3 = FdKind::kSeccompInvalid;
   // --- process
   add("args_fd", {"--args", "3"});
   c.back().fd3 = FdKind::kArgs;
@@ -763,6 +791,18 @@ class Fixture {
           break;
         case FdKind::kSeccomp: fd = MemfdWith(SeccompProgram({SCMP_SYS(mkdir), SCMP_SYS(mkdirat)}, EACCES)); break;
         case FdKind::kSeccomp2: fd = MemfdWith(SeccompProgram({SCMP_SYS(chroot)}, EPERM)); break;
+        case FdKind::kSeccompPrctlOnly:
+          fd = MemfdWith(SeccompProgram({SCMP_SYS(seccomp), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, ENOSYS));
+          break;
+        case FdKind::kSeccompNoPrctl:
+          fd = MemfdWith(
+              SeccompProgram({SCMP_SYS(prctl), SCMP_SYS(seccomp), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, EPERM));
+          break;
+        case FdKind::kSeccompNoExec:
+          fd = MemfdWith(
+              SeccompProgram({SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, EPERM));
+          break;
+        case FdKind::kSeccompInvalid: fd = MemfdWith(std::string(8, '\xff')); break;
         case FdKind::kData: fd = MemfdWith("hello from fd\n"); break;
         case FdKind::kArgs: {
           std::string data;

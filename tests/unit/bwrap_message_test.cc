@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "base/status.h"
+#include "cli/bwrap_args.h"
 #include "cli/bwrap_command.h"
 
 namespace cubicle::cli {
@@ -28,6 +29,13 @@ TEST(BwrapMessage, FilesystemMountsNameTheFilesystemAndTheStagingPath) {
   EXPECT_EQ(Message(EPERM, "mount(remount read-only)(/usr)"),
             "Can't remount readonly on /newroot/usr: Operation not permitted");
   EXPECT_EQ(Message(EPERM, "mount(root tmpfs)(/)"), "Can't mount tmpfs on /newroot: Operation not permitted");
+}
+
+// The supplied programs are loaded as bwrap loads them, and a failure is
+// worded as bwrap words it: its hint for EINVAL.
+TEST(BwrapMessage, SuppliedSeccompPrograms) {
+  EXPECT_EQ(Message(EPERM, "prctl(PR_SET_SECCOMP)"), "prctl(PR_SET_SECCOMP): Operation not permitted");
+  EXPECT_EQ(Message(EINVAL, "prctl(PR_SET_SECCOMP)"), kBwrapSeccompEinval);
 }
 
 // bwrap 0.11 names a failed overlay mount by its options (escaped), and
