@@ -102,6 +102,7 @@ enum class FdKind {
   kSeccompNoPrctl,  // refuses prctl too, and seccomp(2), sendto, sendmsg (EPERM)
   kSeccompNoExec,   // refuses execve and execveat, sendto, sendmsg (EPERM)
   kSeccompInvalid,  // 8 bytes that are no BPF program
+  kEmpty,           // an empty file
   kData,         // "hello from fd\n"
   kArgs,         // NUL-separated bwrap arguments (the case's args_file)
   kWorkspaceDir, // an O_PATH fd of the workspace directory
@@ -312,8 +313,16 @@ std::vector<Case> Cases() {
       Base({"--unshare-pid", "--as-pid-1", "--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
   c.back().fd3 = FdKind::kSeccompNoExec;
   c.back().fd4 = FdKind::kSeccomp2;
-  // A program the kernel refuses: bwrap's EINVAL hint.
+  // Programs the kernel refuses: bwrap's EINVAL hint.
+  add("err_seccomp_empty_program", Base({"--seccomp", "3"})).fd3 = FdKind::kEmpty;
   add("err_seccomp_invalid_program", Base({"--add-seccomp-fd", "3"})).fd3 = FdKind::kSeccompInvalid;
+  // bwrap closes an fd once it has read it: a second read of the same fd
+  // is "Bad file descriptor"; only the last --seccomp is read at all.
+  add("err_add_seccomp_fd_same_fd_twice", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "3"})).fd3 =
+      FdKind::kSeccomp;
+  add("seccomp_same_fd_twice", Base({"--seccomp", "3", "--seccomp", "3"})).fd3 = FdKind::kSeccomp;
+  c.back().both_output = {"Seccomp:\t2"};
+  add("err_file_same_fd_twice", Base({"--file", "3", "/a", "--file", "3", "/b"})).fd3 = FdKind::kData;
   // --- process
   add("args_fd", {"--args", "3"});
   c.back().fd3 = FdKind::kArgs;
@@ -803,6 +812,7 @@ class Fixture {
               SeccompProgram({SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, EPERM));
           break;
         case FdKind::kSeccompInvalid: fd = MemfdWith(std::string(8, '\xff')); break;
+        case FdKind::kEmpty: fd = MemfdWith(""); break;
         case FdKind::kData: fd = MemfdWith("hello from fd\n"); break;
         case FdKind::kArgs: {
           std::string data;

@@ -646,6 +646,10 @@ TEST_F(CoreCli, BwrapReportsWhatFailsUnderASuppliedSeccompProgram) {
     EXPECT_EQ(run.exit_code, 1) << as_pid_1;
     EXPECT_EQ(run.err, "bwrap: execvp true: Operation not permitted\n") << as_pid_1;
   }
+  // bwrap closes what it has read: the same fd twice is a closed fd.
+  run = RunBwrap("--add-seccomp-fd 3 --add-seccomp-fd 3", "true", second);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, "bwrap: Can't read seccomp data: Bad file descriptor\n");
 }
 
 // bwrap 0.11 resolves each overlay source on the host (a relative one from

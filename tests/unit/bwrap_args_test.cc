@@ -651,6 +651,50 @@ TEST(BwrapArgs, SeccompPrograms) {
             fake);
 }
 
+// bwrap closes each fd it reads: the same fd read twice is "Bad file
+// descriptor" the second time, whichever options read it, in the order
+// bwrap reads them: --args and --add-seccomp-fd as it parses, the data of
+// --file, --bind-data, --ro-bind-data as it makes the files, the last
+// --seccomp just before its exec (and earlier --seccomp fds not at all).
+TEST(BwrapArgs, EachFdIsReadOnceInBubblewrapsOrder) {
+  FakeHost fake;
+  fake.fds[3] = std::string(16, 'a');
+  fake.fds[4] = std::string(8, 'b');
+  ExpectDie({"--add-seccomp-fd", "3", "--add-seccomp-fd", "3", "true"}, "Can't read seccomp data: Bad file descriptor",
+            fake);
+  ExpectDie({"--file", "3", "/a", "--file", "3", "/b", "true"}, "Can't write data to file /b: Bad file descriptor",
+            fake);
+  ExpectDie({"--file", "3", "/a", "--add-seccomp-fd", "3", "true"}, "Can't write data to file /a: Bad file descriptor",
+            fake);
+  ExpectDie({"--seccomp", "3", "--ro-bind-data", "3", "/a", "true"}, "Can't read seccomp data: Bad file descriptor",
+            fake);
+  ExpectDie({"--args", "3", "--args", "3", "true"}, "Can't read --args data: Bad file descriptor", fake);
+  absl::StatusOr<BwrapInvocation> got = Parse({"--seccomp", "3", "--seccomp", "3", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.seccomp_programs, std::vector<std::string>{std::string(16, 'a')});
+  EXPECT_EQ(got->consumed_fds, std::vector<int>{3});
+  got = Parse({"--seccomp", "3", "--seccomp", "4", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{4}) << "fd 3 is never read, and the command's";
+  got = Parse({"--bind-data", "4", "/b", "--file", "3", "/a", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->spec.mounts.size(), 2u);
+  EXPECT_EQ(got->spec.mounts[0].data, std::string(8, 'b'));
+  EXPECT_EQ(got->spec.mounts[1].data, std::string(16, 'a'));
+}
+
+// Programs the kernel's prctl(PR_SET_SECCOMP) refuses with EINVAL (empty,
+// more than BPF_MAXINSNS instructions) get bwrap's words for that EINVAL.
+TEST(BwrapArgs, SeccompProgramsTheKernelRefuses) {
+  FakeHost fake;
+  fake.fds[3] = "";
+  fake.fds[4] = std::string(8 * 4097, 'x');
+  fake.fds[5] = std::string(8 * 4096, 'x');
+  ExpectDie({"--seccomp", "3", "true"}, kBwrapSeccompEinval, fake);
+  ExpectDie({"--add-seccomp-fd", "5", "--add-seccomp-fd", "4", "true"}, kBwrapSeccompEinval, fake);
+  EXPECT_TRUE(Parse({"--add-seccomp-fd", "5", "true"}, fake).ok());
+}
+
 TEST(BwrapArgs, Overlays) {
   absl::StatusOr<BwrapInvocation> got =
       Parse({"--overlay-src", "/a", "--overlay-src", "/b", "--ro-overlay", "/ro", "--overlay-src", "/c",
