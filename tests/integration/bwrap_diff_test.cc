@@ -557,7 +557,8 @@ std::vector<Case> Cases() {
   relative.expect = Expect::kDocumented;
   relative.documented_output = {"lower1\n"};
   // ... and a missing one is "Can't find source path".
-  Case& missing = add("doc_err_overlay_src_missing", Base({"--overlay-src", "/nonexistent-layer", "--tmp-overlay", "/ov"}));
+  Case& missing =
+      add("doc_err_overlay_src_missing", Base({"--overlay-src", "/nonexistent-layer", "--tmp-overlay", "/ov"}));
   missing.expect = Expect::kDocumented;
   missing.documented_status = 1;
   missing.documented_output = {"bwrap: Can't find source path /nonexistent-layer: No such file or directory"};
@@ -571,7 +572,8 @@ std::vector<Case> Cases() {
   // A failed overlay mount is named by its options; ELOOP is "Overlay
   // directories may not overlap" (bwrap 0.11's source: here the upper
   // layer is a lower one too).
-  Case& overlap = add("doc_err_overlay_overlap", Base({"--overlay-src", "@UPPER@", "--overlay", "@UPPER@", "@WORK@", "/ov"}));
+  Case& overlap =
+      add("doc_err_overlay_overlap", Base({"--overlay-src", "@UPPER@", "--overlay", "@UPPER@", "@WORK@", "/ov"}));
   overlap.expect = Expect::kDocumented;
   overlap.documented_status = 1;
   overlap.documented_output = {"bwrap: Can't make overlay mount on /newroot/ov with options upperdir=/oldroot/",

@@ -268,7 +268,8 @@ const HostProperty& OverlayfsInUserNamespace() {
                       work = absl::StrCat(base, "/work"), merged = absl::StrCat(base, "/merged");
     for (const std::string* dir : {&lower, &upper, &work, &merged}) ::mkdir(dir->c_str(), 0755);
     const std::string options = absl::StrCat("upperdir=", upper, ",workdir=", work, ",lowerdir=", lower, ",userxattr");
-    const std::string uid_map = absl::StrCat("0 ", ::getuid(), " 1\n"), gid_map = absl::StrCat("0 ", ::getgid(), " 1\n");
+    const std::string uid_map = absl::StrCat("0 ", ::getuid(), " 1\n");
+    const std::string gid_map = absl::StrCat("0 ", ::getgid(), " 1\n");
     constexpr int kNoUserNamespace = 200;
     pid_t pid = ::fork();
     if (pid == 0) {
