@@ -227,6 +227,7 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
     out.action = BwrapInvocation::Action::kUsage;
     return out;
   }
+  CUBICLE_RETURN_IF_ERROR(bwrap::ReadSetupFds(host, &out, &o));
   CUBICLE_RETURN_IF_ERROR(BuildSpec(o, host, userns, &out));
   return out;
 }

@@ -79,6 +79,12 @@ std::string BwrapUsage(const std::string& argv0);
 
 inline constexpr char kBwrapVersion[] = "bubblewrap 0.11.0";
 
+// bwrap's words for prctl(PR_SET_SECCOMP)'s EINVAL: a program the kernel
+// will not take (empty, too long, not valid BPF).
+inline constexpr char kBwrapSeccompEinval[] =
+    "Unable to set up system call filtering as requested: prctl(PR_SET_SECCOMP) reported EINVAL. (Hint: this "
+    "requires a kernel configured with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER.)";
+
 // The environment variable of the opt-in above; never passed on to the
 // command. Outside the argv on purpose: the argv stays bwrap's.
 inline constexpr char kHostRootEnv[] = "CUBICLE_BWRAP_HOST_ROOT";

@@ -35,6 +35,7 @@
 #include "cli/forwarded_signals.h"
 #include "cli/parent_death.h"
 #include "namespaces/selinux.h"
+#include "rootfs/builder.h"
 #include "runtime/launcher.h"
 #include "runtime/zygote.h"
 
@@ -131,22 +132,41 @@ BwrapHost CurrentHost() {
   return host;
 }
 
-// bwrap resolves bind sources on the host before it makes anything
-// (realpath), so a missing one is an error naming it, and a symlinked one
-// binds its target.
-absl::Status ResolveBindSources(runtime::SandboxSpec* spec) {
+// bwrap's realpath of a host source: relative to the caller's working
+// directory, symlinks followed; a missing one is an error naming it as
+// given. False for a missing path that `may_be_missing` (--bind-try).
+absl::StatusOr<bool> ResolveHostPath(std::string* path, bool may_be_missing = false) {
+  char real[PATH_MAX];
+  if (::realpath(path->c_str(), real) == nullptr) {
+    const int err = errno;
+    if (may_be_missing && err == ENOENT) return false;
+    return absl::NotFoundError(absl::StrCat("Can't find source path ", *path, ": ", std::strerror(err)));
+  }
+  *path = real;
+  return true;
+}
+
+// bwrap resolves bind and overlay sources on the host before it makes
+// anything, so a missing one is an error naming it, and a symlinked one
+// mounts its target.
+absl::Status ResolveHostSources(runtime::SandboxSpec* spec) {
   rootfs::MountPlan resolved;
   for (rootfs::MountOp& op : spec->mounts) {
     // A --bind-fd source (/proc/self/fd/N) resolves to the fd's path, as in
     // bwrap: a mount of the caller's namespace cannot be cloned from the
     // sandbox's, and a rootless caller cannot clone it on the host.
     if (op.kind == rootfs::MountKind::kBind && op.bwrap_style) {
-      char real[PATH_MAX];
-      if (::realpath(op.source.c_str(), real) == nullptr) {
-        if (op.optional && errno == ENOENT) continue;
-        return absl::NotFoundError(absl::StrCat("Can't find source path ", op.source, ": ", std::strerror(errno)));
+      CUBICLE_ASSIGN_OR_RETURN(bool found, ResolveHostPath(&op.source, op.optional));
+      if (!found) continue;
+    }
+    if (op.kind == rootfs::MountKind::kOverlay && op.bwrap_style) {
+      // In bwrap's order: RWSRC, WORKDIR, then the sources top down.
+      for (std::string* path : {&op.upper, &op.work}) {
+        if (!path->empty()) CUBICLE_RETURN_IF_ERROR(ResolveHostPath(path).status());
       }
-      op.source = real;
+      for (auto layer = op.lower.rbegin(); layer != op.lower.rend(); ++layer) {
+        CUBICLE_RETURN_IF_ERROR(ResolveHostPath(&*layer).status());
+      }
     }
     resolved.push_back(std::move(op));
   }
@@ -298,12 +318,29 @@ absl::StatusOr<runtime::ExecResult> RunCommand(std::unique_ptr<runtime::Zygote>&
   return result;
 }
 
+// bwrap 0.11's words for a failed overlay mount: its options (rebuilt from
+// the spec, as the sandbox made them) and, for ELOOP, what it means. None
+// when `dest` is not one overlay's alone.
+std::optional<std::string> OverlayMountMessage(const runtime::SandboxSpec& spec, const std::string& dest,
+                                               const std::string& errno_name, const std::string& reason) {
+  const rootfs::PreparedPlan prepared = rootfs::Prepare(spec.mounts, false, true, true);
+  const rootfs::PreparedOp* overlay = nullptr;
+  for (const rootfs::PreparedOp& op : prepared.ops) {
+    if (op.kind != rootfs::MountKind::kOverlay || op.dest != dest) continue;
+    if (overlay != nullptr) return std::nullopt;
+    overlay = &op;
+  }
+  if (overlay == nullptr) return std::nullopt;
+  return absl::StrCat("Can't make overlay mount on /newroot", dest, " with options ", overlay->tmpfs_options, ": ",
+                      errno_name == "ELOOP" ? "Overlay directories may not overlap" : reason);
+}
+
 }  // namespace
 
 // A launcher setup error in bwrap's words: "execvp foo: No such file or
 // directory", "Can't chdir to /x: ...". The launcher's own message is
 // "step(detail): ENAME: strerror".
-std::string BwrapMessage(const absl::Status& status) {
+std::string BwrapMessage(const absl::Status& status, const runtime::SandboxSpec* spec) {
   std::string message(status.message());
   size_t last = message.rfind(": ");
   if (last == std::string::npos) return message;
@@ -319,6 +356,9 @@ std::string BwrapMessage(const absl::Status& status) {
   std::string detail = open != std::string::npos && step_text.back() == ')'
                            ? step_text.substr(last_open + 1, step_text.size() - last_open - 2)
                            : "";
+  if (step_text.rfind("mount(overlay)(", 0) == 0 && spec != nullptr) {
+    if (std::optional<std::string> text = OverlayMountMessage(*spec, detail, errno_name, reason)) return *text;
+  }
   if (step == "mount" && last_open != open) {
     // bwrap names the filesystem and the path under its staging root
     // ("Can't mount proc on /newroot/proc").
@@ -365,6 +405,9 @@ std::string BwrapMessage(const absl::Status& status) {
     return absl::StrCat("Joining specified user namespace failed: ", reason);
   }
   if (step == "join pid namespace") return absl::StrCat("Setting pidns failed: ", reason);
+  // A supplied seccomp program the kernel refused: bwrap's words, whose
+  // hint names the kernel's configuration.
+  if (step_text == "prctl(PR_SET_SECCOMP)" && errno_name == "EINVAL") return kBwrapSeccompEinval;
   if (step == "clone into the joined pid namespace") return absl::StrCat("Can't fork for --pidns: ", reason);
   if (step == "join user namespace after setup") return absl::StrCat("Setting userns2 failed: ", reason);
   for (const Phrase& p : kPhrases) {
@@ -391,7 +434,7 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
     if (!st.ok()) return report.Fail(BwrapMessage(st));
   }
   runtime::SandboxSpec& spec = inv.spec;
-  if (absl::Status st = ResolveBindSources(&spec); !st.ok()) return report.Fail(st.message());
+  if (absl::Status st = ResolveHostSources(&spec); !st.ok()) return report.Fail(st.message());
   if (absl::Status st = runtime::ValidateSpec(spec); !st.ok()) return report.Fail(st.message());
 
   // Termination signals go to the sandbox (bwrap's monitor dies with them
@@ -405,7 +448,7 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   runtime::ZygoteOptions options;
   options.wait_until_ready = !inv.lock_files.empty();
   absl::StatusOr<std::unique_ptr<runtime::Zygote>> zygote = runtime::Zygote::Create(spec, options);
-  if (!zygote.ok()) return report.Fail(BwrapMessage(zygote.status()));
+  if (!zygote.ok()) return report.Fail(BwrapMessage(zygote.status(), &spec));
   const pid_t pid = (*zygote)->init_pid();
   if (absl::Status st = WriteNamespaceInfo(inv, pid); !st.ok()) return report.Fail(st.message());
   // With --as-pid-1 the command alone holds --sync-fd (it has its copy
@@ -417,7 +460,9 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0) {
   if (inv.block_fd) WaitForByte(*inv.block_fd);
   absl::StatusOr<runtime::ExecResult> result = RunCommand(*zygote, spec, signals.fd());
   if (!result.ok()) return report.Fail(BwrapMessage(result.status()));
-  if (result->reason == runtime::ExitReason::kSetupFailed) return report.Fail(BwrapMessage(result->setup_error));
+  if (result->reason == runtime::ExitReason::kSetupFailed) {
+    return report.Fail(BwrapMessage(result->setup_error, &spec));
+  }
   const int status = StatusOf(*result);
   if (inv.json_status_fd) {
     WriteAll(*inv.json_status_fd, absl::StrCat("{ \"exit-code\": ", status, " }\n"));

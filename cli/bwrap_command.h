@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "runtime/spec.h"
 
 namespace cubicle::cli {
 
@@ -18,6 +19,8 @@ int RunBwrap(const std::vector<std::string>& args, const std::string& argv0);
 // mount "mount(fs)(detail): ...") in bwrap's words, without the "bwrap: "
 // prefix: "execvp foo: No such file or directory", "Can't mount proc on
 // /newroot/proc: Operation not permitted". Other messages pass unchanged.
-std::string BwrapMessage(const absl::Status& status);
+// With the sandbox's `spec`, a failed overlay mount is named by its mount
+// options, as bwrap 0.11 names it.
+std::string BwrapMessage(const absl::Status& status, const runtime::SandboxSpec* spec = nullptr);
 
 }  // namespace cubicle::cli

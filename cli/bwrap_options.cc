@@ -4,6 +4,8 @@
 // (cli/bwrap_args.cc), before anything is made, as bwrap does.
 #include "cli/bwrap_options.h"
 
+#include <linux/filter.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -16,7 +18,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/status.h"
 
 namespace cubicle::cli::bwrap {
@@ -149,11 +150,17 @@ absl::StatusOr<int> OptionFd(ReadState& s, const std::string& text, FdFate fate 
   return fd;
 }
 
-absl::StatusOr<std::string> ReadFd(ReadState& s, int fd, absl::string_view what) {
-  if (!s.host.read_fd) return Die(absl::StrCat(what, ": Bad file descriptor"));
-  absl::StatusOr<std::string> data = s.host.read_fd(fd);
+// Reads an fd to its end, once: bwrap closes what it has read.
+absl::StatusOr<std::string> ReadFdOnce(const BwrapHost& host, Options& o, int fd, absl::string_view what) {
+  if (!host.read_fd || o.read_fds.count(fd) != 0) return Die(absl::StrCat(what, ": Bad file descriptor"));
+  absl::StatusOr<std::string> data = host.read_fd(fd);
   if (!data.ok()) return Die(absl::StrCat(what, ": ", data.status().message()));
+  o.read_fds.insert(fd);
   return data;
+}
+
+absl::StatusOr<std::string> ReadFd(ReadState& s, int fd, absl::string_view what) {
+  return ReadFdOnce(s.host, s.o, fd, what);
 }
 
 // --perms and --size bind to the very next option that is not the other
@@ -346,16 +353,16 @@ absl::Status Dir(ReadState& s, const std::string& option, Values v) {
   return AddOp(s, std::move(op));
 }
 
-// --file, --bind-data, --ro-bind-data: the fd's contents, read now.
+// --file, --bind-data, --ro-bind-data: the fd's contents, read once the
+// argv is accepted (ReadSetupFds).
 absl::Status Data(ReadState& s, const std::string& option, Values v) {
   const bool file = option == "--file";
   CUBICLE_ASSIGN_OR_RETURN(int fd, OptionFd(s, v[0]));
   CUBICLE_ASSIGN_OR_RETURN(MountOp op, NewOp(file ? MountKind::kFile : MountKind::kBindData, v[1], option));
-  CUBICLE_ASSIGN_OR_RETURN(op.data, ReadFd(s, fd, absl::StrCat("Can't write data to file ", v[1])));
-  s.out->consumed_fds.push_back(fd);
   op.readonly = option == "--ro-bind-data";
   op.mode = TakePerms(s).value_or(file ? 0666 : 0600);
   op.parent_mode = BwrapParentMode(op.mode);
+  s.o.pending_data.push_back({s.o.mounts.size(), fd, absl::StrCat("Can't write data to file ", v[1])});
   return AddOp(s, std::move(op));
 }
 
@@ -415,8 +422,7 @@ absl::Status Overlay(ReadState& s, const std::string& option, Values v) {
     return Die(absl::StrCat(option, " requires at least ", min_sources == 2 ? "two" : "one", " --overlay-src"));
   }
   CUBICLE_ASSIGN_OR_RETURN(MountOp op, NewOp(MountKind::kOverlay, v.back(), option));
-  op.source = absl::StrJoin(s.o.overlay_sources, "\n");
-  s.o.overlay_sources.clear();
+  op.lower = std::exchange(s.o.overlay_sources, {});
   if (option == "--overlay") {
     op.upper = v[0];
     op.work = v[1];
@@ -436,18 +442,29 @@ absl::Status Label(ReadState& s, const std::string& option, Values v) {
   return absl::OkStatus();
 }
 
-// --seccomp, --add-seccomp-fd: a compiled BPF program, read now.
+// A compiled BPF program's size, as bwrap checks it when it reads one.
+absl::Status CheckSeccompData(const std::string& program) {
+  if (program.size() % sizeof(struct sock_filter) != 0) return Die("Invalid seccomp data, must be multiple of 8");
+  return absl::OkStatus();
+}
+
+// --add-seccomp-fd: a compiled BPF program, read now, as bwrap does.
+// --seccomp: only the last one counts, and bwrap reads it last of all
+// (ReadSetupFds); the fds of earlier ones are left to the command.
 absl::Status Seccomp(ReadState& s, const std::string& option, Values v) {
-  CUBICLE_ASSIGN_OR_RETURN(int fd, OptionFd(s, v[0]));
   const bool add = option == "--add-seccomp-fd";
+  CUBICLE_ASSIGN_OR_RETURN(int fd, add ? OptionFd(s, v[0]) : ParseFd(v[0]));
   if (add && s.o.seccomp_given) return Die("--add-seccomp-fd cannot be combined with --seccomp");
   if (!add && s.o.add_seccomp_given) return Die("--seccomp cannot be combined with --add-seccomp-fd");
-  CUBICLE_ASSIGN_OR_RETURN(std::string program, ReadFd(s, fd, "Can't read seccomp data"));
-  if (program.size() % 8 != 0) return Die("Invalid seccomp data, must be multiple of 8");
-  s.out->consumed_fds.push_back(fd);
-  if (!add) s.o.seccomp_programs.clear();  // bwrap: only the last --seccomp counts
-  s.o.seccomp_programs.push_back(std::move(program));
   (add ? s.o.add_seccomp_given : s.o.seccomp_given) = true;
+  if (!add) {
+    s.o.seccomp_fd = fd;
+    return absl::OkStatus();
+  }
+  CUBICLE_ASSIGN_OR_RETURN(std::string program, ReadFd(s, fd, "Can't read seccomp data"));
+  CUBICLE_RETURN_IF_ERROR(CheckSeccompData(program));
+  s.out->consumed_fds.push_back(fd);
+  s.o.seccomp_programs.push_back(std::move(program));
   return absl::OkStatus();
 }
 
@@ -611,6 +628,27 @@ absl::Status ReadOptions(const std::vector<std::string>& args, const BwrapHost& 
   UnsetEnv(&options->env, kHostRootEnv);  // cubicle's switch, not the command's (--setenv may still set it)
   ReadState state{host, out, *options, {}, args.size()};
   return ReadArgv(state, args, /*in_file=*/false);
+}
+
+absl::Status ReadSetupFds(const BwrapHost& host, BwrapInvocation* out, Options* options) {
+  Options& o = *options;
+  for (const Options::PendingData& pending : o.pending_data) {
+    CUBICLE_ASSIGN_OR_RETURN(o.mounts[pending.op].data, ReadFdOnce(host, o, pending.fd, pending.what));
+    out->consumed_fds.push_back(pending.fd);
+  }
+  if (o.seccomp_fd.has_value()) {
+    out->option_fds.push_back(*o.seccomp_fd);
+    CUBICLE_ASSIGN_OR_RETURN(std::string program, ReadFdOnce(host, o, *o.seccomp_fd, "Can't read seccomp data"));
+    CUBICLE_RETURN_IF_ERROR(CheckSeccompData(program));
+    out->consumed_fds.push_back(*o.seccomp_fd);
+    o.seccomp_programs.push_back(std::move(program));
+  }
+  // bwrap hands each program to prctl as it is; the kernel refuses an empty
+  // one, or one longer than it takes, with EINVAL, which bwrap words so.
+  for (const std::string& program : o.seccomp_programs) {
+    if (program.empty() || program.size() / sizeof(struct sock_filter) > BPF_MAXINSNS) return Die(kBwrapSeccompEinval);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Die(absl::string_view message) { return absl::InvalidArgumentError(message); }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct Options {
   std::vector<std::string> lock_files;
   std::optional<int> userns_fd, userns2_fd, pidns_fd;
   bool seccomp_given = false, add_seccomp_given = false;
+  std::optional<int> seccomp_fd;  // the last --seccomp's: read last (ReadSetupFds)
   std::vector<std::string> seccomp_programs;
   bool caps_used = false;
   uint64_t caps = 0;  // root's effective set, or none, as --cap-add/--cap-drop leave it
@@ -41,6 +43,17 @@ struct Options {
   std::optional<uint64_t> next_size;
   std::vector<std::string> env;  // the caller's, as --clearenv/--setenv/--unsetenv leave it
   std::vector<std::string> command;
+  // The fds read to their end so far: bwrap closes each once read, so a
+  // second read of one is its "Bad file descriptor".
+  std::set<int> read_fds;
+  // --file, --bind-data, --ro-bind-data: the data of mounts[op], read
+  // when bwrap reads it, as it makes the file (ReadSetupFds).
+  struct PendingData {
+    size_t op;
+    int fd;
+    std::string what;  // bwrap's message for a failed read
+  };
+  std::vector<PendingData> pending_data;
 };
 
 // Reads `args` (and the --args files they name) into `options`; stops at the
@@ -49,6 +62,13 @@ struct Options {
 // Fails with bwrap's message for the first option that is wrong on its own.
 absl::Status ReadOptions(const std::vector<std::string>& args, const BwrapHost& host, BwrapInvocation* out,
                          Options* options);
+
+// Reads the fds bwrap reads only once the argv is accepted, in bwrap's
+// order: the data of --file, --bind-data and --ro-bind-data (as it makes
+// each file), then the last --seccomp's program (just before its exec).
+// Then every program is checked as the kernel will (bwrap's EINVAL from
+// prctl). Call after the conflicts are rejected.
+absl::Status ReadSetupFds(const BwrapHost& host, BwrapInvocation* out, Options* options);
 
 // How many capabilities bwrap knows by name (CAP_CHOWN .. CAP_CHECKPOINT_RESTORE).
 inline constexpr size_t kKnownCapCount = 41;

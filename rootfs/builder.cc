@@ -558,26 +558,57 @@ bool ApplyBindData(const PreparedPlan& plan, int root_fd, const PreparedOp& op, 
   return ok;
 }
 
-// overlayfs, its layers named by host paths (under /oldroot); a
-// --tmp-overlay's upper and work directories live on a tmpfs of their own
-// in the staging root.
-bool ApplyOverlay(int root_fd, const PreparedOp& op, ChildError* error) {
-  if (!op.staging_path.empty()) {
-    if (::mkdir(op.staging_path.c_str(), 0700) != 0) return child::Fail(error, "mkdir", op.staging_path.c_str(), errno);
-    if (::mount("tmpfs", op.staging_path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) {
-      return child::Fail(error, "mount(overlay tmpfs)", op.dest.c_str(), errno);
-    }
-    char sub[PATH_MAX];
-    for (const char* name : {"/upper", "/work"}) {
-      size_t n = child::CopyString(sub, sizeof(sub), op.staging_path.c_str());
-      child::CopyString(sub + n, sizeof(sub) - n, name);
-      if (::mkdir(sub, 0755) != 0) return child::Fail(error, "mkdir", sub, errno);
+// overlayfs with more layers than mount(2)'s page of options holds: the
+// new mount API takes them one by one (lowerdir+, Linux 6.8), unescaped.
+bool MountOverlayLayerByLayer(const PreparedPlan& plan, int dest_fd, const PreparedOp& op, unsigned int attrs,
+                              ChildError* error) {
+  const char* dest = op.dest.c_str();
+  if (!plan.new_mount_api) return child::Fail(error, "mount(overlay)", dest, E2BIG);
+  ScopedFd fs(::fsopen("overlay", FSOPEN_CLOEXEC));
+  if (fs.fd < 0) return child::Fail(error, "mount(overlay)", dest, errno);
+  auto set = [&](const char* key, const char* value) {
+    return ::fsconfig(fs.fd, FSCONFIG_SET_STRING, key, value, 0) == 0;
+  };
+  if (!set("source", "overlay")) return child::Fail(error, "mount(overlay)", dest, errno);
+  for (const std::string& layer : op.overlay_lower) {
+    if (set("lowerdir+", layer.c_str())) continue;
+    // A kernel before 6.8 knows no lowerdir+: the layers are too many for it.
+    const int err = errno == EINVAL && &layer == &op.overlay_lower.front() ? E2BIG : errno;
+    return child::Fail(error, "mount(overlay)", dest, err);
+  }
+  const bool ok = (op.overlay_upper.empty() ||
+                   (set("upperdir", op.overlay_upper.c_str()) && set("workdir", op.overlay_work.c_str()))) &&
+                  ::fsconfig(fs.fd, FSCONFIG_SET_FLAG, "userxattr", nullptr, 0) == 0 &&
+                  ::fsconfig(fs.fd, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) == 0;
+  if (!ok) return child::Fail(error, "mount(overlay)", dest, errno);
+  ScopedFd mnt(::fsmount(fs.fd, FSMOUNT_CLOEXEC, attrs));
+  if (mnt.fd < 0) return child::Fail(error, "mount(overlay)", dest, errno);
+  if (::move_mount(mnt.fd, "", dest_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+    return child::Fail(error, "move_mount", dest, errno);
+  }
+  return true;
+}
+
+// overlayfs as bwrap 0.11 mounts it: mount(2), its layers named by host
+// paths (under /oldroot) in escaped options, and for bwrap's own ops no
+// flags at all (a --ro-overlay is read-only for want of an upper layer).
+// A --tmp-overlay's upper and work directories are on the staging root,
+// where bwrap has them, by the same names.
+bool ApplyOverlay(const PreparedPlan& plan, int root_fd, const PreparedOp& op, ChildError* error) {
+  if (op.op->upper.empty() && !op.op->readonly) {
+    for (const std::string* dir : {&op.overlay_upper, &op.overlay_work}) {
+      if (::mkdir(dir->c_str(), 0755) != 0) return child::Fail(error, "mkdir", dir->c_str(), errno);
     }
   }
   ScopedFd dir(MakeDirs(root_fd, op.dest_relative.c_str(), 0755, op.dest.c_str(), error));
   if (dir.fd < 0) return false;
-  unsigned long flags = MS_NOSUID | MS_NODEV | (op.op->readonly ? MS_RDONLY : 0);
-  return MountFs("overlay", dir.fd, flags, op.tmpfs_options.c_str(), op.dest.c_str(), error);
+  const bool bwrap = op.op->bwrap_style, readonly = op.op->readonly;
+  if (op.tmpfs_options.size() < kMountOptionsMax) {
+    const unsigned long flags = bwrap ? 0 : MS_NOSUID | MS_NODEV | (readonly ? MS_RDONLY : 0);
+    return MountFs("overlay", dir.fd, flags, op.tmpfs_options.c_str(), op.dest.c_str(), error);
+  }
+  const unsigned int attrs = bwrap ? 0 : MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
+  return MountOverlayLayerByLayer(plan, dir.fd, op, attrs, error);
 }
 
 bool ApplyOp(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildReport* report,
@@ -625,9 +656,35 @@ bool ApplyOp(const PreparedPlan& plan, int root_fd, const PreparedOp& op, BuildR
     case MountKind::kBindData:
       return ApplyBindData(plan, root_fd, op, error);
     case MountKind::kOverlay:
-      return ApplyOverlay(root_fd, op, error);
+      return ApplyOverlay(plan, root_fd, op, error);
   }
   return child::Fail(error, "mount plan", "unknown operation", EINVAL);
+}
+
+// overlayfs stacks its lower layers top first; bwrap's --overlay-src
+// order is bottom first. mount(2)'s options in bwrap's order and
+// escaping; fsconfig's layers (where those do not fit a page): lowerdir+
+// as is, upperdir and workdir escaped (the kernel unescapes those). A
+// --tmp-overlay's directories are named as bwrap names them (with no
+// character to escape).
+void PrepareOverlay(const MountOp& op, int tmp_index, PreparedOp* p) {
+  if (!op.upper.empty()) {
+    p->overlay_upper = EscapeOverlayPath(absl::StrCat(kOldRoot, op.upper));
+    p->overlay_work = EscapeOverlayPath(absl::StrCat(kOldRoot, op.work));
+  } else if (!op.readonly) {
+    p->overlay_upper = absl::StrCat("/tmp-overlay-upper-", tmp_index);
+    p->overlay_work = absl::StrCat("/tmp-overlay-work-", tmp_index);
+  }
+  std::vector<std::string> escaped;
+  for (auto layer = op.lower.rbegin(); layer != op.lower.rend(); ++layer) {
+    p->overlay_lower.push_back(absl::StrCat(kOldRoot, *layer));
+    escaped.push_back(EscapeOverlayPath(p->overlay_lower.back()));
+  }
+  p->tmpfs_options.clear();
+  if (!p->overlay_upper.empty()) {
+    absl::StrAppend(&p->tmpfs_options, "upperdir=", p->overlay_upper, ",workdir=", p->overlay_work, ",");
+  }
+  absl::StrAppend(&p->tmpfs_options, "lowerdir=", absl::StrJoin(escaped, ":"), ",userxattr");
 }
 
 }  // namespace
@@ -639,6 +696,7 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
   out.new_mount_api = new_mount_api;
   out.ops.reserve(plan.size());
   uint64_t staging_bytes = 64 * 1024;
+  int tmp_overlays = 0;
   for (const MountOp& op : plan) {
     PreparedOp p{.kind = op.kind, .op = &op};
     p.dest = op.dest;
@@ -656,20 +714,8 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
       staging_bytes += op.data.size() + 4096;
     }
     if (op.kind == MountKind::kOverlay) {
-      // overlayfs stacks lowerdir left over right; bubblewrap's later
-      // --overlay-src layers go on top.
-      std::vector<std::string> lowers;
-      for (absl::string_view layer : absl::StrSplit(op.source, '\n')) {
-        lowers.insert(lowers.begin(), absl::StrCat(kOldRoot, layer));
-      }
-      p.tmpfs_options = absl::StrCat("lowerdir=", absl::StrJoin(lowers, ":"));
-      if (!op.upper.empty()) {
-        absl::StrAppend(&p.tmpfs_options, ",upperdir=", kOldRoot, op.upper, ",workdir=", kOldRoot, op.work);
-      } else if (!op.readonly) {
-        p.staging_path = absl::StrCat("/overlay-", out.ops.size());
-        absl::StrAppend(&p.tmpfs_options, ",upperdir=", p.staging_path, "/upper,workdir=", p.staging_path, "/work");
-      }
-      absl::StrAppend(&p.tmpfs_options, ",userxattr");
+      PrepareOverlay(op, tmp_overlays, &p);
+      if (op.upper.empty() && !op.readonly) ++tmp_overlays;
     }
     if (op.kind == MountKind::kTmpfs) {
       char octal[16];  // tmpfs wants mode= in octal
@@ -684,7 +730,19 @@ PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_a
     }
     out.ops.push_back(std::move(p));
   }
-  out.staging_options = absl::StrCat("mode=0700,size=", staging_bytes);
+  // A --tmp-overlay's writes go to the staging root, unbounded there as
+  // on bwrap's.
+  out.staging_options = tmp_overlays > 0 ? "mode=0700" : absl::StrCat("mode=0700,size=", staging_bytes);
+  return out;
+}
+
+std::string EscapeOverlayPath(const std::string& path) {
+  std::string out;
+  out.reserve(path.size());
+  for (char c : path) {
+    if (c == '\\' || c == ',' || c == ':') out.push_back('\\');
+    out.push_back(c);
+  }
   return out;
 }
 

@@ -20,8 +20,14 @@ struct PreparedOp {
   std::string dest_relative;  // dest without its leading '/'
   std::string parent_relative;
   std::string base_name;
-  std::string tmpfs_options;  // kTmpfs, kDev: "mode=...,size=..."; kOverlay: the overlayfs options
-  std::string staging_path;   // kBindData: its file, kOverlay (tmp): its tmpfs, in the staging root
+  std::string tmpfs_options;  // kTmpfs, kDev: "mode=...,size=..."; kOverlay: mount(2)'s options
+  std::string staging_path;   // kBindData: its file, in the staging root
+  // kOverlay: its layers as the child reaches them (host paths under
+  // /oldroot; a --tmp-overlay's upper and work directories on the staging
+  // root), unescaped, the top lower layer first; for the new mount API,
+  // where the options do not fit mount(2)'s page.
+  std::vector<std::string> overlay_lower;
+  std::string overlay_upper, overlay_work;
   const MountOp* op;          // points into the plan Prepare() was given
   int tree_fd = -1;           // kBind: a detached mount prepared on the host, attached as is
   // kBind: a detached clone of the source made by the launcher on the host,
@@ -50,6 +56,14 @@ struct PreparedPlan {
 
 // `plan` must outlive the result and must have passed ValidatePlan().
 PreparedPlan Prepare(const MountPlan& plan, bool readonly_root, bool new_mount_api, bool openat2);
+
+// A path as an overlayfs option value of mount(2): '\\', ',' and ':' (which
+// split options and layers) each behind a backslash, as bwrap escapes them.
+std::string EscapeOverlayPath(const std::string& path);
+
+// The most mount(2) takes as options: one page, NUL included; the kernel
+// cuts off what is longer.
+inline constexpr size_t kMountOptionsMax = 4096;
 
 struct BuildReport {
   bool proc_fallback = false;  // a host /proc was bound read-only instead of a new procfs

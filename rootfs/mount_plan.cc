@@ -91,16 +91,22 @@ absl::Status ValidatePlan(const MountPlan& plan) {
         }
         break;
       case MountKind::kOverlay: {
-        std::vector<std::string> paths = absl::StrSplit(op.source, '\n');
-        if (!op.upper.empty() || !op.work.empty()) {
+        if (op.lower.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat("overlay at '", op.dest, "': no lower layer"));
+        }
+        if (op.upper.empty() != op.work.empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("overlay at '", op.dest, "': an upper layer needs a work directory, and only it"));
+        }
+        std::vector<std::string> paths = op.lower;
+        if (!op.upper.empty()) {
           paths.push_back(op.upper);
           paths.push_back(op.work);
         }
         for (const std::string& path : paths) {
-          // overlayfs options are split on ',' and layers on ':'.
-          if (path.empty() || path.front() != '/' || path.find_first_of(",:") != std::string::npos) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "overlay layer '", path, "': must be an absolute host path without ',' or ':'"));
+          if (path.empty() || path.front() != '/' || path.find('\0') != std::string::npos) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("overlay layer '", path, "': must be an absolute host path"));
           }
           struct stat st;
           if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("overlay layer ", path));

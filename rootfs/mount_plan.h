@@ -25,8 +25,8 @@ enum class MountKind {
   kMqueue,     // a new POSIX message-queue filesystem
   kChmod,      // set `mode` on the existing `dest` (bwrap --chmod)
   kBindData,   // a file holding `data` with `mode`, bind-mounted at `dest`; `readonly` applies
-  kOverlay,    // overlayfs at `dest`: `source` is the lower dirs (host paths) joined by '\n',
-               // `upper`/`work` host dirs, or both empty with `readonly` unset: a tmpfs upper
+  kOverlay,    // overlayfs at `dest` of the `lower` host dirs; `upper`/`work` host dirs, or both
+               // empty with `readonly` unset: an upper on the staging tmpfs, which no one sees
 };
 
 absl::string_view MountKindName(MountKind kind);
@@ -56,12 +56,16 @@ struct MountOp {
   // Set on every op of bubblewrap's parser. It changes what is made for
   // kProc, kDev (exactly bubblewrap's: its /proc covers, and with source
   // "/proc" the host's procfs bound read-write; its /dev, where /dev/shm is
-  // a plain directory; not cubicle's stricter masks), kMqueue and
-  // kRemountRo (bwrap's flags), and lets a kBind replace "/". Other kinds
-  // are made the same either way.
+  // a plain directory; not cubicle's stricter masks), kMqueue, kOverlay
+  // and kRemountRo (bwrap's flags), and lets a kBind replace "/". Other
+  // kinds are made the same either way.
   bool bwrap_style = false;
-  std::string upper;  // kOverlay
-  std::string work;   // kOverlay
+  // kOverlay: absolute host paths, any bytes but NUL (the builder escapes
+  // what overlayfs's options would split on). The bottom layer first, as
+  // bwrap's --overlay-src order has them.
+  std::vector<std::string> lower;
+  std::string upper;
+  std::string work;
   // kTmpfs, kDev: the SELinux context of every file on the tmpfs (bwrap
   // --file-label: a `context=` mount option). Empty: none.
   std::string selinux_context;

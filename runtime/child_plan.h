@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/child_error.h"
 #include "namespaces/capabilities.h"
 #include "namespaces/exec_request.h"
 #include "namespaces/prefault.h"
@@ -84,6 +85,16 @@ struct ChildSystem {
   bool init_new_session = false;  // SandboxSpec::init_new_session (not with --as-pid-1)
 };
 
+// The payload's setup error, left in memory the launcher shares with the
+// sandbox (MAP_SHARED, made before clone) rather than sent: once a supplied
+// seccomp program is in place, the payload may be refused every syscall
+// that could carry a report, but not a store to memory. The launcher reads
+// it when the payload's own report did not come.
+struct LateReport {
+  ChildError error;
+  int32_t written;  // 1 once `error` is whole (release; the launcher acquires)
+};
+
 // The payload's hygiene (DESIGN §4.5) and the request-independent parts of
 // its exec.
 struct PayloadHygienePlan {
@@ -95,6 +106,7 @@ struct PayloadHygienePlan {
   bool keep_capabilities = false;  // bwrap's kept set instead of dropping all
   namespaces::KeptCapabilities capabilities;
   std::vector<sock_fprog> extra_seccomp;  // bwrap --seccomp: loaded last
+  LateReport* late_report = nullptr;      // with extra_seccomp: see LateReport
   std::string argv0;                      // bwrap --argv0
   std::string exec_label;                 // bwrap --exec-label
   std::vector<int> inherited_fds;         // kept at their numbers (bwrap's inherited fds)

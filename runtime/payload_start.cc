@@ -105,12 +105,21 @@ bool LabelExec(const PayloadHygienePlan& hygiene, const char* file, ChildError* 
   return labelled || child::Fail(e, "label_exec", file, saved);
 }
 
+// A failure once a supplied seccomp program is in place: it goes into the
+// launcher's shared page first (LateReport), since that program may refuse
+// the send of the report that follows.
+void LeaveLateReport(const PayloadHygienePlan& hygiene, const ChildError& error) {
+  if (hygiene.late_report == nullptr) return;
+  hygiene.late_report->error = error;
+  __atomic_store_n(&hygiene.late_report->written, 1, __ATOMIC_RELEASE);
+}
+
 // The request's part, once the hygiene and the stdio are done: cwd,
 // "executing", the supplied seccomp programs (last: they may forbid what
-// this needs), execve. Returns only on failure. With `exec_stamp` (an
-// armed payload's: a page the launcher reads, kStamp*), "executing"
-// is its timestamp written there, not a message: the launcher is not woken
-// while the payload execs.
+// this needs; loaded as bwrap loads them), execve. Returns only on
+// failure. With `exec_stamp` (an armed payload's: a page the launcher
+// reads, kStamp*), "executing" is its timestamp written there, not a
+// message: the launcher is not woken while the payload execs.
 void ExecTheRequest(const PayloadHygienePlan& hygiene, ExecRequestView& request, int control, ControlMessage& msg,
                     int64_t* exec_stamp) {
   ChildError* e = &msg.error;
@@ -123,9 +132,9 @@ void ExecTheRequest(const PayloadHygienePlan& hygiene, ExecRequestView& request,
     namespaces::SendControl(control, msg);
   }
   for (const sock_fprog& extra : hygiene.extra_seccomp) {
-    int rc = seccomp::Load(extra);
-    if (rc != 0) {
-      child::Fail(e, "seccomp(SECCOMP_SET_MODE_FILTER)", "supplied program", -rc);
+    if (int rc = seccomp::LoadWithPrctl(extra); rc != 0) {
+      child::Fail(e, "prctl(PR_SET_SECCOMP)", "", -rc);
+      LeaveLateReport(hygiene, *e);
       return;
     }
   }
@@ -133,6 +142,7 @@ void ExecTheRequest(const PayloadHygienePlan& hygiene, ExecRequestView& request,
   if (!hygiene.argv0.empty()) request.argv[0] = const_cast<char*>(hygiene.argv0.c_str());
   namespaces::ExecSearchingPath(file, request.argv, request.envp, request.search_path);
   child::Fail(e, "execve", file, errno);
+  LeaveLateReport(hygiene, *e);
 }
 
 // Dies with init, as bwrap's command dies with its parent

@@ -108,6 +108,7 @@ class SandboxBuilder {
   absl::Status OpenFallbackTrees();
   void MakeExecStampPage();
   void MakeDirectChannel();
+  absl::Status MakeLateReportPage();
 
   const SandboxSpec& spec() const { return state_->spec; }
   pid_t pid() const { return state_->init->pid(); }
@@ -246,6 +247,16 @@ void SandboxBuilder::MakeExecStampPage() {
   }
 }
 
+// The payload's LateReport, for a sandbox with supplied seccomp programs:
+// shared memory the sandbox inherits at clone.
+absl::Status SandboxBuilder::MakeLateReportPage() {
+  void* page = ::mmap(nullptr, sizeof(LateReport), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return ErrnoStatus(errno, "mmap(late report)");
+  state_->late_report.reset(static_cast<LateReport*>(page));
+  plan_.hygiene.late_report = state_->late_report.get();
+  return absl::OkStatus();
+}
+
 // The direct channel: a request without a workspace goes from here to the
 // armed payload itself, one wake-up and init's forwarding fewer. Without
 // the pair, every request goes through init.
@@ -259,7 +270,8 @@ void SandboxBuilder::MakeDirectChannel() {
 
 // The sockets the child finds open: egress (the gateway of this policy,
 // made on first use, and the sandbox's private channel to it), control,
-// and an armed payload's stamp page and direct channel.
+// an armed payload's stamp page and direct channel, and the page of a late
+// report.
 absl::Status SandboxBuilder::OpenChannels() {
   if (spec().egress.mode == egress::NetMode::kAllowlist) {
     CUBICLE_ASSIGN_OR_RETURN(gateway_, egress::SharedGateways().Acquire(spec().egress));
@@ -274,6 +286,7 @@ absl::Status SandboxBuilder::OpenChannels() {
     MakeExecStampPage();
     MakeDirectChannel();
   }
+  if (!spec().seccomp_programs.empty()) CUBICLE_RETURN_IF_ERROR(MakeLateReportPage());
   if (plan_.route == PayloadRoute::kTemplate) plan_.fds.template_owner = options_.template_owner;
   if (plan_.route == PayloadRoute::kAdopted) {
     CUBICLE_RETURN_IF_ERROR(SocketPair("warm interpreter", &interpreter_socket_, &warm_child_));

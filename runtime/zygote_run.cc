@@ -99,6 +99,7 @@ class Execution {
   void Act(const BreakerAction& a);
   Control OnControl();
   void ReadExecStamp();
+  void ReadLateReport();
   void ReportSteps();
   std::optional<ExitReason> BreakerReason() const;
   void DecideReason();
@@ -388,6 +389,19 @@ void Execution::CollectLateReports() {
     break;
   }
   ReadExecStamp();
+  ReadLateReport();
+}
+
+// A payload whose supplied seccomp program refused the send of its setup
+// error left it in the shared page (LateReport): read once supervision is
+// over, when `written` says whether it is whole.
+void Execution::ReadLateReport() {
+  if (!setup_error_.ok() || z_.late_report == nullptr) return;
+  if (__atomic_load_n(&z_.late_report->written, __ATOMIC_ACQUIRE) != 1) return;
+  ChildError error = z_.late_report->error;
+  error.step[sizeof(error.step) - 1] = '\0';
+  error.detail[sizeof(error.detail) - 1] = '\0';
+  setup_error_ = ChildErrorStatus(error);
 }
 
 // Reaps init (unless it was left standing at the exit report), reads the

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -21,6 +22,7 @@
 #include "egress/gateway_process.h"
 #include "namespaces/control.h"
 #include "namespaces/process.h"
+#include "runtime/child_plan.h"
 #include "runtime/identity.h"
 #include "runtime/result.h"
 #include "runtime/spec.h"
@@ -75,6 +77,11 @@ class InitProcess {
   bool reaped_ = false;
 };
 
+// The LateReport page, unmapped with the state that holds it.
+struct UnmapLateReport {
+  void operator()(LateReport* page) const { ::munmap(page, sizeof(LateReport)); }
+};
+
 struct ZygoteState {
   SandboxSpec spec;  // breakers and the host ids come from it at Run()
   std::optional<WarmInterpreter> interpreter;
@@ -105,6 +112,10 @@ struct ZygoteState {
   // The direct channel to an armed payload (ArmedPayload): a request
   // without a workspace goes there, not through init.
   UniqueFd direct;
+  // A payload's setup error it may not have been able to send (supplied
+  // seccomp programs only; null otherwise, and for a zygote made by
+  // another process).
+  std::unique_ptr<LateReport, UnmapLateReport> late_report;
   bool ready = false;
   bool used = false;
 };

@@ -1,8 +1,9 @@
 // Compiled programs: embedded at build time where available, else built
-// with libseccomp once per process; and the one-syscall loader.
+// with libseccomp once per process; and the one-syscall loaders.
 #include "seccomp/policy.h"
 
 #include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -78,6 +79,11 @@ int Load(const sock_fprog& prog) {
   // kNone: nothing to install. The kernel would reject an empty program anyway.
   if (prog.len == 0) return 0;
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return -errno;
+  return 0;
+}
+
+int LoadWithPrctl(const sock_fprog& prog) {
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) return -errno;
   return 0;
 }
 

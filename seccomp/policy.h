@@ -55,4 +55,12 @@ bool ProgramsEmbedded();
 // Async-signal-safe: meant for the child between clone and execve.
 int Load(const sock_fprog& prog);
 
+// Installs `prog` as bubblewrap installs each of its --seccomp and
+// --add-seccomp-fd programs: prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER).
+// bwrap's manual asks each program but the last to allow prctl for that;
+// one that allows prctl but not seccomp(2) lets the next load only this
+// way. Same contract as Load(), but an empty program is the kernel's to
+// refuse (EINVAL).
+int LoadWithPrctl(const sock_fprog& prog);
+
 }  // namespace cubicle::seccomp

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -37,6 +38,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 
@@ -92,6 +94,15 @@ enum class FdKind {
   kNone,
   kSeccomp,      // a BPF program: mkdir/mkdirat fail with EACCES
   kSeccomp2,     // another: chroot fails with EPERM
+  // A first program of a stack that refuses seccomp(2), sendto and sendmsg
+  // (ENOSYS), as an allowlist without them would: the next program loads
+  // only through prctl (which bwrap's manual asks the programs to allow),
+  // and a report sent from under it is lost.
+  kSeccompPrctlOnly,
+  kSeccompNoPrctl,  // refuses prctl too, and seccomp(2), sendto, sendmsg (EPERM)
+  kSeccompNoExec,   // refuses execve and execveat, sendto, sendmsg (EPERM)
+  kSeccompInvalid,  // 8 bytes that are no BPF program
+  kEmpty,           // an empty file
   kData,         // "hello from fd\n"
   kArgs,         // NUL-separated bwrap arguments (the case's args_file)
   kWorkspaceDir, // an O_PATH fd of the workspace directory
@@ -126,7 +137,9 @@ enum class Expect {
 
 struct Case {
   std::string name;
-  std::vector<std::string> args;     // bwrap options; @WS@, @PREFIX@, @LOWER1@, @LOWER2@, @UPPER@, @WORK@
+  // bwrap options; @WS@, @PREFIX@, @LAYERS@ (the layers' directory),
+  // @LOWER1@, @LOWER2@, @UPPER@, @WORK@, @ODDLOWER@, @ODDUPPER@, @ODDWORK@
+  std::vector<std::string> args;
   std::vector<std::string> command;  // empty: the probe
   std::vector<std::string> paths;    // stat'ed by the probe
   FdKind fd3 = FdKind::kNone;
@@ -282,6 +295,34 @@ std::vector<Case> Cases() {
   add("add_seccomp_fd", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
   c.back().fd3 = FdKind::kSeccomp;
   c.back().fd4 = FdKind::kSeccomp2;
+  // A stack as bwrap's manual says: the first program lets the second
+  // load by prctl(PR_SET_SECCOMP), and allows nothing else of the kind.
+  add("add_seccomp_fd_stack_by_prctl", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompPrctlOnly;
+  c.back().fd4 = FdKind::kSeccomp2;
+  c.back().both_output = {"Seccomp_filters:\t2"};
+  // What fails once the first program is in place reaches the caller in
+  // bwrap's words, though the program refuses sendto and sendmsg.
+  add("err_add_seccomp_fd_prctl_refused", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompNoPrctl;
+  c.back().fd4 = FdKind::kSeccomp2;
+  add("err_add_seccomp_fd_exec_refused", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompNoExec;
+  c.back().fd4 = FdKind::kSeccomp2;
+  add("err_add_seccomp_fd_exec_refused_as_pid_1",
+      Base({"--unshare-pid", "--as-pid-1", "--add-seccomp-fd", "3", "--add-seccomp-fd", "4"}));
+  c.back().fd3 = FdKind::kSeccompNoExec;
+  c.back().fd4 = FdKind::kSeccomp2;
+  // Programs the kernel refuses: bwrap's EINVAL hint.
+  add("err_seccomp_empty_program", Base({"--seccomp", "3"})).fd3 = FdKind::kEmpty;
+  add("err_seccomp_invalid_program", Base({"--add-seccomp-fd", "3"})).fd3 = FdKind::kSeccompInvalid;
+  // bwrap closes an fd once it has read it: a second read of the same fd
+  // is "Bad file descriptor"; only the last --seccomp is read at all.
+  add("err_add_seccomp_fd_same_fd_twice", Base({"--add-seccomp-fd", "3", "--add-seccomp-fd", "3"})).fd3 =
+      FdKind::kSeccomp;
+  add("seccomp_same_fd_twice", Base({"--seccomp", "3", "--seccomp", "3"})).fd3 = FdKind::kSeccomp;
+  c.back().both_output = {"Seccomp:\t2"};
+  add("err_file_same_fd_twice", Base({"--file", "3", "/a", "--file", "3", "/b"})).fd3 = FdKind::kData;
   // --- process
   add("args_fd", {"--args", "3"});
   c.back().fd3 = FdKind::kArgs;
@@ -508,6 +549,47 @@ std::vector<Case> Cases() {
   rw_overlay.command = {"sh", "-c", "echo persisted > /ov/out.txt && cat /ov/lower1.txt"};
   rw_overlay.expect = Expect::kDocumented;
   rw_overlay.documented_output = {"lower1\n"};
+  // bwrap 0.11 resolves each source on the host first (realpath): a
+  // relative one from its working directory, ...
+  Case& relative = add("doc_overlay_src_relative", Base({"--overlay-src", "lower1", "--tmp-overlay", "/ov"}));
+  relative.cwd = "@LAYERS@";
+  relative.command = {"sh", "-c", "cat /ov/lower1.txt"};
+  relative.expect = Expect::kDocumented;
+  relative.documented_output = {"lower1\n"};
+  // ... and a missing one is "Can't find source path".
+  Case& missing =
+      add("doc_err_overlay_src_missing", Base({"--overlay-src", "/nonexistent-layer", "--tmp-overlay", "/ov"}));
+  missing.expect = Expect::kDocumented;
+  missing.documented_status = 1;
+  missing.documented_output = {"bwrap: Can't find source path /nonexistent-layer: No such file or directory"};
+  // bwrap 0.11 escapes ',', ':' and '\\' in the mount options: layers
+  // (lower, upper and work) may have any name.
+  Case& odd = add("doc_overlay_odd_names", Base({"--overlay-src", "@ODDLOWER@", "--overlay-src", "@LOWER1@",
+                                                 "--overlay", "@ODDUPPER@", "@ODDWORK@", "/ov"}));
+  odd.command = {"sh", "-c", "cat /ov/odd.txt /ov/lower1.txt && echo written > /ov/new.txt && cat /ov/new.txt"};
+  odd.expect = Expect::kDocumented;
+  odd.documented_output = {"odd\nlower1\nwritten\n"};
+  // A failed overlay mount is named by its options; ELOOP is "Overlay
+  // directories may not overlap" (bwrap 0.11's source: here the upper
+  // layer is a lower one too).
+  Case& overlap =
+      add("doc_err_overlay_overlap", Base({"--overlay-src", "@UPPER@", "--overlay", "@UPPER@", "@WORK@", "/ov"}));
+  overlap.expect = Expect::kDocumented;
+  overlap.documented_status = 1;
+  overlap.documented_output = {"bwrap: Can't make overlay mount on /newroot/ov with options upperdir=/oldroot/",
+                               "/upper,workdir=/oldroot/", "/work,lowerdir=/oldroot/", "/upper,userxattr",
+                               ",userxattr: Overlay directories may not overlap\n"};
+  // bwrap 0.11's source mounts overlays with no flags (MS_MGC_VAL alone):
+  // neither nosuid nor nodev, and a --ro-overlay is read-only for want of
+  // an upper layer, not by a read-only mount.
+  Case& flags = add("doc_overlay_mount_flags", Base({"--overlay-src", "@LOWER1@", "--tmp-overlay", "/ov",
+                                                     "--overlay-src", "@LOWER1@", "--overlay-src", "@LOWER2@",
+                                                     "--ro-overlay", "/ro"}));
+  flags.command = {"sh", "-c",
+                   "while read -r a b c d mp opts rest; do case $mp in /ov|/ro) echo \"$mp $opts\";; esac; "
+                   "done < /proc/self/mountinfo; touch /ro/x 2>/dev/null || echo ro-refuses"};
+  flags.expect = Expect::kDocumented;
+  flags.documented_output = {"/ov rw,relatime\n/ro rw,relatime\nro-refuses\n"};
   // "--overlay-src must be followed by ... --overlay, --tmp-overlay, or --ro-overlay"
   Case& dangling = add("doc_overlay_src_dangling", Base({"--overlay-src", "@LOWER1@", "--dir", "/x"}));
   dangling.expect = Expect::kDocumented;
@@ -630,6 +712,11 @@ class NamespaceHolder {
   int userns_ = -1, pidns_ = -1, userns2_ = -1, host_userns_ = -1, dead_userns_ = -1, dead_pidns_ = -1;
 };
 
+// Layers named with what overlayfs's mount options split on.
+constexpr char kOddLower[] = "odd,lo:wer\\1";
+constexpr char kOddUpper[] = "odd,up:per\\";
+constexpr char kOddWork[] = "odd,wo:rk\\";
+
 class Fixture {
  public:
   Fixture() {
@@ -643,6 +730,8 @@ class Fixture {
     test_support::WriteFile(layers_.Join("lower1/shared.txt"), "from-lower1\n");
     test_support::WriteFile(layers_.Join("lower2/lower2.txt"), "lower2\n");
     test_support::WriteFile(layers_.Join("lower2/shared.txt"), "from-lower2\n");
+    for (const char* dir : {kOddLower, kOddUpper, kOddWork}) ::mkdir(layers_.Join(dir).c_str(), 0755);
+    test_support::WriteFile(layers_.Join(kOddLower) + "/odd.txt", "odd\n");
     // cubicle under the name a launcher uses.
     ::symlink(test_support::CubicleBinary().c_str(), bin_.Join("bwrap").c_str());
     for (const char* ns : {"cgroup", "ipc", "mnt", "net", "pid", "uts"}) {
@@ -666,6 +755,10 @@ class Fixture {
                                             {"@LOWER2@", layers_.Join("lower2")},
                                             {"@UPPER@", layers_.Join("upper")},
                                             {"@WORK@", layers_.Join("work")},
+                                            {"@LAYERS@", layers_.path()},
+                                            {"@ODDLOWER@", layers_.Join(kOddLower)},
+                                            {"@ODDUPPER@", layers_.Join(kOddUpper)},
+                                            {"@ODDWORK@", layers_.Join(kOddWork)},
                                             {"@PIDNS@", holder ? holder->Link("pid") : "?"},
                                             {"@USERNS2@", holder ? holder->Link("user") : "?"}}));
     }
@@ -709,6 +802,19 @@ class Fixture {
           break;
         case FdKind::kSeccomp: fd = MemfdWith(SeccompProgram({SCMP_SYS(mkdir), SCMP_SYS(mkdirat)}, EACCES)); break;
         case FdKind::kSeccomp2: fd = MemfdWith(SeccompProgram({SCMP_SYS(chroot)}, EPERM)); break;
+        case FdKind::kSeccompPrctlOnly:
+          fd = MemfdWith(SeccompProgram({SCMP_SYS(seccomp), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, ENOSYS));
+          break;
+        case FdKind::kSeccompNoPrctl:
+          fd = MemfdWith(
+              SeccompProgram({SCMP_SYS(prctl), SCMP_SYS(seccomp), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, EPERM));
+          break;
+        case FdKind::kSeccompNoExec:
+          fd = MemfdWith(
+              SeccompProgram({SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, EPERM));
+          break;
+        case FdKind::kSeccompInvalid: fd = MemfdWith(std::string(8, '\xff')); break;
+        case FdKind::kEmpty: fd = MemfdWith(""); break;
         case FdKind::kData: fd = MemfdWith("hello from fd\n"); break;
         case FdKind::kArgs: {
           std::string data;
@@ -888,6 +994,10 @@ TEST(BwrapDiffTable, HasAtLeastSixtyCasesAndTheRunnerArgv) {
 // compares them; `keep_user_ns` compares the "ns user" line too.
 void CompareWithBubblewrap(const Fixture& fixture, const Case& c, const std::vector<std::string>& cubicle_env,
                            bool keep_user_ns) {
+  const bool mounts_an_overlay = std::any_of(c.args.begin(), c.args.end(), [](const std::string& a) {
+    return a == "--overlay" || a == "--tmp-overlay" || a == "--ro-overlay";
+  });
+  if (mounts_an_overlay) REQUIRE_HOST(test_support::OverlayfsInUserNamespace());
   // Namespaces to join: held for this test only (gone before TearDown).
   std::unique_ptr<NamespaceHolder> holder;
   if (IsNamespaceFd(c.fd3) || IsNamespaceFd(c.fd4) || IsNamespaceFd(c.fd5)) {

@@ -3,6 +3,7 @@
 // what the payload sees.
 #include <fcntl.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -579,6 +580,99 @@ TEST_F(CoreCli, BwrapJoinsTheNamespacesItIsGiven) {
   ::kill(sleeper, SIGKILL);  // ours, by pid: the holder's pid namespace ends with it
   holder.Wait();
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{});
+}
+
+// A BPF program from libseccomp in a file of `dir`: every syscall allowed
+// but `syscalls`, which fail with `err`.
+std::string SeccompProgramFile(const TempDir& dir, const std::string& name, const std::vector<int>& syscalls,
+                               int err) {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  for (int nr : syscalls) seccomp_rule_add(ctx, SCMP_ACT_ERRNO(err), nr, 0);
+  const std::string path = dir.Join(name);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    seccomp_export_bpf(ctx, fd);
+    ::close(fd);
+  }
+  seccomp_release(ctx);
+  return path;
+}
+
+// `cubicle bwrap` with /usr and `options`, run from `cwd` by a shell
+// that opens fd 3 and 4 on `fd3` and `fd4` (files) when given.
+ProcessRun RunBwrap(const std::string& options, const std::string& command, const std::string& fd3 = "",
+                    const std::string& fd4 = "", const std::string& cwd = "/") {
+  std::string line = absl::StrCat("cd '", cwd, "' && exec '", CubicleBinary(),
+                                  "' bwrap --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib "
+                                  "--symlink usr/lib64 /lib64 --proc /proc ",
+                                  options, " ", command);
+  if (!fd3.empty()) absl::StrAppend(&line, " 3<'", fd3, "'");
+  if (!fd4.empty()) absl::StrAppend(&line, " 4<'", fd4, "'");
+  ProcessRun run = RunProcess({"/bin/sh", "-c", line});
+  EXPECT_FALSE(run.timed_out) << "cubicle bwrap did not finish: " << run.err;
+  return run;
+}
+
+// bwrap's manual: with several --add-seccomp-fd programs, each but the last
+// must allow prctl(PR_SET_SECCOMP), through which bwrap loads them. A first
+// program that allows prctl but refuses seccomp(2), sendto and sendmsg (as
+// an allowlist without them would) still lets the second load.
+TEST_F(CoreCli, BwrapLoadsASeccompStackAsBwrapsManualSays) {
+  TempDir dir;
+  const std::string first =
+      SeccompProgramFile(dir, "first", {SCMP_SYS(seccomp), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, ENOSYS);
+  const std::string second = SeccompProgramFile(dir, "second", {SCMP_SYS(chroot)}, EPERM);
+  ProcessRun run =
+      RunBwrap("--add-seccomp-fd 3 --add-seccomp-fd 4", "grep Seccomp_filters /proc/self/status", first, second);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "Seccomp_filters:\t2\n");
+}
+
+// What fails once a supplied program is in place reaches the caller as
+// bwrap's message and status 1, though the program refuses the syscalls
+// cubicle's report would use (sendto, sendmsg); with --as-pid-1 too.
+TEST_F(CoreCli, BwrapReportsWhatFailsUnderASuppliedSeccompProgram) {
+  TempDir dir;
+  const std::string no_prctl = SeccompProgramFile(
+      dir, "no-prctl", {SCMP_SYS(prctl), SCMP_SYS(seccomp), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, EPERM);
+  const std::string no_exec = SeccompProgramFile(
+      dir, "no-exec", {SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(sendto), SCMP_SYS(sendmsg)}, EPERM);
+  const std::string second = SeccompProgramFile(dir, "second", {SCMP_SYS(chroot)}, EPERM);
+  ProcessRun run = RunBwrap("--add-seccomp-fd 3 --add-seccomp-fd 4", "true", no_prctl, second);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, "bwrap: prctl(PR_SET_SECCOMP): Operation not permitted\n");
+  for (const char* as_pid_1 : {"", "--unshare-pid --as-pid-1 "}) {
+    run = RunBwrap(absl::StrCat(as_pid_1, "--add-seccomp-fd 3 --add-seccomp-fd 4"), "true", no_exec, second);
+    EXPECT_EQ(run.exit_code, 1) << as_pid_1;
+    EXPECT_EQ(run.err, "bwrap: execvp true: Operation not permitted\n") << as_pid_1;
+  }
+  // bwrap closes what it has read: the same fd twice is a closed fd.
+  run = RunBwrap("--add-seccomp-fd 3 --add-seccomp-fd 3", "true", second);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, "bwrap: Can't read seccomp data: Bad file descriptor\n");
+}
+
+// bwrap 0.11 resolves each overlay source on the host (a relative one from
+// its working directory) and escapes ',', ':' and '\' in the mount
+// options; its overlays have neither nosuid nor nodev.
+TEST_F(CoreCli, BwrapOverlaySourcesMayBeRelativeAndHaveAnyName) {
+  REQUIRE_HOST(OverlayfsInUserNamespace());
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // the sandbox's host ids, as root, are not root's
+  const std::string lower = dir.Join("lower"), odd = dir.Join("odd,lo:w\\er"), upper = dir.Join("odd,up:per\\"),
+                    work = dir.Join("odd,wo:rk\\");
+  for (const std::string& d : {lower, odd, upper, work}) ASSERT_EQ(::mkdir(d.c_str(), 0777), 0) << d;
+  for (const std::string& d : {upper, work}) ASSERT_EQ(::chmod(d.c_str(), 0777), 0) << d;
+  ASSERT_TRUE(WriteFile(lower + "/a.txt", "from-lower\n"));
+  ASSERT_TRUE(WriteFile(odd + "/b.txt", "from-odd\n"));
+  ProcessRun run = RunBwrap(
+      "--overlay-src lower --overlay-src 'odd,lo:w\\er' --overlay 'odd,up:per\\' 'odd,wo:rk\\' /ov",
+      "sh -c 'cat /ov/a.txt /ov/b.txt && echo written > /ov/new.txt && "
+      "while read -r a b c d mp opts rest; do case $mp in /ov) echo \"$opts\";; esac; done < /proc/self/mountinfo'",
+      "", "", dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "from-lower\nfrom-odd\nrw,relatime\n");
+  EXPECT_EQ(ReadFile(upper + "/new.txt"), "written\n") << "the write lands in the upper layer";
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <ostream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/host_features.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/sandbox_runner.h"
 
 namespace cubicle {
@@ -102,6 +104,73 @@ TEST_P(CoreFallbacks, EscapingSymlinkInDestinationIsRefused) {
       << run->result.setup_error;
   struct stat st;
   EXPECT_NE(::stat("/etc/x", &st), 0) << "nothing may have been created on the host";
+}
+
+// Layers named with what overlayfs's mount options split on (',', ':',
+// '\'): escaped in mount(2)'s options, under either mount API.
+TEST_P(CoreFallbacks, OverlayLayersMayHaveAnyName) {
+  REQUIRE_HOST(test_support::OverlayfsInUserNamespace());
+  TempDir host;
+  ASSERT_EQ(::chmod(host.path().c_str(), 0755), 0);
+  const std::string odd = host.Join("lo,w:er\\1"), plain = host.Join("lower2"), upper = host.Join("up,p:er\\"),
+                    work = host.Join("wo,r:k\\");
+  for (const std::string& dir : {odd, plain, upper, work}) ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+  // The sandbox's host ids, as root, are not root's: they write the upper layer.
+  for (const std::string& dir : {upper, work}) ASSERT_EQ(::chmod(dir.c_str(), 0777), 0) << dir;
+  ASSERT_TRUE(test_support::WriteFile(odd + "/a.txt", "from-odd\n"));
+  ASSERT_TRUE(test_support::WriteFile(plain + "/b.txt", "from-plain\n"));
+  for (const std::string& file : {odd + "/a.txt", plain + "/b.txt"}) ASSERT_EQ(::chmod(file.c_str(), 0644), 0);
+  runtime::SandboxSpec spec = ShellSpec("cat /ov/a.txt /ov/b.txt && echo written > /ov/new.txt");
+  rootfs::MountOp overlay;
+  overlay.kind = rootfs::MountKind::kOverlay;
+  overlay.dest = "/ov";
+  overlay.lower = {odd, plain};
+  overlay.upper = upper;
+  overlay.work = work;
+  spec.mounts.push_back(overlay);
+  absl::StatusOr<test_support::SandboxRun> run = RunInSandbox(spec, "", Options());
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+  EXPECT_EQ(run->result.exit_code, 0) << run->err;
+  EXPECT_EQ(run->out, "from-odd\nfrom-plain\n");
+  EXPECT_EQ(test_support::ReadFile(upper + "/new.txt"), "written\n");
+}
+
+// More layers than mount(2)'s page of options holds (which the kernel
+// would cut short): the new mount API takes them one by one; without it,
+// the mount is refused (E2BIG), never made with fewer layers.
+TEST_P(CoreFallbacks, OverlayWithMoreLayersThanAPageOfOptions) {
+  REQUIRE_HOST(test_support::OverlayfsInUserNamespace());
+  TempDir host;
+  ASSERT_EQ(::chmod(host.path().c_str(), 0755), 0);
+  rootfs::MountOp overlay;
+  overlay.kind = rootfs::MountKind::kOverlay;
+  overlay.dest = "/ov";
+  overlay.readonly = true;
+  constexpr int kLayers = 30;
+  size_t options = 0;
+  for (int i = 0; i < kLayers; ++i) {
+    // Under fsconfig's 255 bytes a value, "/oldroot" included.
+    const std::string layer = host.Join(absl::StrCat(std::string(180, 'l'), i));
+    ASSERT_EQ(::mkdir(layer.c_str(), 0755), 0);
+    ASSERT_TRUE(test_support::WriteFile(absl::StrCat(layer, "/layer-", i), absl::StrCat(i, "\n")));
+    ASSERT_EQ(::chmod(absl::StrCat(layer, "/layer-", i).c_str(), 0644), 0);
+    overlay.lower.push_back(layer);
+    options += layer.size() + 9;
+  }
+  ASSERT_GT(options, 4096u) << "the layers must not fit one page of options";
+  runtime::SandboxSpec spec = ShellSpec(absl::StrCat("cat /ov/layer-0 /ov/layer-", kLayers - 1));
+  spec.mounts.push_back(overlay);
+  absl::StatusOr<test_support::SandboxRun> run = RunInSandbox(spec, "", Options());
+  ASSERT_TRUE(run.ok()) << run.status();
+  if (GetParam().features.new_mount_api) {
+    ASSERT_EQ(run->result.reason, runtime::ExitReason::kExited) << run->result.setup_error;
+    EXPECT_EQ(run->out, absl::StrCat("0\n", kLayers - 1, "\n"));
+  } else {
+    EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
+    EXPECT_NE(run->result.setup_error.message().find("mount(overlay)(/ov): E2BIG"), std::string::npos)
+        << run->result.setup_error;
+  }
 }
 
 runtime::HostFeatures With(bool clone3, bool new_mount_api, bool openat2) {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -251,6 +252,48 @@ HostProperty IdmappedMounts(const std::string& dir) {
   }
   ::close(userns);
   return result;
+}
+
+namespace {
+
+int RemoveProbeEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+}  // namespace
+
+const HostProperty& OverlayfsInUserNamespace() {
+  static const HostProperty property = [] {
+    char base[] = "/tmp/cubicle-overlay-probe-XXXXXX";
+    if (::mkdtemp(base) == nullptr) return HostProperty::Absent(absl::StrCat("mkdtemp: ", ErrnoName(errno)));
+    const std::string lower = absl::StrCat(base, "/lower"), upper = absl::StrCat(base, "/upper"),
+                      work = absl::StrCat(base, "/work"), merged = absl::StrCat(base, "/merged");
+    for (const std::string* dir : {&lower, &upper, &work, &merged}) ::mkdir(dir->c_str(), 0755);
+    const std::string options = absl::StrCat("upperdir=", upper, ",workdir=", work, ",lowerdir=", lower, ",userxattr");
+    const std::string uid_map = absl::StrCat("0 ", ::getuid(), " 1\n");
+    const std::string gid_map = absl::StrCat("0 ", ::getgid(), " 1\n");
+    constexpr int kNoUserNamespace = 200;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      auto write = [](const char* file, const std::string& text) {
+        int fd = ::open(file, O_WRONLY | O_CLOEXEC);
+        return fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      };
+      if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0 || !write("/proc/self/uid_map", uid_map) ||
+          !write("/proc/self/setgroups", "deny") || !write("/proc/self/gid_map", gid_map)) {
+        ::_exit(kNoUserNamespace);
+      }
+      ::_exit(::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()) == 0 ? 0 : errno & 0x7f);
+    }
+    int status = -1;
+    if (pid > 0) ::waitpid(pid, &status, 0);
+    ::nftw(base, RemoveProbeEntry, 16, FTW_DEPTH | FTW_PHYS);
+    if (pid < 0) return HostProperty::Absent(absl::StrCat("fork: ", ErrnoName(errno)));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return HostProperty::Present();
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kNoUserNamespace) {
+      return HostProperty::Absent("no overlayfs in a user namespace: a user namespace cannot be made here");
+    }
+    return HostProperty::Absent(absl::StrCat("no overlayfs in a user namespace here: mount(overlay) ", Ending(status)));
+  }();
+  return property;
 }
 
 namespace {

@@ -87,6 +87,11 @@ HostProperty DeviceNodes(const std::string& dir, uint32_t major);
 // nodev mount, so nodes bound from it work inside a sandbox too.
 HostProperty OpenableDeviceNodes(const std::string& dir, uint32_t major);
 
+// overlayfs mounted in a user namespace made here (Linux 5.11; a host
+// may not build or allow it), with an upper layer and userxattr, as a
+// sandbox mounts one.
+const HostProperty& OverlayfsInUserNamespace();
+
 // A file in `dir` takes an O_DIRECT write (tmpfs before 6.6 and ramfs
 // refuse O_DIRECT): writes that reach the block layer at once.
 HostProperty DirectWrites(const std::string& dir);

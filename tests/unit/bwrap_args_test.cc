@@ -651,6 +651,50 @@ TEST(BwrapArgs, SeccompPrograms) {
             fake);
 }
 
+// bwrap closes each fd it reads: the same fd read twice is "Bad file
+// descriptor" the second time, whichever options read it, in the order
+// bwrap reads them: --args and --add-seccomp-fd as it parses, the data of
+// --file, --bind-data, --ro-bind-data as it makes the files, the last
+// --seccomp just before its exec (and earlier --seccomp fds not at all).
+TEST(BwrapArgs, EachFdIsReadOnceInBubblewrapsOrder) {
+  FakeHost fake;
+  fake.fds[3] = std::string(16, 'a');
+  fake.fds[4] = std::string(8, 'b');
+  ExpectDie({"--add-seccomp-fd", "3", "--add-seccomp-fd", "3", "true"}, "Can't read seccomp data: Bad file descriptor",
+            fake);
+  ExpectDie({"--file", "3", "/a", "--file", "3", "/b", "true"}, "Can't write data to file /b: Bad file descriptor",
+            fake);
+  ExpectDie({"--file", "3", "/a", "--add-seccomp-fd", "3", "true"}, "Can't write data to file /a: Bad file descriptor",
+            fake);
+  ExpectDie({"--seccomp", "3", "--ro-bind-data", "3", "/a", "true"}, "Can't read seccomp data: Bad file descriptor",
+            fake);
+  ExpectDie({"--args", "3", "--args", "3", "true"}, "Can't read --args data: Bad file descriptor", fake);
+  absl::StatusOr<BwrapInvocation> got = Parse({"--seccomp", "3", "--seccomp", "3", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.seccomp_programs, std::vector<std::string>{std::string(16, 'a')});
+  EXPECT_EQ(got->consumed_fds, std::vector<int>{3});
+  got = Parse({"--seccomp", "3", "--seccomp", "4", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->option_fds, std::vector<int>{4}) << "fd 3 is never read, and the command's";
+  got = Parse({"--bind-data", "4", "/b", "--file", "3", "/a", "true"}, fake);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->spec.mounts.size(), 2u);
+  EXPECT_EQ(got->spec.mounts[0].data, std::string(8, 'b'));
+  EXPECT_EQ(got->spec.mounts[1].data, std::string(16, 'a'));
+}
+
+// Programs the kernel's prctl(PR_SET_SECCOMP) refuses with EINVAL (empty,
+// more than BPF_MAXINSNS instructions) get bwrap's words for that EINVAL.
+TEST(BwrapArgs, SeccompProgramsTheKernelRefuses) {
+  FakeHost fake;
+  fake.fds[3] = "";
+  fake.fds[4] = std::string(8 * 4097, 'x');
+  fake.fds[5] = std::string(8 * 4096, 'x');
+  ExpectDie({"--seccomp", "3", "true"}, kBwrapSeccompEinval, fake);
+  ExpectDie({"--add-seccomp-fd", "5", "--add-seccomp-fd", "4", "true"}, kBwrapSeccompEinval, fake);
+  EXPECT_TRUE(Parse({"--add-seccomp-fd", "5", "true"}, fake).ok());
+}
+
 TEST(BwrapArgs, Overlays) {
   absl::StatusOr<BwrapInvocation> got =
       Parse({"--overlay-src", "/a", "--overlay-src", "/b", "--ro-overlay", "/ro", "--overlay-src", "/c",
@@ -659,14 +703,20 @@ TEST(BwrapArgs, Overlays) {
   const rootfs::MountPlan& m = got->spec.mounts;
   ASSERT_EQ(m.size(), 3u);
   EXPECT_EQ(m[0].kind, MountKind::kOverlay);
-  EXPECT_EQ(m[0].source, "/a\n/b");
+  EXPECT_EQ(m[0].lower, (std::vector<std::string>{"/a", "/b"}));
   EXPECT_TRUE(m[0].readonly);
-  EXPECT_EQ(m[1].source, "/c");
+  EXPECT_EQ(m[1].lower, std::vector<std::string>{"/c"});
   EXPECT_TRUE(m[1].upper.empty());
   EXPECT_FALSE(m[1].readonly);
   EXPECT_EQ(m[2].upper, "/up");
   EXPECT_EQ(m[2].work, "/wk");
   EXPECT_EQ(m[2].dest, "/rw");
+  // Sources are host paths as given: relative ones, and any character
+  // overlayfs's options would split on, are the runner's to resolve and
+  // the builder's to escape.
+  got = Parse({"--overlay-src", "rel/dir", "--overlay-src", "/a,b:c\\d", "--ro-overlay", "/ro", "true"});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->spec.mounts[0].lower, (std::vector<std::string>{"rel/dir", "/a,b:c\\d"}));
   ExpectDie({"--overlay-src", "/a", "--ro-overlay", "/x", "true"}, "--ro-overlay requires at least two --overlay-src");
   ExpectDie({"--tmp-overlay", "/x", "true"}, "--tmp-overlay requires at least one --overlay-src");
   ExpectDie({"--overlay-src", "/a", "--dir", "/x", "true"},

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "base/status.h"
+#include "cli/bwrap_args.h"
 #include "cli/bwrap_command.h"
 
 namespace cubicle::cli {
@@ -24,11 +25,41 @@ TEST(BwrapMessage, StepsWithADetail) {
 TEST(BwrapMessage, FilesystemMountsNameTheFilesystemAndTheStagingPath) {
   EXPECT_EQ(Message(EPERM, "mount(proc)(/proc)"), "Can't mount proc on /newroot/proc: Operation not permitted");
   EXPECT_EQ(Message(ENOSPC, "mount(tmpfs)(/tmp)"), "Can't mount tmpfs on /newroot/tmp: No space left on device");
-  EXPECT_EQ(Message(EPERM, "mount(overlay tmpfs)(/ov)"), "Can't mount tmpfs on /newroot/ov: Operation not permitted");
   EXPECT_EQ(Message(EINVAL, "mount(bind)(/ws)"), "Can't bind mount on /newroot/ws: Invalid argument");
   EXPECT_EQ(Message(EPERM, "mount(remount read-only)(/usr)"),
             "Can't remount readonly on /newroot/usr: Operation not permitted");
   EXPECT_EQ(Message(EPERM, "mount(root tmpfs)(/)"), "Can't mount tmpfs on /newroot: Operation not permitted");
+}
+
+// The supplied programs are loaded as bwrap loads them, and a failure is
+// worded as bwrap words it: its hint for EINVAL.
+TEST(BwrapMessage, SuppliedSeccompPrograms) {
+  EXPECT_EQ(Message(EPERM, "prctl(PR_SET_SECCOMP)"), "prctl(PR_SET_SECCOMP): Operation not permitted");
+  EXPECT_EQ(Message(EINVAL, "prctl(PR_SET_SECCOMP)"), kBwrapSeccompEinval);
+}
+
+// bwrap 0.11 names a failed overlay mount by its options (escaped), and
+// words ELOOP as what it means. Without one overlay at that destination,
+// the generic words.
+TEST(BwrapMessage, OverlayMountsNameTheirOptions) {
+  runtime::SandboxSpec spec;
+  rootfs::MountOp overlay;
+  overlay.kind = rootfs::MountKind::kOverlay;
+  overlay.dest = "/ov";
+  overlay.lower = {"/a", "/b,c"};
+  overlay.upper = "/up";
+  overlay.work = "/work";
+  spec.mounts.push_back(overlay);
+  const absl::Status loop = ErrnoStatus(ELOOP, "mount(overlay)(/ov)");
+  EXPECT_EQ(BwrapMessage(loop, &spec),
+            "Can't make overlay mount on /newroot/ov with options upperdir=/oldroot/up,workdir=/oldroot/work,"
+            "lowerdir=/oldroot/b\\,c:/oldroot/a,userxattr: Overlay directories may not overlap");
+  EXPECT_EQ(BwrapMessage(ErrnoStatus(EACCES, "mount(overlay)(/ov)"), &spec),
+            "Can't make overlay mount on /newroot/ov with options upperdir=/oldroot/up,workdir=/oldroot/work,"
+            "lowerdir=/oldroot/b\\,c:/oldroot/a,userxattr: Permission denied");
+  EXPECT_EQ(BwrapMessage(loop), "Can't mount overlay on /newroot/ov: Too many levels of symbolic links");
+  spec.mounts.push_back(overlay);
+  EXPECT_EQ(BwrapMessage(loop, &spec), "Can't mount overlay on /newroot/ov: Too many levels of symbolic links");
 }
 
 TEST(BwrapMessage, JoinedNamespacesUseBwrapsTexts) {

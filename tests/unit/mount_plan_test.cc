@@ -2,6 +2,13 @@
 
 #include "rootfs/builder.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace cubicle::rootfs {
@@ -89,21 +96,78 @@ TEST(ValidatePlan, ABindOverTheRootOnlyInBubblewrapStyle) {
   EXPECT_FALSE(ValidatePlan({tmpfs}).ok());
 }
 
-TEST(ValidatePlan, OverlayLayersAreAbsoluteExistingAndSafeForOptions) {
+// A layer named with what overlayfs's options split on, removed after.
+struct OddLayer {
+  char parent[32] = "/tmp/cubicle-layer-XXXXXX";
+  std::string path;
+  OddLayer() {
+    if (::mkdtemp(parent) == nullptr) return;
+    path = std::string(parent) + "/lo,w:er\\1";
+    if (::mkdir(path.c_str(), 0755) != 0) path.clear();
+  }
+  ~OddLayer() {
+    if (!path.empty()) ::rmdir(path.c_str());
+    ::rmdir(parent);
+  }
+};
+
+TEST(ValidatePlan, OverlayLayersAreAbsoluteAndExisting) {
+  OddLayer odd;
+  ASSERT_FALSE(odd.path.empty()) << "could not make a layer directory under /tmp";
+  const std::string& odd_layer = odd.path;
   MountOp overlay;
   overlay.kind = MountKind::kOverlay;
   overlay.dest = "/ov";
-  overlay.source = "/usr\n/etc";
+  overlay.lower = {"/usr", "/etc"};
   EXPECT_TRUE(ValidatePlan({overlay}).ok());
-  for (const char* bad : {"usr", "/usr,upperdir=/x", "/us:r", "/nonexistent-layer"}) {
-    overlay.source = bad;
+  // What overlayfs's options split on is escaped when they are made.
+  overlay.lower = {odd_layer};
+  EXPECT_TRUE(ValidatePlan({overlay}).ok());
+  for (const char* bad : {"usr", "", "/nonexistent-layer"}) {
+    overlay.lower = {"/usr", bad};
     absl::Status st = ValidatePlan({overlay});
     EXPECT_FALSE(st.ok()) << bad;
   }
-  overlay.source = "/usr";
+  overlay.lower = {};
+  EXPECT_FALSE(ValidatePlan({overlay}).ok()) << "no lower layer";
+  overlay.lower = {"/usr"};
   overlay.upper = "/tmp";
+  EXPECT_FALSE(ValidatePlan({overlay}).ok()) << "an upper layer without a work directory";
   overlay.work = "relative";
   EXPECT_FALSE(ValidatePlan({overlay}).ok());
+}
+
+TEST(EscapeOverlayPath, EscapesWhatOverlayfsSplitsOnAsBubblewrapDoes) {
+  EXPECT_EQ(EscapeOverlayPath("/plain/path"), "/plain/path");
+  EXPECT_EQ(EscapeOverlayPath("/a,b:c\\d"), "/a\\,b\\:c\\\\d");
+  EXPECT_EQ(EscapeOverlayPath("/sp ace=eq\n"), "/sp ace=eq\n");
+}
+
+TEST(Prepare, OverlayOptionsInBubblewrapsOrderAndEscaping) {
+  MountPlan plan(3);
+  plan[0].kind = MountKind::kOverlay;
+  plan[0].dest = "/rw";
+  plan[0].lower = {"/bottom", "/to,p"};
+  plan[0].upper = "/up:per";
+  plan[0].work = "/wo\\rk";
+  plan[1].kind = MountKind::kOverlay;
+  plan[1].dest = "/tmp-ov";
+  plan[1].lower = {"/a"};
+  plan[2].kind = MountKind::kOverlay;
+  plan[2].dest = "/ro";
+  plan[2].lower = {"/a", "/b"};
+  plan[2].readonly = true;
+  PreparedPlan prepared = Prepare(plan, true, true, true);
+  ASSERT_EQ(prepared.ops.size(), 3u);
+  EXPECT_EQ(prepared.ops[0].tmpfs_options,
+            "upperdir=/oldroot/up\\:per,workdir=/oldroot/wo\\\\rk,lowerdir=/oldroot/to\\,p:/oldroot/bottom,userxattr");
+  // The new mount API's layers: lowerdir+ as is, top first.
+  EXPECT_EQ(prepared.ops[0].overlay_lower, (std::vector<std::string>{"/oldroot/to,p", "/oldroot/bottom"}));
+  EXPECT_EQ(prepared.ops[1].tmpfs_options,
+            "upperdir=/tmp-overlay-upper-0,workdir=/tmp-overlay-work-0,lowerdir=/oldroot/a,userxattr");
+  EXPECT_EQ(prepared.ops[2].tmpfs_options, "lowerdir=/oldroot/b:/oldroot/a,userxattr");
+  // A --tmp-overlay writes to the staging root: no size cap there, as in bwrap.
+  EXPECT_EQ(prepared.staging_options, "mode=0700");
 }
 
 TEST(MountKindName, NamesTheBubblewrapKinds) {
