@@ -231,6 +231,10 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   return out;
 }
 
+bool IsBwrapCommandLine(const std::string& arg) {
+  return arg != "--help" && arg != "--version" && bwrap::IsOption(arg);
+}
+
 std::string BwrapUsage(const std::string& argv0) {
   return absl::StrCat("usage: ", argv0, R"( [OPTIONS...] [--] COMMAND [ARGS...]
 

@@ -74,6 +74,14 @@ struct BwrapInvocation {
 // InvalidArgument with bwrap's message (no "bwrap: " prefix).
 absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& args, const BwrapHost& host);
 
+// Whether a command line whose first argument is `arg` is bwrap's, run
+// under a name that is neither `bwrap` nor `cubicle bwrap`: cubicle's own
+// command lines start with a subcommand, so one that starts with an option
+// only bwrap has (any but --help and --version) can be no one else's. A
+// sandboxed command that re-executes its launcher through /proc/self/exe
+// (bwrap's own tests do) runs the binary under that path's name.
+bool IsBwrapCommandLine(const std::string& arg);
+
 // bwrap's usage text (to stdout for --help, stderr for a usage error).
 std::string BwrapUsage(const std::string& argv0);
 

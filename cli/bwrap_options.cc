@@ -613,6 +613,8 @@ absl::Status ReadOptions(const std::vector<std::string>& args, const BwrapHost& 
   return ReadArgv(state, args, /*in_file=*/false);
 }
 
+bool IsOption(const std::string& arg) { return FindOption(arg) != nullptr; }
+
 absl::Status Die(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 absl::StatusOr<std::string> SandboxPath(const std::string& path, absl::string_view option) {

@@ -724,5 +724,18 @@ TEST(BwrapArgs, TheRunnersArgvYieldsTheSpecItMeans) {
   EXPECT_EQ(s.argv, (std::vector<std::string>{"python3", "main.py"}));
 }
 
+// Under a name that is neither `bwrap` nor `cubicle bwrap` (a command
+// re-executing its launcher as /proc/self/exe), a command line that starts
+// with an option only bwrap has is bwrap's; cubicle's own start with a
+// subcommand, and --help/--version are cubicle's.
+TEST(BwrapArgs, ACommandLineStartingWithABwrapOnlyOptionIsBwraps) {
+  for (const char* arg : {"--ro-bind", "--unshare-all", "--args", "--dev", "--die-with-parent"}) {
+    EXPECT_TRUE(IsBwrapCommandLine(arg)) << arg;
+  }
+  for (const char* arg : {"run", "serve", "bwrap", "--help", "--version", "--bogus", "--", "-h", ""}) {
+    EXPECT_FALSE(IsBwrapCommandLine(arg)) << arg;
+  }
+}
+
 }  // namespace
 }  // namespace cubicle::cli
