@@ -114,6 +114,11 @@ runtime::CapabilitySpec Capabilities(const Options& o, const BwrapHost& host, co
     caps.bounding = host.effective_caps;
     caps.exact = o.caps_used && (requested & ~host.effective_caps) == 0;
     caps.keep = caps.exact ? requested : host.effective_caps;
+    if (!caps.exact) {
+      // bwrap calls no capset then: the sets stay as the launcher got them.
+      caps.inheritable = host.inheritable_caps & caps.keep;
+      caps.ambient = host.ambient_caps & caps.inheritable;
+    }
   }
   return caps;
 }

@@ -26,6 +26,8 @@ struct BwrapHost {
   uid_t uid = 0;  // the caller's real ids
   gid_t gid = 0;
   uint64_t effective_caps = 0;             // capget() of the caller
+  uint64_t inheritable_caps = 0;
+  uint64_t ambient_caps = 0;               // PR_CAP_AMBIENT_IS_SET
   std::vector<std::string> environ;        // "NAME=value", the caller's
   std::string cwd = "/";                   // the caller's working directory
   bool user_namespaces_enabled = true;     // user.max_user_namespaces != 0

@@ -36,16 +36,17 @@ bool KeepCapabilities(const KeptCapabilities& caps, ChildError* error) {
   }
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
-  const uint64_t inheritable = caps.exact ? caps.keep : 0;
+  const uint64_t inheritable = caps.exact ? caps.keep : caps.inheritable;
   for (int i = 0; i < 2; ++i) {
     data[i].permitted = static_cast<uint32_t>(caps.keep >> (32 * i));
     data[i].effective = data[i].permitted;
     data[i].inheritable = static_cast<uint32_t>(inheritable >> (32 * i));
   }
   if (::syscall(SYS_capset, &header, data) != 0) return child::Fail(error, "capset", "kept set", errno);
-  if (caps.exact) {
+  const uint64_t ambient = caps.exact ? caps.keep : caps.ambient;
+  if (ambient != 0) {
     for (int cap = 0; cap <= 63; ++cap) {
-      if (!(caps.keep & (uint64_t{1} << cap))) continue;
+      if (!(ambient & (uint64_t{1} << cap))) continue;
       if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) {
         if (errno == EINVAL) break;
         char detail[32];

@@ -17,6 +17,10 @@ struct KeptCapabilities {
   // (SECBIT_NOROOT): the program executed has exactly `keep`, whatever its
   // uid. Off: execve's usual rules apply (uid 0 gets the bounding set).
   bool exact = false;
+  // Without `exact`: the inheritable and ambient sets (each within `keep`
+  // for the kernel to allow it).
+  uint64_t inheritable = 0;
+  uint64_t ambient = 0;
 };
 
 // Shrinks the bounding set, then sets the permitted/effective (and, when

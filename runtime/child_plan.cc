@@ -43,7 +43,8 @@ absl::Status PlanHygiene(const SandboxSpec& spec, PayloadHygienePlan* hygiene) {
   hygiene->seccomp = bpf->AsFprog();
   if (spec.capabilities.has_value()) {
     hygiene->keep_capabilities = true;
-    hygiene->capabilities = {spec.capabilities->bounding, spec.capabilities->keep, spec.capabilities->exact};
+    const CapabilitySpec& caps = *spec.capabilities;
+    hygiene->capabilities = {caps.bounding, caps.keep, caps.exact, caps.inheritable, caps.ambient};
   }
   // The programs stay in `spec`, which outlives the plan.
   for (const std::string& program : spec.seccomp_programs) {

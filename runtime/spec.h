@@ -39,6 +39,11 @@ struct CapabilitySpec {
   // Off: execve applies the usual rules (uid 0 gets the bounding set,
   // others nothing).
   bool exact = false;
+  // Without `exact`: the inheritable and ambient sets (bwrap run as root
+  // without --cap-add/--cap-drop leaves all its sets as it got them, which
+  // a launcher nested in a sandbox got from the outer one's --cap-add).
+  uint64_t inheritable = 0;
+  uint64_t ambient = 0;
   bool operator==(const CapabilitySpec&) const = default;
 };
 
