@@ -71,29 +71,30 @@ bool WriteProcFile(int proc_fd, const char* path, const char* text, ChildError* 
   return true;
 }
 
-// "ID ID 1\n" without allocating.
-void IdentityMap(char* buf, size_t size, unsigned long id) {
+// "INSIDE OUTSIDE 1\n" without allocating.
+void OneIdMap(char* buf, size_t size, unsigned long inside, unsigned long outside) {
   char number[32];
-  child::FormatWithNumber(number, sizeof(number), "", static_cast<long>(id));
-  size_t n = child::CopyString(buf, size, number);
+  size_t n = child::CopyString(buf, size, child::FormatWithNumber(number, sizeof(number), "", static_cast<long>(inside)));
   n += child::CopyString(buf + n, size - n, " ");
-  n += child::CopyString(buf + n, size - n, number);
+  n += child::CopyString(buf + n, size - n, child::FormatWithNumber(number, sizeof(number), "", static_cast<long>(outside)));
   child::CopyString(buf + n, size - n, " 1\n");
 }
 
 }  // namespace
 
-bool EnterNestedUserNamespace(int proc_fd, ChildError* error) {
+bool EnterNestedUserNamespace(int proc_fd, bool only_one, uid_t uid, gid_t gid, ChildError* error) {
   // /proc/sys/user/* are the values of the opener's own user namespace.
-  if (!WriteProcFile(proc_fd, "sys/user/max_user_namespaces", "1\n", error)) return false;
-  const unsigned long uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
-  const unsigned long gid = static_cast<unsigned long>(::syscall(SYS_getegid));
+  if (only_one && !WriteProcFile(proc_fd, "sys/user/max_user_namespaces", "1\n", error)) return false;
+  const unsigned long own_uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
+  const unsigned long own_gid = static_cast<unsigned long>(::syscall(SYS_getegid));
   if (::syscall(SYS_unshare, CLONE_NEWUSER) != 0) return child::Fail(error, "unshare", "CLONE_NEWUSER", errno);
+  // One id each, mapped to the caller's own: what a process may write for
+  // the namespace it is in, with setgroups "deny" before the gid map.
   char map[96];
-  IdentityMap(map, sizeof(map), uid);
+  OneIdMap(map, sizeof(map), uid, own_uid);
   if (!WriteProcFile(proc_fd, "self/uid_map", map, error)) return false;
   if (!WriteProcFile(proc_fd, "self/setgroups", "deny\n", error)) return false;
-  IdentityMap(map, sizeof(map), gid);
+  OneIdMap(map, sizeof(map), gid, own_gid);
   return WriteProcFile(proc_fd, "self/gid_map", map, error);
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "runtime/identity.h"
 #include "runtime/zygote.h"
 #include "seccomp/policy.h"
 
@@ -21,6 +22,7 @@ void PlanIds(const SandboxSpec& spec, ChildIds* ids) {
     ids->switch_gid = spec.gid != ::getgid();
   }
   ids->userns_after_setup_fd = spec.join_userns_after_setup.value_or(-1);
+  ids->set_up_as_root = SetsUpAsRootForDevpts(spec);
   ids->disable_userns = spec.disable_userns;
   ids->assert_userns_disabled = spec.assert_userns_disabled;
 }

@@ -89,9 +89,20 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     id.mapping.deny_setgroups = true;
     id.clear_groups = false;
   }
-  id.mapping.uids = {{spec.uid, id.host_uid, 1}};
-  id.mapping.gids = {{spec.gid, id.host_gid, 1}};
+  const bool as_root = SetsUpAsRootForDevpts(spec);
+  id.mapping.uids = {{as_root ? 0 : spec.uid, id.host_uid, 1}};
+  id.mapping.gids = {{as_root ? 0 : spec.gid, id.host_gid, 1}};
   return id;
+}
+
+bool SetsUpAsRootForDevpts(const SandboxSpec& spec) {
+  if (!spec.namespaces.user || spec.map_all_host_ids || spec.join_userns.has_value() || (spec.uid == 0 && spec.gid == 0)) {
+    return false;
+  }
+  for (const rootfs::MountOp& op : spec.mounts) {
+    if (op.kind == rootfs::MountKind::kDev && op.bwrap_style) return true;
+  }
+  return false;
 }
 
 // Needs privilege over the source's filesystem; rootless callers own their

@@ -451,6 +451,12 @@ std::vector<Case> Cases() {
                                              "--dev", "/dev", "--tmpfs", "/tmp"};
   // The inner bwrap, uid 0 without --unshare-user, makes no user namespace.
   add("nested_same_userns", outer).nested = {"--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"};
+  // A devpts instance's root directory belongs to the root of the user
+  // namespace that mounts it: bwrap maps 0 first where the sandbox's ids
+  // are others, so /dev/pts is the sandbox user's.
+  add("dev_pts_owner", Base({"--unshare-user", "--uid", "1000", "--gid", "1000", "--dev", "/dev"})).command = {
+      "sh", "-c", "stat -c '%n %u:%g %a' /dev/pts /dev/pts/ptmx; cat /proc/self/uid_map /proc/self/gid_map"};
+  c.back().both_output = {"/dev/pts 1000:1000 755\n/dev/pts/ptmx 1000:1000 666\n"};
   add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
   c.back().fd3 = FdKind::kSeccomp;
   // --- bad argv and failed setup: exit 1 and bwrap's message
@@ -1101,6 +1107,18 @@ TEST_F(CoreBwrapUnprivileged, NestsThroughProcSelfExe) {
       "$1 $outer -- /proc/self/exe --ro-bind / / --tmpfs /tmp sh -c 'echo \"same userns: $(id -u):$(id -g)\"'\n"
       "echo \"status $?\"\n",
       "new userns: 0:0\nstatus 0\nsame userns: 0:0\nstatus 0\n");
+}
+
+// /dev/pts (a devpts instance's root, owned by the root of the user
+// namespace that mounts it) and its ptmx are the sandbox user's, with the
+// caller's ids and with others.
+TEST_F(CoreBwrapUnprivileged, DevPtsBelongsToTheSandboxUser) {
+  const std::string caller = absl::StrCat(CallerUid(), ":", CallerGid());
+  ExpectBothPrint(
+      "$1 --ro-bind / / --dev /dev stat -c '%n %u:%g %a' /dev/pts /dev/pts/ptmx\n"
+      "$1 --ro-bind / / --unshare-user --uid 1000 --gid 1000 --dev /dev stat -c '%n %u:%g %a' /dev/pts /dev/pts/ptmx\n",
+      absl::StrCat("/dev/pts ", caller, " 755\n/dev/pts/ptmx ", caller,
+                   " 666\n/dev/pts 1000:1000 755\n/dev/pts/ptmx 1000:1000 666\n"));
 }
 
 }  // namespace
