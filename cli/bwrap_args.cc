@@ -1,5 +1,7 @@
 #include "cli/bwrap_args.h"
 
+#include <linux/capability.h>
+
 #include <cstdint>
 #include <utility>
 
@@ -212,6 +214,13 @@ absl::Status BuildSpec(Options& o, const BwrapHost& host, const UserNamespace& u
   if (o.exec_label.has_value()) spec.exec_label = *o.exec_label;
   CUBICLE_RETURN_IF_ERROR(SetWorkingDirectory(o, host, &spec));
   out->info_namespaces = InfoNamespaces(spec);
+  // The pid bwrap reports names its PID 1, dumpable: a caller opens its
+  // namespaces (--userns, --pidns, nsenter). cubicle's init is not, and
+  // only CAP_SYS_PTRACE opens a process that is not; so for a caller
+  // without it, init stays dumpable (docs/security.md says what for).
+  const uint64_t ptrace = uint64_t{1} << CAP_SYS_PTRACE;
+  spec.inspectable_init = (out->info_fd.has_value() || out->json_status_fd.has_value()) &&
+                          (host.effective_caps & ptrace) == 0;
   return absl::OkStatus();
 }
 

@@ -258,7 +258,7 @@ void ChildMain(const ChildPlan& plan) {
   // no init). The route starts what it starts ahead of the request.
   ExecRequestView request;
   InitPayload payload(plan);
-  const bool init = plan.route == PayloadRoute::kAsPid1 || namespaces::BecomeInit(e);
+  const bool init = plan.route == PayloadRoute::kAsPid1 || namespaces::BecomeInit(plan.system.init_dumpable, e);
   if (!init || !payload.StartAhead(&request, s.report, s.exec_stamp, e)) {
     ExitWithSetupError(plan.fds.control, s.report, 1);
   }

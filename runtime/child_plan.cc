@@ -34,6 +34,7 @@ void PlanSystem(const SandboxSpec& spec, ChildSystem* system) {
   system->set_hostname = spec.set_hostname;
   system->hostname = spec.hostname;
   system->init_new_session = spec.init_new_session && !spec.as_pid_1;
+  system->init_dumpable = spec.inspectable_init;
 }
 
 absl::Status PlanHygiene(const SandboxSpec& spec, PayloadHygienePlan* hygiene) {

@@ -86,6 +86,7 @@ struct ChildSystem {
   bool set_hostname = true;
   std::string hostname;
   bool init_new_session = false;  // SandboxSpec::init_new_session (not with --as-pid-1)
+  bool init_dumpable = false;     // SandboxSpec::inspectable_init
 };
 
 // The payload's hygiene (DESIGN §4.5) and the request-independent parts of

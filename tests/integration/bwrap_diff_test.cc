@@ -1109,6 +1109,46 @@ TEST_F(CoreBwrapUnprivileged, NestsThroughProcSelfExe) {
       "new userns: 0:0\nstatus 0\nsame userns: 0:0\nstatus 0\n");
 }
 
+// bwrap's test-specifying-userns.sh and test-specifying-pidns.sh: the
+// caller opens the namespaces of --info-fd's child-pid and joins them with
+// --userns and --pidns (as nsenter users do).
+TEST_F(CoreBwrapUnprivileged, InfoFdChildPidNamesNamespacesTheCallerCanJoin) {
+  ExpectBothPrint(
+      "d=$2\n"
+      "$1 --ro-bind / / --bind \"$d\" \"$d\" --unshare-user --unshare-pid --info-fd 3 sh -c '\n"
+      "  readlink /proc/self/ns/user /proc/self/ns/pid > \"$0/in.tmp\" && mv \"$0/in.tmp\" \"$0/in\"\n"
+      "  i=0; while [ ! -e \"$0/done\" ] && [ $i -lt 1000 ]; do sleep 0.02; i=$((i+1)); done' \"$d\" 3> \"$d/info.json\" &\n"
+      "sandbox=$!\n"
+      "i=0; while [ ! -e \"$d/in\" ] && [ $i -lt 1000 ]; do sleep 0.02; i=$((i+1)); done\n"
+      "pid=$(sed -n 's/.*\"child-pid\": *\\([0-9]*\\).*/\\1/p' \"$d/info.json\")\n"
+      "{ $1 --ro-bind / / --userns 5 readlink /proc/self/ns/user 5< \"/proc/$pid/ns/user\"; } > \"$d/joined\"\n"
+      "echo \"userns: $?\"\n"
+      "{ $1 --ro-bind / / --userns 5 --pidns 6 readlink /proc/self/ns/pid 5< \"/proc/$pid/ns/user\" \\\n"
+      "  6< \"/proc/$pid/ns/pid\"; } >> \"$d/joined\"\n"
+      "echo \"pidns: $?\"\n"
+      "touch \"$d/done\"; wait $sandbox; echo \"sandbox: $?\"\n"
+      "cmp \"$d/in\" \"$d/joined\" >&2 && echo 'same namespaces'\n",
+      "userns: 0\npidns: 0\nsandbox: 0\nsame namespaces\n");
+}
+
+// The other side of the dumpable init the test above opens
+// (docs/security.md): the command, which holds fewer capabilities than
+// init, may neither read init's environment (nor its memory) nor open its
+// namespaces; one given every capability may, the exposure that document
+// argues. (bwrap's PID 1 has no capabilities left: any command of its uid
+// may read it.)
+TEST_F(CoreBwrapUnprivileged, TheCommandCannotReadAnInspectableInit) {
+  test_support::ProcessRun run = RunAsCaller(
+      "for caps in '' '--cap-add ALL'; do\n"
+      "  $1 --ro-bind / / --dev /dev --unshare-user --unshare-pid --proc /proc --info-fd 3 $caps sh -c '\n"
+      "    cat /proc/1/environ > /dev/null 2>&1; echo \"environ: $?\"\n"
+      "    readlink /proc/1/ns/user > /dev/null 2>&1; echo \"namespace: $?\"' 3> /dev/null\n"
+      "done\n",
+      "cubicle", cubicle_bwrap());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "environ: 1\nnamespace: 1\nenviron: 0\nnamespace: 0\n") << run.err;
+}
+
 // /dev/pts (a devpts instance's root, owned by the root of the user
 // namespace that mounts it) and its ptmx are the sandbox user's, with the
 // caller's ids and with others.
