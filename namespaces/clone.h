@@ -84,8 +84,8 @@ class ThreadGroupsCleared {
   // Whether this thread may clear its groups: CAP_SETGID in its user
   // namespace, and that namespace's setgroups reads "allow". Root on the
   // host may; a launcher nested in a sandbox (uid 0 of a user namespace
-  // whose setgroups reads "deny") may not, whatever its capabilities, and
-  // neither may anything below it: the groups it has are every sandbox's.
+  // whose setgroups reads "deny") may not, whatever its capabilities, so
+  // the sandboxes it makes keep the groups it has.
   static bool Possible();
 
   ThreadGroupsCleared() = default;
