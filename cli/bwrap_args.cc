@@ -1,5 +1,7 @@
 #include "cli/bwrap_args.h"
 
+#include <linux/capability.h>
+
 #include <cstdint>
 #include <utility>
 
@@ -114,6 +116,11 @@ runtime::CapabilitySpec Capabilities(const Options& o, const BwrapHost& host, co
     caps.bounding = host.effective_caps;
     caps.exact = o.caps_used && (requested & ~host.effective_caps) == 0;
     caps.keep = caps.exact ? requested : host.effective_caps;
+    if (!caps.exact) {
+      // bwrap calls no capset then: the sets stay as the launcher got them.
+      caps.inheritable = host.inheritable_caps & caps.keep;
+      caps.ambient = host.ambient_caps & caps.inheritable;
+    }
   }
   return caps;
 }
@@ -207,6 +214,13 @@ absl::Status BuildSpec(Options& o, const BwrapHost& host, const UserNamespace& u
   if (o.exec_label.has_value()) spec.exec_label = *o.exec_label;
   CUBICLE_RETURN_IF_ERROR(SetWorkingDirectory(o, host, &spec));
   out->info_namespaces = InfoNamespaces(spec);
+  // The pid bwrap reports names its PID 1, dumpable: a caller opens its
+  // namespaces (--userns, --pidns, nsenter). cubicle's init is not, and
+  // only CAP_SYS_PTRACE opens a process that is not; so for a caller
+  // without it, init stays dumpable (docs/security.md says what for).
+  const uint64_t ptrace = uint64_t{1} << CAP_SYS_PTRACE;
+  spec.inspectable_init = (out->info_fd.has_value() || out->json_status_fd.has_value()) &&
+                          (host.effective_caps & ptrace) == 0;
   return absl::OkStatus();
 }
 
@@ -230,6 +244,10 @@ absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& a
   CUBICLE_RETURN_IF_ERROR(bwrap::ReadSetupFds(host, &out, &o));
   CUBICLE_RETURN_IF_ERROR(BuildSpec(o, host, userns, &out));
   return out;
+}
+
+bool IsBwrapCommandLine(const std::string& arg) {
+  return arg != "--help" && arg != "--version" && bwrap::IsOption(arg);
 }
 
 std::string BwrapUsage(const std::string& argv0) {

@@ -26,6 +26,8 @@ struct BwrapHost {
   uid_t uid = 0;  // the caller's real ids
   gid_t gid = 0;
   uint64_t effective_caps = 0;             // capget() of the caller
+  uint64_t inheritable_caps = 0;
+  uint64_t ambient_caps = 0;               // PR_CAP_AMBIENT_IS_SET
   std::vector<std::string> environ;        // "NAME=value", the caller's
   std::string cwd = "/";                   // the caller's working directory
   bool user_namespaces_enabled = true;     // user.max_user_namespaces != 0
@@ -73,6 +75,14 @@ struct BwrapInvocation {
 // argv without the program name. The error of a bad argv is
 // InvalidArgument with bwrap's message (no "bwrap: " prefix).
 absl::StatusOr<BwrapInvocation> ParseBwrapArgs(const std::vector<std::string>& args, const BwrapHost& host);
+
+// Whether a command line whose first argument is `arg` is bwrap's, run
+// under a name that is neither `bwrap` nor `cubicle bwrap`: cubicle's own
+// command lines start with a subcommand, so one that starts with an option
+// only bwrap has (any but --help and --version) can be no one else's. A
+// sandboxed command that re-executes its launcher through /proc/self/exe
+// (bwrap's own tests do) runs the binary under that path's name.
+bool IsBwrapCommandLine(const std::string& arg);
 
 // bwrap's usage text (to stdout for --help, stderr for a usage error).
 std::string BwrapUsage(const std::string& argv0);

@@ -76,11 +76,17 @@ absl::StatusOr<std::string> ReadAll(int fd) {
   }
 }
 
-uint64_t EffectiveCaps() {
+void ReadCaps(BwrapHost* host) {
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
-  if (::syscall(SYS_capget, &header, data) != 0) return 0;
-  return uint64_t{data[0].effective} | (uint64_t{data[1].effective} << 32);
+  if (::syscall(SYS_capget, &header, data) != 0) return;
+  host->effective_caps = uint64_t{data[0].effective} | (uint64_t{data[1].effective} << 32);
+  host->inheritable_caps = uint64_t{data[0].inheritable} | (uint64_t{data[1].inheritable} << 32);
+  for (int cap = 0; cap < 64; ++cap) {
+    const int set = ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap, 0, 0);
+    if (set < 0) break;  // past the kernel's last capability
+    if (set == 1) host->ambient_caps |= uint64_t{1} << cap;
+  }
 }
 
 bool UserNamespacesEnabled() {
@@ -111,7 +117,7 @@ BwrapHost CurrentHost() {
   BwrapHost host;
   host.uid = ::getuid();
   host.gid = ::getgid();
-  host.effective_caps = EffectiveCaps();
+  ReadCaps(&host);
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) host.environ.emplace_back(*e);
   char cwd[4096];
   if (::getcwd(cwd, sizeof(cwd)) != nullptr) host.cwd = cwd;

@@ -651,6 +651,8 @@ absl::Status ReadSetupFds(const BwrapHost& host, BwrapInvocation* out, Options* 
   return absl::OkStatus();
 }
 
+bool IsOption(const std::string& arg) { return FindOption(arg) != nullptr; }
+
 absl::Status Die(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 absl::StatusOr<std::string> SandboxPath(const std::string& path, absl::string_view option) {

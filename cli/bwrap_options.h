@@ -70,6 +70,9 @@ absl::Status ReadOptions(const std::vector<std::string>& args, const BwrapHost& 
 // prctl). Call after the conflicts are rejected.
 absl::Status ReadSetupFds(const BwrapHost& host, BwrapInvocation* out, Options* options);
 
+// Whether `arg` is the name of one of bwrap 0.11's options.
+bool IsOption(const std::string& arg);
+
 // How many capabilities bwrap knows by name (CAP_CHOWN .. CAP_CHECKPOINT_RESTORE).
 inline constexpr size_t kKnownCapCount = 41;
 

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/bwrap_args.h"
 #include "cli/bwrap_command.h"
 #include "cli/commands.h"
 #include "egress/gateway_process.h"
@@ -42,10 +43,14 @@ int main(int argc, char** argv) {
     return cubicle::rpc::ForkServerMain(cubicle::runtime::kForkServerFd);
   }
   // bubblewrap's command line goes to its own parser untouched: as `bwrap`
-  // (a symlink to cubicle) or as `cubicle bwrap ...`.
+  // (a symlink to cubicle), as `cubicle bwrap ...`, or under any other name
+  // when it starts with one of bwrap's own options (a sandboxed command
+  // re-executing its launcher as /proc/self/exe). Decided by the argv
+  // alone: a marker left in the environment would show in the command's
+  // (bwrap leaves none) and be lost to --clearenv.
   const char* slash = argv[0] != nullptr ? std::strrchr(argv[0], '/') : nullptr;
   const char* name = slash != nullptr ? slash + 1 : (argv[0] != nullptr ? argv[0] : "");
-  if (std::strcmp(name, "bwrap") == 0) {
+  if (std::strcmp(name, "bwrap") == 0 || (argc >= 2 && cubicle::cli::IsBwrapCommandLine(argv[1]))) {
     ExitNow(cubicle::cli::RunBwrap(std::vector<std::string>(argv + 1, argv + argc), argv[0]));
   }
   if (argc >= 2 && std::strcmp(argv[1], "bwrap") == 0) {

@@ -36,16 +36,17 @@ bool KeepCapabilities(const KeptCapabilities& caps, ChildError* error) {
   }
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
-  const uint64_t inheritable = caps.exact ? caps.keep : 0;
+  const uint64_t inheritable = caps.exact ? caps.keep : caps.inheritable;
   for (int i = 0; i < 2; ++i) {
     data[i].permitted = static_cast<uint32_t>(caps.keep >> (32 * i));
     data[i].effective = data[i].permitted;
     data[i].inheritable = static_cast<uint32_t>(inheritable >> (32 * i));
   }
   if (::syscall(SYS_capset, &header, data) != 0) return child::Fail(error, "capset", "kept set", errno);
-  if (caps.exact) {
+  const uint64_t ambient = caps.exact ? caps.keep : caps.ambient;
+  if (ambient != 0) {
     for (int cap = 0; cap <= 63; ++cap) {
-      if (!(caps.keep & (uint64_t{1} << cap))) continue;
+      if (!(ambient & (uint64_t{1} << cap))) continue;
       if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) {
         if (errno == EINVAL) break;
         char detail[32];
@@ -70,29 +71,30 @@ bool WriteProcFile(int proc_fd, const char* path, const char* text, ChildError* 
   return true;
 }
 
-// "ID ID 1\n" without allocating.
-void IdentityMap(char* buf, size_t size, unsigned long id) {
+// "INSIDE OUTSIDE 1\n" without allocating.
+void OneIdMap(char* buf, size_t size, unsigned long inside, unsigned long outside) {
   char number[32];
-  child::FormatWithNumber(number, sizeof(number), "", static_cast<long>(id));
-  size_t n = child::CopyString(buf, size, number);
+  size_t n = child::CopyString(buf, size, child::FormatWithNumber(number, sizeof(number), "", static_cast<long>(inside)));
   n += child::CopyString(buf + n, size - n, " ");
-  n += child::CopyString(buf + n, size - n, number);
+  n += child::CopyString(buf + n, size - n, child::FormatWithNumber(number, sizeof(number), "", static_cast<long>(outside)));
   child::CopyString(buf + n, size - n, " 1\n");
 }
 
 }  // namespace
 
-bool EnterNestedUserNamespace(int proc_fd, ChildError* error) {
+bool EnterNestedUserNamespace(int proc_fd, bool only_one, uid_t uid, gid_t gid, ChildError* error) {
   // /proc/sys/user/* are the values of the opener's own user namespace.
-  if (!WriteProcFile(proc_fd, "sys/user/max_user_namespaces", "1\n", error)) return false;
-  const unsigned long uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
-  const unsigned long gid = static_cast<unsigned long>(::syscall(SYS_getegid));
+  if (only_one && !WriteProcFile(proc_fd, "sys/user/max_user_namespaces", "1\n", error)) return false;
+  const unsigned long own_uid = static_cast<unsigned long>(::syscall(SYS_geteuid));
+  const unsigned long own_gid = static_cast<unsigned long>(::syscall(SYS_getegid));
   if (::syscall(SYS_unshare, CLONE_NEWUSER) != 0) return child::Fail(error, "unshare", "CLONE_NEWUSER", errno);
+  // One id each, mapped to the caller's own: what a process may write for
+  // the namespace it is in, with setgroups "deny" before the gid map.
   char map[96];
-  IdentityMap(map, sizeof(map), uid);
+  OneIdMap(map, sizeof(map), uid, own_uid);
   if (!WriteProcFile(proc_fd, "self/uid_map", map, error)) return false;
   if (!WriteProcFile(proc_fd, "self/setgroups", "deny\n", error)) return false;
-  IdentityMap(map, sizeof(map), gid);
+  OneIdMap(map, sizeof(map), gid, own_gid);
   return WriteProcFile(proc_fd, "self/gid_map", map, error);
 }
 

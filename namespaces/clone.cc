@@ -1,6 +1,7 @@
 #include "namespaces/clone.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/fd_passing.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "namespaces/control.h"
 
 namespace cubicle::namespaces {
@@ -233,6 +235,17 @@ bool SpinUntilExited(int pidfd, int64_t bound_ns) {
     if (::poll(&p, 1, 0) == 1) return true;
   } while (MonotonicNanos() < until);
   return false;
+}
+
+bool ThreadGroupsCleared::Possible() {
+  struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};  // pid 0: this thread
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0 || (data[0].effective & (1u << CAP_SETGID)) == 0) return false;
+  // Without a readable setgroups file (no /proc) setgroups itself decides.
+  UniqueFd fd(::open("/proc/thread-self/setgroups", O_RDONLY | O_CLOEXEC));
+  char text[8] = {};
+  if (!fd || ::read(fd.get(), text, sizeof(text) - 1) <= 0) return true;
+  return std::strncmp(text, "deny", 4) != 0;
 }
 
 absl::Status ThreadGroupsCleared::Clear() {

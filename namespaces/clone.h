@@ -81,6 +81,13 @@ CloneResult CloneViaIntermediate(uint64_t flags, int cgroup_fd, bool try_clone3,
 // Needs CAP_SETGID (root); rootless callers cannot clear groups at all.
 class ThreadGroupsCleared {
  public:
+  // Whether this thread may clear its groups: CAP_SETGID in its user
+  // namespace, and that namespace's setgroups reads "allow". Root on the
+  // host may; a launcher nested in a sandbox (uid 0 of a user namespace
+  // whose setgroups reads "deny") may not, whatever its capabilities, so
+  // the sandboxes it makes keep the groups it has.
+  static bool Possible();
+
   ThreadGroupsCleared() = default;
   ThreadGroupsCleared(const ThreadGroupsCleared&) = delete;
   ThreadGroupsCleared& operator=(const ThreadGroupsCleared&) = delete;

@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 
@@ -34,7 +37,47 @@ std::string Format(const std::vector<IdMap>& maps) {
   return out;
 }
 
+absl::StatusOr<std::string> ReadOwnFile(const char* path) {
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return ErrnoStatus(errno, absl::StrCat("open(", path, ")"));
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, absl::StrCat("read(", path, ")"));
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// "inside outside count" lines: each inside range mapped to itself.
+absl::StatusOr<std::vector<IdMap>> IdentityOf(const char* path) {
+  CUBICLE_ASSIGN_OR_RETURN(std::string text, ReadOwnFile(path));
+  std::vector<IdMap> maps;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    IdMap map;
+    if (fields.size() != 3 || !absl::SimpleAtoi(fields[0], &map.inside) || !absl::SimpleAtoi(fields[2], &map.count)) {
+      return absl::InternalError(absl::StrCat(path, ": unexpected line \"", line, "\""));
+    }
+    map.outside = map.inside;
+    maps.push_back(map);
+  }
+  if (maps.empty()) return absl::FailedPreconditionError(absl::StrCat(path, ": no ids are mapped"));
+  return maps;
+}
+
 }  // namespace
+
+absl::StatusOr<IdMapping> IdentityOfOwnNamespace() {
+  IdMapping mapping;
+  CUBICLE_ASSIGN_OR_RETURN(mapping.uids, IdentityOf("/proc/self/uid_map"));
+  CUBICLE_ASSIGN_OR_RETURN(mapping.gids, IdentityOf("/proc/self/gid_map"));
+  CUBICLE_ASSIGN_OR_RETURN(std::string setgroups, ReadOwnFile("/proc/self/setgroups"));
+  mapping.deny_setgroups = absl::StripAsciiWhitespace(setgroups) == "deny";
+  return mapping;
+}
 
 absl::Status WriteIdMaps(pid_t pid, const IdMapping& mapping) {
   CUBICLE_RETURN_IF_ERROR(WriteProcFile(pid, "uid_map", Format(mapping.uids)));

@@ -32,6 +32,13 @@ struct IdMapping {
 // requires. Errors name the file and errno.
 absl::Status WriteIdMaps(pid_t pid, const IdMapping& mapping);
 
+// Every id the caller's own user namespace maps, each mapped to itself,
+// and that namespace's setgroups: for a child namespace in which ids look
+// as they do here. In the initial namespace that is every id ("0 0
+// 4294967295") and "allow"; in a sandbox's, its few ids and (cubicle's,
+// bwrap's) "deny", which a child namespace cannot undo anyway.
+absl::StatusOr<IdMapping> IdentityOfOwnNamespace();
+
 }  // namespace cubicle::namespaces
 
 namespace cubicle::namespaces {

@@ -53,12 +53,14 @@ void SetArgvArea(int argc, char** argv) {
   argv_size = static_cast<size_t>(end - argv[0]);
 }
 
-bool BecomeInit(ChildError* error) {
+bool BecomeInit(bool stay_dumpable, ChildError* error) {
   // Init's memory is a copy of the launcher's (its heap, its environment):
   // not dumpable, so nothing in the sandbox can read it through /proc/1.
   // The payload's execve makes the payload dumpable again. Init that would
-  // stay readable goes no further.
-  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return child::Fail(error, "prctl(PR_SET_DUMPABLE)", "init", errno);
+  // stay readable goes no further, unless asked to stay so.
+  if (::prctl(PR_SET_DUMPABLE, stay_dumpable ? 1 : 0, 0, 0, 0) != 0) {
+    return child::Fail(error, "prctl(PR_SET_DUMPABLE)", "init", errno);
+  }
   NameProcess("cubicle-init");  // the launcher's command line is not the sandbox's to read
   // Every disposition the launcher had goes back to its default, so that
   // a process init makes inherits a fresh process's signal state but for

@@ -38,8 +38,10 @@ struct InitService {
 // on `control_fd` (`report` carries the step stamps so far) and exits, or
 // lingers (AfterExit). Supervise closes every fd but `control_fd` and the
 // service's. BecomeInit fails, saying why in `error`, if this process
-// cannot be made undumpable.
-bool BecomeInit(ChildError* error);
+// cannot be made undumpable, or with `stay_dumpable` (bwrap's --info-fd
+// for a caller without CAP_SYS_PTRACE: SandboxSpec::inspectable_init,
+// docs/security.md) dumpable.
+bool BecomeInit(bool stay_dumpable, ChildError* error);
 
 // In a process init made after BecomeInit (before its execve): the signal
 // state of a fresh process — the forwarded signals' dispositions back to

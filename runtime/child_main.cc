@@ -39,8 +39,9 @@ struct ChildSetup {
   // host gateway over the egress channel.
   namespaces::InitService bridge{-1, -1, egress::bridge::PassPending};
   rootfs::BuildReport build;
-  // --disable-userns needs a procfs after the pivot, when the sandbox may
-  // have none: the host's, opened while it is still mounted.
+  // The nested user namespace (--disable-userns, a setup as root) needs a
+  // procfs after the pivot, when the sandbox may have none: the host's,
+  // opened while it is still mounted.
   int proc_fd = -1;
   // The exec stamp page (an armed payload's): mapped before its fd goes
   // with the rest. None (a failed map) means "executing" is a message.
@@ -119,13 +120,14 @@ bool BecomeSandboxUser(const ChildPlan& plan, ChildError* e) {
   const ChildIds& ids = plan.ids;
   return namespaces::WaitForLauncher(plan.fds.control, e) &&
          (ids.joined_userns ? namespaces::SwitchJoinedIds(ids.switch_uid, ids.uid, ids.switch_gid, ids.gid, e)
-                            : namespaces::BecomeSandboxIds(ids.uid, ids.gid, e)) &&
+          : ids.set_up_as_root ? namespaces::BecomeSandboxIds(0, 0, e)
+                               : namespaces::BecomeSandboxIds(ids.uid, ids.gid, e)) &&
          (!plan.hygiene.die_with_parent ||
           (namespaces::DieWithParent(e) && namespaces::LauncherStillThere(plan.fds.control, e)));
 }
 
 bool OpenHostProcForUserns(const ChildPlan& plan, ChildSetup& s, ChildError* e) {
-  if (!plan.ids.disable_userns) return true;
+  if (!plan.ids.disable_userns && !plan.ids.set_up_as_root) return true;
   s.proc_fd = ::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
   return s.proc_fd >= 0 || child::Fail(e, "open", "/proc", errno);
 }
@@ -179,11 +181,16 @@ bool EnterUsernsAfterSetup(const ChildPlan& plan, ChildError* e) {
   return ok;
 }
 
-// --disable-userns, last: from here on the sandbox's own capabilities are
-// gone. Then the probe of --assert-userns-disabled: a user namespace made
-// here means the assertion is false, and this sandbox goes no further.
-bool LockUserNamespaces(const ChildPlan& plan, ChildSetup& s, ChildError* e) {
-  bool ok = s.proc_fd < 0 || namespaces::EnterNestedUserNamespace(s.proc_fd, e);
+// The nested user namespace, last: from here on the sandbox's own
+// capabilities are gone. One namespace for both reasons, as bwrap's
+// second: --disable-userns (nothing below may make another), and the
+// sandbox's own ids after a setup as root. Then the probe of
+// --assert-userns-disabled: a user namespace made here means the
+// assertion is false, and this sandbox goes no further.
+bool NestUserNamespace(const ChildPlan& plan, ChildSetup& s, ChildError* e) {
+  const ChildIds& ids = plan.ids;
+  bool ok = s.proc_fd < 0 ||
+            namespaces::EnterNestedUserNamespace(s.proc_fd, ids.disable_userns, ids.uid, ids.gid, e);
   if (s.proc_fd >= 0) ::close(s.proc_fd);
   s.proc_fd = -1;
   if (ok && plan.ids.assert_userns_disabled && ::syscall(SYS_unshare, CLONE_NEWUSER) == 0) {
@@ -210,7 +217,7 @@ bool SetUpSandbox(const ChildPlan& plan, ChildSetup& s) {
   ok = ok && CloseLauncherFds(plan, s, e);
   Stamp(s, namespaces::kStepRootfsReady);
   return ok && SetUpSystem(plan, s, e) && JoinGroupsSentLater(plan, e) && EnterUsernsAfterSetup(plan, e) &&
-         LockUserNamespaces(plan, s, e) && InitSession(plan, e);
+         NestUserNamespace(plan, s, e) && InitSession(plan, e);
 }
 
 // The hand-off's request, from the launcher, then the workspace (a detached
@@ -251,7 +258,7 @@ void ChildMain(const ChildPlan& plan) {
   // no init). The route starts what it starts ahead of the request.
   ExecRequestView request;
   InitPayload payload(plan);
-  const bool init = plan.route == PayloadRoute::kAsPid1 || namespaces::BecomeInit(e);
+  const bool init = plan.route == PayloadRoute::kAsPid1 || namespaces::BecomeInit(plan.system.init_dumpable, e);
   if (!init || !payload.StartAhead(&request, s.report, s.exec_stamp, e)) {
     ExitWithSetupError(plan.fds.control, s.report, 1);
   }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "runtime/identity.h"
 #include "runtime/zygote.h"
 #include "seccomp/policy.h"
 
@@ -21,6 +22,7 @@ void PlanIds(const SandboxSpec& spec, ChildIds* ids) {
     ids->switch_gid = spec.gid != ::getgid();
   }
   ids->userns_after_setup_fd = spec.join_userns_after_setup.value_or(-1);
+  ids->set_up_as_root = SetsUpAsRootForDevpts(spec);
   ids->disable_userns = spec.disable_userns;
   ids->assert_userns_disabled = spec.assert_userns_disabled;
 }
@@ -32,6 +34,7 @@ void PlanSystem(const SandboxSpec& spec, ChildSystem* system) {
   system->set_hostname = spec.set_hostname;
   system->hostname = spec.hostname;
   system->init_new_session = spec.init_new_session && !spec.as_pid_1;
+  system->init_dumpable = spec.inspectable_init;
 }
 
 absl::Status PlanHygiene(const SandboxSpec& spec, PayloadHygienePlan* hygiene) {
@@ -43,7 +46,8 @@ absl::Status PlanHygiene(const SandboxSpec& spec, PayloadHygienePlan* hygiene) {
   hygiene->seccomp = bpf->AsFprog();
   if (spec.capabilities.has_value()) {
     hygiene->keep_capabilities = true;
-    hygiene->capabilities = {spec.capabilities->bounding, spec.capabilities->keep, spec.capabilities->exact};
+    const CapabilitySpec& caps = *spec.capabilities;
+    hygiene->capabilities = {caps.bounding, caps.keep, caps.exact, caps.inheritable, caps.ambient};
   }
   // The programs stay in `spec`, which outlives the plan.
   for (const std::string& program : spec.seccomp_programs) {

@@ -71,6 +71,10 @@ struct ChildIds {
   bool switch_uid = false;
   bool switch_gid = false;
   int userns_after_setup_fd = -1;  // SandboxSpec::join_userns_after_setup, or -1
+  // Set up as uid/gid 0 of the new user namespace (which maps 0 to the
+  // sandbox's host ids), then nest one in which the sandbox is uid/gid
+  // (SetsUpAsRootForDevpts).
+  bool set_up_as_root = false;
   bool disable_userns = false;
   bool assert_userns_disabled = false;
 };
@@ -83,6 +87,7 @@ struct ChildSystem {
   bool set_hostname = true;
   std::string hostname;
   bool init_new_session = false;  // SandboxSpec::init_new_session (not with --as-pid-1)
+  bool init_dumpable = false;     // SandboxSpec::inspectable_init
 };
 
 // The payload's setup error, left in memory the launcher shares with the

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "namespaces/clone.h"
 
 namespace cubicle::runtime {
 namespace {
@@ -60,12 +61,12 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     }
     id.host_uid = spec.uid;
     id.host_gid = spec.gid;
-    // bwrap as root makes no user namespace: setgroups is the host's
-    // ("allow") and so are root's groups.
-    id.mapping.deny_setgroups = false;
+    // bwrap as root makes no user namespace: setgroups is the launcher's
+    // (the host's "allow") and so are root's groups. Every id the
+    // launcher's namespace has: all of them on the host, the few of a
+    // sandbox it is nested in (uid 0 there is "root" to bwrap too).
+    CUBICLE_ASSIGN_OR_RETURN(id.mapping, namespaces::IdentityOfOwnNamespace());
     id.clear_groups = false;
-    id.mapping.uids = {{0, 0, 4294967295u}};
-    id.mapping.gids = {{0, 0, 4294967295u}};
     return id;
   }
   if (euid == 0) {
@@ -73,9 +74,10 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     id.host_gid = spec.host_gid.value_or(kDefaultHostIdBase + spec.gid);
     // "deny", as bwrap writes it: nothing in the sandbox may change its
     // groups. The host's groups (root's gid 0 among them) are gone before
-    // clone instead.
+    // clone instead, where this launcher may drop them; uid 0 nested in a
+    // sandbox may not, and keeps them as any rootless launcher does.
     id.mapping.deny_setgroups = true;
-    id.clear_groups = true;
+    id.clear_groups = namespaces::ThreadGroupsCleared::Possible();
   } else {
     id.host_uid = spec.host_uid.value_or(euid);
     id.host_gid = spec.host_gid.value_or(egid);
@@ -87,9 +89,20 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec) {
     id.mapping.deny_setgroups = true;
     id.clear_groups = false;
   }
-  id.mapping.uids = {{spec.uid, id.host_uid, 1}};
-  id.mapping.gids = {{spec.gid, id.host_gid, 1}};
+  const bool as_root = SetsUpAsRootForDevpts(spec);
+  id.mapping.uids = {{as_root ? 0 : spec.uid, id.host_uid, 1}};
+  id.mapping.gids = {{as_root ? 0 : spec.gid, id.host_gid, 1}};
   return id;
+}
+
+bool SetsUpAsRootForDevpts(const SandboxSpec& spec) {
+  if (!spec.namespaces.user || spec.map_all_host_ids || spec.join_userns.has_value() || (spec.uid == 0 && spec.gid == 0)) {
+    return false;
+  }
+  for (const rootfs::MountOp& op : spec.mounts) {
+    if (op.kind == rootfs::MountKind::kDev && op.bwrap_style) return true;
+  }
+  return false;
 }
 
 // Needs privilege over the source's filesystem; rootless callers own their

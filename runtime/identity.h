@@ -28,6 +28,16 @@ struct Identity {
 // when it asks for ids the caller cannot map (rootless: only its own).
 absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec);
 
+// bwrap's devpts workaround, for a sandbox of bwrap's with bwrap's /dev
+// (--dev) in a user namespace of its own whose ids are not 0: a devpts
+// instance's root directory belongs to the root of the user namespace that
+// mounts it (shown as the overflow id where that root is unmapped). So
+// the namespace maps uid/gid 0 to the sandbox's host ids, the sandbox is
+// set up as 0, and then it nests one more user namespace in which it has
+// its own ids (ChildIds::set_up_as_root), as bwrap does: /dev/pts is the
+// sandbox user's, and uid_map reads "UID 0 1" as under bwrap.
+bool SetsUpAsRootForDevpts(const SandboxSpec& spec);
+
 // The detached, idmapped mount of `source` for a bind that shows its
 // owner as the sandbox user. An empty fd when no idmap is needed (the
 // owner is the sandbox's host user already) or possible (rootless: the

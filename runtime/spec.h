@@ -39,6 +39,11 @@ struct CapabilitySpec {
   // Off: execve applies the usual rules (uid 0 gets the bounding set,
   // others nothing).
   bool exact = false;
+  // Without `exact`: the inheritable and ambient sets (bwrap run as root
+  // without --cap-add/--cap-drop leaves all its sets as it got them, which
+  // a launcher nested in a sandbox got from the outer one's --cap-add).
+  uint64_t inheritable = 0;
+  uint64_t ambient = 0;
   bool operator==(const CapabilitySpec&) const = default;
 };
 
@@ -140,6 +145,11 @@ struct SandboxSpec {
   std::optional<int> join_userns;
   std::optional<int> join_pidns;
   std::optional<int> join_userns_after_setup;
+  // cubicle's init stays dumpable, as bwrap's PID 1 is, so that a caller
+  // without CAP_SYS_PTRACE can open /proc/PID/ns/* of the pid bwrap's
+  // --info-fd and --json-status-fd report. Off: init is not dumpable.
+  // What it opens, and to whom: docs/security.md.
+  bool inspectable_init = false;
   // The SELinux context the payload executes in (bwrap --exec-label):
   // written to /proc/thread-self/attr/exec just before execve, through the
   // sandbox's own /proc as bwrap does. Empty: none. (--file-label is a

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -141,6 +142,10 @@ struct Case {
   // @LOWER1@, @LOWER2@, @UPPER@, @WORK@, @ODDLOWER@, @ODDUPPER@, @ODDWORK@
   std::vector<std::string> args;
   std::vector<std::string> command;  // empty: the probe
+  // Non-empty: the command is the launcher itself again, re-executed
+  // through /proc/self/exe with these options (as bwrap's own tests nest
+  // it), then the probe or `command`.
+  std::vector<std::string> nested;
   std::vector<std::string> paths;    // stat'ed by the probe
   FdKind fd3 = FdKind::kNone;
   FdKind fd4 = FdKind::kNone;
@@ -475,6 +480,24 @@ std::vector<Case> Cases() {
   // leaves it out.
   add("host_root_pidns_joined_proc", Base({"--pidns", "3"})).fd3 = FdKind::kPidNs;
   c.back().host_root_only = true;
+  // --- nesting: the command re-executes its launcher through
+  //     /proc/self/exe, as bwrap's own tests do (test-run.sh: "can mount
+  //     /proc recursively", "can pivot to new rootfs recursively"); the
+  //     inner launcher is uid 0 with every capability of the outer user
+  //     namespace, whose setgroups reads "deny" and which maps one id.
+  const std::vector<std::string> outer = {"--unshare-user", "--uid", "0", "--gid", "0", "--cap-add", "ALL",
+                                          "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--bind", "/proc",
+                                          "/proc", "--tmpfs", "/tmp"};
+  add("nested_unshare_all", outer).nested = {"--unshare-all", "--ro-bind", "/", "/", "--bind", "/proc", "/proc",
+                                             "--dev", "/dev", "--tmpfs", "/tmp"};
+  // The inner bwrap, uid 0 without --unshare-user, makes no user namespace.
+  add("nested_same_userns", outer).nested = {"--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/tmp"};
+  // A devpts instance's root directory belongs to the root of the user
+  // namespace that mounts it: bwrap maps 0 first where the sandbox's ids
+  // are others, so /dev/pts is the sandbox user's.
+  add("dev_pts_owner", Base({"--unshare-user", "--uid", "1000", "--gid", "1000", "--dev", "/dev"})).command = {
+      "sh", "-c", "stat -c '%n %u:%g %a' /dev/pts /dev/pts/ptmx; cat /proc/self/uid_map /proc/self/gid_map"};
+  c.back().both_output = {"/dev/pts 1000:1000 755\n/dev/pts/ptmx 1000:1000 666\n"};
   add("runner_argv", RunnerArgs()).paths = {"/workspace/input.txt", "/opt/science-env/marker", "/usr/bin/python3"};
   c.back().fd3 = FdKind::kSeccomp;
   // --- bad argv and failed setup: exit 1 and bwrap's message
@@ -769,6 +792,10 @@ class Fixture {
                                 const NamespaceHolder* holder = nullptr) const {
     std::vector<std::string> argv = {program};
     for (const std::string& a : Expand(c.args)) argv.push_back(a);
+    if (!c.nested.empty()) {
+      argv.push_back("/proc/self/exe");
+      for (const std::string& a : Expand(c.nested)) argv.push_back(a);
+    }
     if (c.command.empty()) {
       argv.insert(argv.end(), {"sh", "-c", kProbe, "probe"});
       argv.insert(argv.end(), host_ns_.begin(), host_ns_.end());
@@ -1102,6 +1129,146 @@ TEST(BwrapEntryPoints, SubcommandEqualsSymlink) {
        "cat /proc/sys/kernel/hostname 2>/dev/null || uname -n; exit 3"});
   EXPECT_EQ(sub.exit_code, 3) << sub.err;
   EXPECT_EQ(sub.out, "viasub\n");
+}
+
+// ---- bubblewrap's own tests, as an unprivileged caller ---------------------
+//
+// bubblewrap 0.11's test suite, run against cubicle installed as `bwrap`
+// by an unprivileged user, found what the table (root's) cannot see. Each
+// test runs one script through /usr/bin/bwrap and through cubicle, as an
+// unprivileged caller, and expects the same output of both. As root, the
+// script runs as uid 4242 (tests/rootless.sh's) with one supplementary
+// group, as a user's shell has one; unprivileged (tests/rootless.sh), as
+// the caller itself. Without /usr/bin/bwrap, cubicle is checked against
+// the output alone (the behaviour bwrap 0.11's tests expect).
+constexpr uid_t kUnprivilegedUid = 4242;
+constexpr gid_t kUnprivilegedGid = 4242;
+
+class CoreBwrapUnprivileged : public test_support::HostHygieneTest {
+ protected:
+  void SetUp() override {
+    HostHygieneTest::SetUp();
+    if (IsRoot() && ::access("/usr/bin/setpriv", X_OK) != 0) {
+      GTEST_SKIP() << "/usr/bin/setpriv (util-linux) is needed to run as uid " << kUnprivilegedUid;
+    }
+    // cubicle as `bwrap` where the unprivileged uid can run it (the build
+    // tree may sit under a directory it cannot enter).
+    ASSERT_EQ(::chmod(bin_.path().c_str(), 0755), 0);
+    ASSERT_EQ(::chmod(scratch_.path().c_str(), 0711), 0);
+    std::error_code error;
+    std::filesystem::copy_file(test_support::CubicleBinary(), bin_.Join("bwrap"), error);
+    ASSERT_FALSE(error) << "copy " << test_support::CubicleBinary() << ": " << error.message();
+    ASSERT_EQ(::chmod(bin_.Join("bwrap").c_str(), 0755), 0);
+    test_support::ProcessRun probe = RunAsCaller("unshare --user --map-root-user --mount true", "probe");
+    if (probe.exit_code != 0) {
+      GTEST_SKIP() << "uid " << CallerUid() << " cannot make a user namespace here: " << probe.err;
+    }
+  }
+
+  uid_t CallerUid() const { return IsRoot() ? kUnprivilegedUid : ::getuid(); }
+  gid_t CallerGid() const { return IsRoot() ? kUnprivilegedGid : ::getgid(); }
+  std::string cubicle_bwrap() const { return bin_.Join("bwrap"); }
+
+  // Runs `script` with sh as the unprivileged caller, in a fresh directory
+  // of its own named `run` ($1 is `bwrap`, $2 that directory). At most 60 s.
+  test_support::ProcessRun RunAsCaller(const std::string& script, const std::string& run,
+                                       const std::string& bwrap = "") const {
+    const std::string dir = scratch_.Join(run);
+    ::mkdir(dir.c_str(), 0700);
+    std::vector<std::string> argv;
+    if (IsRoot()) {
+      if (::chown(dir.c_str(), kUnprivilegedUid, kUnprivilegedGid) != 0) return {};
+      argv = {"/usr/bin/setpriv", absl::StrCat("--reuid=", kUnprivilegedUid),
+              absl::StrCat("--regid=", kUnprivilegedGid), absl::StrCat("--groups=", kUnprivilegedGid + 1),
+              "--inh-caps=-all"};
+    }
+    argv.insert(argv.end(), {"/bin/sh", "-c", absl::StrCat("cd \"$2\" || exit 99\n", script), "script", bwrap, dir});
+    return test_support::RunProcess(argv, "", {}, absl::Seconds(60));
+  }
+
+  // The script through cubicle, and through /usr/bin/bwrap where it is
+  // installed: both print `want` and exit 0.
+  void ExpectBothPrint(const std::string& script, const std::string& want) const {
+    test_support::ProcessRun ours = RunAsCaller(script, "cubicle", cubicle_bwrap());
+    EXPECT_FALSE(ours.timed_out);
+    EXPECT_EQ(ours.exit_code, 0) << ours.err;
+    EXPECT_EQ(ours.out, want) << "cubicle's stderr:\n" << ours.err;
+    if (::access(kSystemBwrap, X_OK) != 0) return;
+    test_support::ProcessRun theirs = RunAsCaller(script, "bwrap", kSystemBwrap);
+    EXPECT_EQ(theirs.exit_code, 0) << theirs.err;
+    EXPECT_EQ(theirs.out, want) << "bwrap's stderr:\n" << theirs.err;
+  }
+
+ private:
+  TempDir bin_, scratch_;
+};
+
+// bwrap's test-run.sh ("can mount /proc recursively", "can pivot to new
+// rootfs recursively"): a sandboxed command re-executes its launcher
+// through /proc/self/exe. The inner launcher is uid 0 of a user namespace
+// that maps one id and whose setgroups reads "deny"; as root this test's
+// caller has a supplementary group, which the inner launcher cannot drop.
+TEST_F(CoreBwrapUnprivileged, NestsThroughProcSelfExe) {
+  ExpectBothPrint(
+      "outer='--unshare-user --uid 0 --gid 0 --cap-add ALL --ro-bind / / --bind /proc /proc --tmpfs /tmp'\n"
+      "$1 $outer -- /proc/self/exe --unshare-all --ro-bind / / --bind /proc /proc --tmpfs /tmp \\\n"
+      "  sh -c 'echo \"new userns: $(id -u):$(id -g)\"'\n"
+      "echo \"status $?\"\n"
+      "$1 $outer -- /proc/self/exe --ro-bind / / --tmpfs /tmp sh -c 'echo \"same userns: $(id -u):$(id -g)\"'\n"
+      "echo \"status $?\"\n",
+      "new userns: 0:0\nstatus 0\nsame userns: 0:0\nstatus 0\n");
+}
+
+// bwrap's test-specifying-userns.sh and test-specifying-pidns.sh: the
+// caller opens the namespaces of --info-fd's child-pid and joins them with
+// --userns and --pidns (as nsenter users do).
+TEST_F(CoreBwrapUnprivileged, InfoFdChildPidNamesNamespacesTheCallerCanJoin) {
+  ExpectBothPrint(
+      "d=$2\n"
+      "$1 --ro-bind / / --bind \"$d\" \"$d\" --unshare-user --unshare-pid --info-fd 3 sh -c '\n"
+      "  readlink /proc/self/ns/user /proc/self/ns/pid > \"$0/in.tmp\" && mv \"$0/in.tmp\" \"$0/in\"\n"
+      "  i=0; while [ ! -e \"$0/done\" ] && [ $i -lt 1000 ]; do sleep 0.02; i=$((i+1)); done' \"$d\" 3> \"$d/info.json\" &\n"
+      "sandbox=$!\n"
+      "i=0; while [ ! -e \"$d/in\" ] && [ $i -lt 1000 ]; do sleep 0.02; i=$((i+1)); done\n"
+      "pid=$(sed -n 's/.*\"child-pid\": *\\([0-9]*\\).*/\\1/p' \"$d/info.json\")\n"
+      "{ $1 --ro-bind / / --userns 5 readlink /proc/self/ns/user 5< \"/proc/$pid/ns/user\"; } > \"$d/joined\"\n"
+      "echo \"userns: $?\"\n"
+      "{ $1 --ro-bind / / --userns 5 --pidns 6 readlink /proc/self/ns/pid 5< \"/proc/$pid/ns/user\" \\\n"
+      "  6< \"/proc/$pid/ns/pid\"; } >> \"$d/joined\"\n"
+      "echo \"pidns: $?\"\n"
+      "touch \"$d/done\"; wait $sandbox; echo \"sandbox: $?\"\n"
+      "cmp \"$d/in\" \"$d/joined\" >&2 && echo 'same namespaces'\n",
+      "userns: 0\npidns: 0\nsandbox: 0\nsame namespaces\n");
+}
+
+// The other side of the dumpable init the test above opens
+// (docs/security.md): the command, which holds fewer capabilities than
+// init, may neither read init's environment (nor its memory) nor open its
+// namespaces; one given every capability may, the exposure that document
+// argues. (bwrap's PID 1 has no capabilities left: any command of its uid
+// may read it.)
+TEST_F(CoreBwrapUnprivileged, TheCommandCannotReadAnInspectableInit) {
+  test_support::ProcessRun run = RunAsCaller(
+      "for caps in '' '--cap-add ALL'; do\n"
+      "  $1 --ro-bind / / --dev /dev --unshare-user --unshare-pid --proc /proc --info-fd 3 $caps sh -c '\n"
+      "    cat /proc/1/environ > /dev/null 2>&1; echo \"environ: $?\"\n"
+      "    readlink /proc/1/ns/user > /dev/null 2>&1; echo \"namespace: $?\"' 3> /dev/null\n"
+      "done\n",
+      "cubicle", cubicle_bwrap());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "environ: 1\nnamespace: 1\nenviron: 0\nnamespace: 0\n") << run.err;
+}
+
+// /dev/pts (a devpts instance's root, owned by the root of the user
+// namespace that mounts it) and its ptmx are the sandbox user's, with the
+// caller's ids and with others.
+TEST_F(CoreBwrapUnprivileged, DevPtsBelongsToTheSandboxUser) {
+  const std::string caller = absl::StrCat(CallerUid(), ":", CallerGid());
+  ExpectBothPrint(
+      "$1 --ro-bind / / --dev /dev stat -c '%n %u:%g %a' /dev/pts /dev/pts/ptmx\n"
+      "$1 --ro-bind / / --unshare-user --uid 1000 --gid 1000 --dev /dev stat -c '%n %u:%g %a' /dev/pts /dev/pts/ptmx\n",
+      absl::StrCat("/dev/pts ", caller, " 755\n/dev/pts/ptmx ", caller,
+                   " 666\n/dev/pts 1000:1000 755\n/dev/pts/ptmx 1000:1000 666\n"));
 }
 
 }  // namespace

@@ -774,5 +774,39 @@ TEST(BwrapArgs, TheRunnersArgvYieldsTheSpecItMeans) {
   EXPECT_EQ(s.argv, (std::vector<std::string>{"python3", "main.py"}));
 }
 
+// --info-fd/--json-status-fd report init as child-pid: init stays dumpable
+// only for a caller that could not open it otherwise (no CAP_SYS_PTRACE).
+TEST(BwrapArgs, InitIsInspectableOnlyWhereItsPidIsReportedToACallerWithoutPtrace) {
+  const std::vector<std::string> cmd = {"--ro-bind", "/", "/", "true"};
+  auto inspectable = [&](std::vector<std::string> args, const FakeHost& fake) {
+    args.insert(args.end(), cmd.begin(), cmd.end());
+    absl::StatusOr<BwrapInvocation> inv = Parse(args, fake);
+    EXPECT_TRUE(inv.ok()) << inv.status();
+    return inv.ok() && inv->spec.inspectable_init;
+  };
+  const FakeHost rootless(1000), root;
+  EXPECT_TRUE(inspectable({"--info-fd", "3"}, rootless));
+  EXPECT_TRUE(inspectable({"--json-status-fd", "3"}, rootless));
+  EXPECT_FALSE(inspectable({}, rootless));
+  EXPECT_FALSE(inspectable({"--sync-fd", "3"}, rootless));
+  EXPECT_FALSE(inspectable({"--info-fd", "3"}, root));
+  FakeHost without_ptrace;
+  without_ptrace.host.effective_caps &= ~Bit(CAP_SYS_PTRACE);
+  EXPECT_TRUE(inspectable({"--info-fd", "3"}, without_ptrace));
+}
+
+// Under a name that is neither `bwrap` nor `cubicle bwrap` (a command
+// re-executing its launcher as /proc/self/exe), a command line that starts
+// with an option only bwrap has is bwrap's; cubicle's own start with a
+// subcommand, and --help/--version are cubicle's.
+TEST(BwrapArgs, ACommandLineStartingWithABwrapOnlyOptionIsBwraps) {
+  for (const char* arg : {"--ro-bind", "--unshare-all", "--args", "--dev", "--die-with-parent"}) {
+    EXPECT_TRUE(IsBwrapCommandLine(arg)) << arg;
+  }
+  for (const char* arg : {"run", "serve", "bwrap", "--help", "--version", "--bogus", "--", "-h", ""}) {
+    EXPECT_FALSE(IsBwrapCommandLine(arg)) << arg;
+  }
+}
+
 }  // namespace
 }  // namespace cubicle::cli
