@@ -1,7 +1,6 @@
 // The fork server (runtime/fork_server.h): zygotes made by `cubicle
 // __fork-server` and run here; its errors; what is left when it, its
 // client or the daemon above it dies.
-#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "runtime/cgroup_host.h"
 #include "runtime/fork_server.h"
 #include "runtime/pool.h"
+#include "tests/support/daemon_client.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -35,29 +35,6 @@ namespace {
 constexpr char kSetup[] = R"({"profiles": {"shell": {"limits": {"memory": "256M", "pids": 64}}}})";
 constexpr absl::Duration kStart = absl::Seconds(30);
 constexpr absl::Duration kMake = absl::Seconds(30);
-
-// Sandbox groups named after `pid` (the process that made them), anywhere
-// under /sys/fs/cgroup.
-std::vector<std::string> GroupsMadeBy(pid_t pid) {
-  const std::string prefix = absl::StrCat("cubicle-", pid, "-");
-  std::vector<std::string> found;
-  std::vector<std::pair<std::string, int>> pending = {{"/sys/fs/cgroup", 0}};
-  while (!pending.empty()) {
-    auto [dir, depth] = pending.back();
-    pending.pop_back();
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) continue;
-    while (struct dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (e->d_type != DT_DIR || name == "." || name == "..") continue;
-      const std::string path = absl::StrCat(dir, "/", name);
-      if (absl::StartsWith(name, prefix)) found.push_back(path);
-      if (depth < 16) pending.push_back({path, depth + 1});
-    }
-    ::closedir(d);
-  }
-  return found;
-}
 
 runtime::ZygoteOptions ShellOptions() { return runtime::ZygoteOptions{}; }
 
@@ -112,7 +89,7 @@ TEST_F(CoreForkServer, MakesZygotesThatRunHere) {
   // server reaped the inits.
   const pid_t server_pid = server->pid();
   server.reset();
-  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
+  EXPECT_EQ(CgroupsMadeBy(server_pid), std::vector<std::string>{});
 }
 
 TEST_F(CoreForkServer, RefusesASetupItCannotParseAndSaysWhy) {
@@ -170,7 +147,7 @@ TEST_F(CoreForkServer, AWarmProfileMayOptOutOfItsTemplate) {
   EXPECT_EQ(init_children(own->init_pid), std::vector<std::string>{"python3"});
   const pid_t server_pid = server->pid();
   server.reset();  // a hang-up: the server ends both, and the template
-  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
+  EXPECT_EQ(CgroupsMadeBy(server_pid), std::vector<std::string>{});
 }
 
 // A zygote made but never taken over: the server removes what the taker
@@ -182,10 +159,10 @@ TEST_F(CoreForkServer, AHangUpEndsWhatWasNotTakenOver) {
   ASSERT_TRUE(handover.ok()) << handover.status();
   const pid_t server_pid = server->pid();
   if (runtime::CgroupsUsable().ok()) {
-    EXPECT_FALSE(GroupsMadeBy(server_pid).empty());
+    EXPECT_FALSE(CgroupsMadeBy(server_pid).empty());
   }
   server.reset();  // hangs up, reaps the server
-  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
+  EXPECT_EQ(CgroupsMadeBy(server_pid), std::vector<std::string>{});
 }
 
 // The server killed: what it made dies with it, a new request says so, and
@@ -210,7 +187,7 @@ TEST_F(CoreForkServer, AKilledServerTakesItsZygotesWithIt) {
   EXPECT_EQ(run->result.reason, runtime::ExitReason::kSetupFailed);
   zygote->reset();
   server.reset();
-  EXPECT_EQ(GroupsMadeBy(server_pid), std::vector<std::string>{});
+  EXPECT_EQ(CgroupsMadeBy(server_pid), std::vector<std::string>{});
 }
 
 // A pool whose fork server is killed under load starts a new one, drops
@@ -263,7 +240,7 @@ TEST_F(CoreForkServer, APoolRestartsAKilledServerAndKeepsServing) {
     EXPECT_EQ(result->reason, runtime::ExitReason::kExited) << result->setup_error;
   }
   pool->reset();
-  EXPECT_EQ(GroupsMadeBy(first_servers[0]), std::vector<std::string>{}) << "the dead server's groups were left";
+  EXPECT_EQ(CgroupsMadeBy(first_servers[0]), std::vector<std::string>{}) << "the dead server's groups were left";
 }
 
 // Admission: a miss never makes its sandbox in the daemon's process; it
