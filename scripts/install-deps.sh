@@ -10,6 +10,9 @@ packages=(
   libabsl-dev
   libboost1.81-dev libboost-json1.81-dev   # Boost.JSON: Debian's default 1.74 has none
   libspdlog-dev libcli11-dev
+  libsqlite3-dev   # sessions' and executions' durable records (sessions/records.h)
+  libarchive-dev   # workspace archives (sessions/archive.h)
+  libssl-dev       # SHA-256 of collected outputs (OpenSSL's EVP)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3        # the example skills and the in-sandbox syscall probes of the tests
   util-linux     # setpriv, for the rootless test run
