@@ -5,7 +5,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cerrno>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -80,6 +83,83 @@ absl::StatusOr<UniqueFd> OpenParent(int root, const std::vector<std::string>& pa
     dir = std::move(*next);
   }
   return dir;
+}
+
+namespace {
+
+struct DirCloser {
+  void operator()(DIR* d) const { ::closedir(d); }
+};
+
+// `each(dir_fd, name, st)` for every entry of `dir` but "." and "..";
+// `dir` stays open and owned by the caller.
+template <typename Each>
+absl::Status ForEachEntry(int dir, const std::string& what, Each each) {
+  int copy = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (copy < 0) return ErrnoStatus(errno, absl::StrCat("open(", what, ")"));
+  std::unique_ptr<DIR, DirCloser> d(::fdopendir(copy));
+  if (!d) {
+    int err = errno;
+    ::close(copy);
+    return ErrnoStatus(err, absl::StrCat("fdopendir(", what, ")"));
+  }
+  while (struct dirent* e = ::readdir(d.get())) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // gone meanwhile
+      return ErrnoStatus(errno, absl::StrCat("stat(", what, "/", name, ")"));
+    }
+    CUBICLE_RETURN_IF_ERROR(each(name, st));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> OpenSubdir(int dir, const std::string& name, const std::string& what) {
+  UniqueFd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!sub) return ErrnoStatus(errno, absl::StrCat("open(", what, ")"));
+  return sub;
+}
+
+absl::Status RemoveContentsAt(int dir, const std::string& what, int depth) {
+  if (depth > kMaxWalkDepth) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " is more than ", kMaxWalkDepth, " levels deep"));
+  }
+  return ForEachEntry(dir, what, [&](const std::string& name, const struct stat& st) -> absl::Status {
+    const std::string sub_what = absl::StrCat(what, "/", name);
+    if (S_ISDIR(st.st_mode)) {
+      CUBICLE_ASSIGN_OR_RETURN(UniqueFd sub, OpenSubdir(dir, name, sub_what));
+      CUBICLE_RETURN_IF_ERROR(RemoveContentsAt(sub.get(), sub_what, depth + 1));
+    }
+    if (::unlinkat(dir, name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 && errno != ENOENT) {
+      return ErrnoStatus(errno, absl::StrCat("remove(", sub_what, ")"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status SumBytesAt(int dir, const std::string& what, int depth, uint64_t* total) {
+  if (depth > kMaxWalkDepth) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " is more than ", kMaxWalkDepth, " levels deep"));
+  }
+  return ForEachEntry(dir, what, [&](const std::string& name, const struct stat& st) -> absl::Status {
+    *total += static_cast<uint64_t>(st.st_blocks) * 512;
+    if (!S_ISDIR(st.st_mode)) return absl::OkStatus();
+    const std::string sub_what = absl::StrCat(what, "/", name);
+    CUBICLE_ASSIGN_OR_RETURN(UniqueFd sub, OpenSubdir(dir, name, sub_what));
+    return SumBytesAt(sub.get(), sub_what, depth + 1, total);
+  });
+}
+
+}  // namespace
+
+absl::Status RemoveTreeContents(int dir, const std::string& what) { return RemoveContentsAt(dir, what, 0); }
+
+absl::StatusOr<uint64_t> TreeBytes(int dir, const std::string& what) {
+  uint64_t total = 0;
+  CUBICLE_RETURN_IF_ERROR(SumBytesAt(dir, what, 0, &total));
+  return total;
 }
 
 }  // namespace cubicle::sessions

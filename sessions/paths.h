@@ -45,3 +45,20 @@ absl::StatusOr<UniqueFd> OpenParent(int root, const std::vector<std::string>& pa
                                     uid_t uid = static_cast<uid_t>(-1), gid_t gid = static_cast<gid_t>(-1));
 
 }  // namespace cubicle::sessions
+
+namespace cubicle::sessions {
+
+// Walks of a tree a payload wrote: through directory fds, never following
+// a symlink (one is removed or counted as itself), at most kMaxWalkDepth
+// levels (deeper is FailedPrecondition naming where it stopped).
+inline constexpr int kMaxWalkDepth = 256;
+
+// Removes everything inside the directory `dir` (not `dir` itself).
+// `what` names it in errors.
+absl::Status RemoveTreeContents(int dir, const std::string& what);
+
+// The bytes the regular files under `dir` occupy (st_blocks, so a sparse
+// file counts what it holds, not what it claims).
+absl::StatusOr<uint64_t> TreeBytes(int dir, const std::string& what);
+
+}  // namespace cubicle::sessions
