@@ -251,9 +251,8 @@ TEST_F(StateDirTest, RefusesADirectoryOthersCanWriteAndTakesNoLockThere) {
   EXPECT_TRUE(fs::is_empty(tmp / "state"));
 }
 
-TEST(StateDir, RefusesADirectorySomeoneElseOwns) {
+TEST_F(StateDirTest, RefusesADirectorySomeoneElseOwns) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another uid";
-  TempDir tmp;
   ASSERT_EQ(::mkdir((tmp / "state").c_str(), 0700), 0);
   ASSERT_EQ(::chown((tmp / "state").c_str(), 65534, 65534), 0);
   auto dir = StateDir::Open(tmp / "state");
