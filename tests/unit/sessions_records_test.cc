@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "sessions/ids.h"
 #include "sessions/records.h"
+#include "sessions/sqlite.h"
 #include "sessions/state_dir.h"
 
 namespace cubicle::sessions {
@@ -685,6 +686,39 @@ TEST_F(RecordsTest, ADatabaseInADirectoryThatIsMissingIsRefused) {
   ASSERT_TRUE(absl::IsNotFound(opened.status())) << opened.status();
   EXPECT_NE(opened.status().message().find("create: ENOENT"), absl::string_view::npos) << opened.status();
   EXPECT_FALSE(fs::exists(tmp / "missing"));
+}
+
+TEST_F(RecordsTest, AWriterHoldingTheDatabaseMakesWritesUnavailableNotStuck) {
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  absl::Status st = records->PutExec(Exec("e1"));  // waits out the busy timeout
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+  EXPECT_NE(st.message().find("SQLITE_BUSY"), absl::string_view::npos) << st;
+  EXPECT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_close(other), SQLITE_OK);
+  auto none = records->GetExec("e1");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_TRUE(records->PutExec(Exec("e1")).ok());
+}
+
+TEST(SqliteError, NamesThePurposeAndMapsTheCode) {
+  struct Case {
+    int rc;
+    absl::StatusCode code;
+    const char* name;
+  };
+  for (const Case& c : {Case{SQLITE_FULL, absl::StatusCode::kResourceExhausted, "SQLITE_FULL"},
+                        Case{SQLITE_BUSY, absl::StatusCode::kUnavailable, "SQLITE_BUSY"},
+                        Case{SQLITE_CORRUPT, absl::StatusCode::kDataLoss, "SQLITE_CORRUPT"},
+                        Case{SQLITE_NOTADB, absl::StatusCode::kDataLoss, "SQLITE_NOTADB"},
+                        Case{SQLITE_READONLY, absl::StatusCode::kPermissionDenied, "SQLITE_READONLY"},
+                        Case{SQLITE_IOERR_WRITE, absl::StatusCode::kInternal, "SQLITE_IOERR"}}) {
+    absl::Status st = sqlite::Error(nullptr, c.rc, "put execution");
+    EXPECT_EQ(st.code(), c.code) << st;
+    EXPECT_EQ(st.message(), absl::StrCat("put execution: ", c.name, ": ", sqlite3_errstr(c.rc)));
+  }
 }
 
 }  // namespace
