@@ -333,6 +333,8 @@ absl::Status WalkInto(int dir, const std::string& path, size_t depth, const Walk
     return absl::OkStatus();
   }
   for (const std::string& name : names) {
+    // Again per entry: a subtree walked before this sibling took its share.
+    if (walk.entries.size() == bounds.max_entries) return TooManyEntries(bounds);
     WalkedEntry entry{ChildPath(path, name), {}};
     if (::fstatat(dir, name.c_str(), &entry.st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) continue;  // removed since it was read
