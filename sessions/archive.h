@@ -28,7 +28,9 @@ struct ArchiveStats {
   uint64_t file_bytes = 0;     // regular files' contents
   uint64_t archive_bytes = 0;  // the compressed archive
   size_t entries = 0;          // files, directories and symlinks stored or restored
-  size_t skipped = 0;          // entries of any other kind (FIFO, device, socket, hard link), or named too deep or too long
+  // Entries of any other kind (FIFO, device, socket, hard link), or named
+  // deeper or longer than SplitRelativePath accepts.
+  size_t skipped = 0;
 };
 
 struct ArchiveOptions {

@@ -2,6 +2,8 @@
 // may have been tampered with. libarchive only parses; every name passes
 // SplitRelativePath and every file is made beneath the root by openat2, so
 // nothing an entry says can place a byte outside it.
+#include "sessions/archive.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "sessions/archive.h"
 #include "sessions/archive_libarchive.h"
 #include "sessions/paths.h"
 
@@ -97,8 +98,8 @@ absl::Status CopyEntryData(struct archive* a, int fd, const std::string& path, s
     la_int64_t offset;
     int r = archive_read_data_block(a, &buf, &len, &offset);
     if (r == ARCHIVE_EOF) return absl::OkStatus();
-    if (r < ARCHIVE_WARN) return ArchiveStatus(a, absl::StrCat("archive is corrupt: data of ", path),
-                                                absl::StatusCode::kDataLoss);
+    if (r < ARCHIVE_WARN)
+      return ArchiveStatus(a, absl::StrCat("archive is corrupt: data of ", path), absl::StatusCode::kDataLoss);
     if (offset < 0 || static_cast<uint64_t>(offset) + len > static_cast<uint64_t>(size)) {
       return Corrupt(index, path, "data beyond the entry's declared size");
     }
@@ -113,10 +114,9 @@ absl::Status ExtractFile(struct archive* a, struct archive_entry* e, const std::
   int64_t size = archive_entry_size(e);
   if (size < 0) return Corrupt(index, path, "negative size");
   if (x.stats.file_bytes + static_cast<uint64_t>(size) > x.options.max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("archive holds over ", x.options.max_bytes,
-                                                     " bytes of files (entry '", path, "' brings it to ",
+    return absl::ResourceExhaustedError(absl::StrCat("archive holds over ", x.options.max_bytes, " bytes of files (",
                                                      x.stats.file_bytes + static_cast<uint64_t>(size),
-                                                     "); not extracted further"));
+                                                     " with this entry); not extracted further"));
   }
   CUBICLE_ASSIGN_OR_RETURN(UniqueFd parent, OpenParent(x.root, parts, true, x.options.uid, x.options.gid));
   CUBICLE_ASSIGN_OR_RETURN(UniqueFd fd, OpenBeneath(parent.get(), parts.back(), O_WRONLY | O_CREAT | O_EXCL, 0600));
@@ -216,8 +216,8 @@ absl::StatusOr<ArchiveStats> ExtractArchive(int in_fd, int root, const ExtractOp
                            absl::StatusCode::kDataLoss);
     }
     if (index >= options.max_entries) {
-      return absl::ResourceExhaustedError(absl::StrCat("archive holds over ", options.max_entries,
-                                                       " entries, the cap; not extracted further"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("archive holds over ", options.max_entries, " entries, the cap; not extracted further"));
     }
     CUBICLE_RETURN_IF_ERROR(ExtractEntry(a.get(), e, index, x));
   }

@@ -1,5 +1,7 @@
 // LocalArchiveStore: one file per key in an operator-set directory, replaced
 // atomically by rename.
+#include "sessions/archive.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
@@ -11,12 +13,11 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status.h"
-#include "sessions/archive.h"
 
 namespace cubicle::sessions {
 namespace {
@@ -64,8 +65,8 @@ absl::StatusOr<TempFile> MakeTemp(int dir_fd, absl::string_view key) {
     if (fd >= 0) return TempFile(dir_fd, std::move(name), UniqueFd(fd));
     if (errno != EEXIST) return ErrnoStatus(errno, absl::StrCat("create(", name, ")"));
   }
-  return absl::AlreadyExistsError(absl::StrCat("create(.", key, kTempMarker, "*): ", kTempNameTries,
-                                               " random names were all taken"));
+  return absl::AlreadyExistsError(
+      absl::StrCat("create(.", key, kTempMarker, "*): ", kTempNameTries, " random names were all taken"));
 }
 
 absl::Status SyncDirectory(int dir_fd, const std::string& dir) {
@@ -89,8 +90,8 @@ absl::StatusOr<UniqueFd> OpenStoreDirectory(const std::string& dir) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("fstat(", dir, ")"));
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat("archive directory %s is writable by group or others (mode %04o); refused", dir,
-                        st.st_mode & 07777));
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "archive directory %s is writable by group or others (mode %04o); refused", dir, st.st_mode & 07777));
   }
   return fd;
 }
@@ -106,7 +107,8 @@ absl::Status RemoveStaleTemps(int dir_fd, const std::string& dir) {
     return ErrnoStatus(err, absl::StrCat("fdopendir(", dir, ")"));
   }
   std::vector<std::string> stale;
-  for (struct dirent* d = ::readdir(stream.get()); d != nullptr; d = ::readdir(stream.get())) {  // ends at the listing's end
+  for (struct dirent* d = ::readdir(stream.get()); d != nullptr;
+       d = ::readdir(stream.get())) {  // ends at the listing's end
     absl::string_view name = d->d_name;
     if (absl::StartsWith(name, ".") && absl::StrContains(name, kTempMarker)) stale.emplace_back(name);
   }
@@ -123,14 +125,14 @@ absl::Status RemoveStaleTemps(int dir_fd, const std::string& dir) {
 
 absl::Status ValidateArchiveKey(absl::string_view key) {
   if (key.empty() || key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("archive key is ", key.size(), " bytes; keys are 1 to ",
-                                                   kMaxKeyBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("archive key is ", key.size(), " bytes; keys are 1 to ", kMaxKeyBytes));
   }
   if (key.front() == '.') return absl::InvalidArgumentError(absl::StrCat("archive key '", key, "' starts with '.'"));
   for (char c : key) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return absl::InvalidArgumentError(absl::StrCat("archive key '", absl::CHexEscape(key),
-                                                     "' holds a character outside [A-Za-z0-9._-]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("archive key '", absl::CHexEscape(key), "' holds a character outside [A-Za-z0-9._-]"));
     }
   }
   return absl::OkStatus();
@@ -165,7 +167,8 @@ absl::StatusOr<std::optional<ArchiveStats>> LocalArchiveStore::Restore(absl::str
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("open(", dir_, "/", name, ")"));
   auto stats = ExtractArchive(fd.get(), root, options);
   if (!stats.ok()) {
-    return absl::Status(stats.status().code(), absl::StrCat("restore ", dir_, "/", name, ": ", stats.status().message()));
+    return absl::Status(stats.status().code(),
+                        absl::StrCat("restore ", dir_, "/", name, ": ", stats.status().message()));
   }
   return std::optional<ArchiveStats>(*stats);
 }

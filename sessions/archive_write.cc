@@ -1,6 +1,8 @@
 // WriteArchive: list the tree, check it against the caps, then write it.
 // Listing first means an over-cap workspace costs a walk, never a read,
 // and leaves `out_fd` untouched.
+#include "sessions/archive.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,7 +16,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
-#include "sessions/archive.h"
 #include "sessions/archive_libarchive.h"
 #include "sessions/paths.h"
 
@@ -102,8 +103,8 @@ absl::StatusOr<std::string> ReadLinkTarget(int dir_fd, const std::string& name, 
 
 // Adds `name` in `dir` (listed as `dir_path`, at `depth` components) to
 // the plan; a directory is also pushed on `pending` to be listed.
-absl::Status PlanEntry(int dir_fd, const std::string& dir_path, size_t depth, const std::string& name,
-                       TreePlan& plan, std::vector<std::pair<std::string, size_t>>& pending) {
+absl::Status PlanEntry(int dir_fd, const std::string& dir_path, size_t depth, const std::string& name, TreePlan& plan,
+                       std::vector<std::pair<std::string, size_t>>& pending) {
   std::string path = ChildPath(dir_path, name);
   struct stat st;
   if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -143,8 +144,8 @@ absl::StatusOr<TreePlan> PlanTree(int root, const ArchiveOptions& options) {
     CUBICLE_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(dir.get(), dir_path));
     for (const std::string& name : names) {
       if (++seen > options.max_entries) {
-        return absl::ResourceExhaustedError(absl::StrCat("workspace holds over ", options.max_entries,
-                                                         " entries, the archive's cap; not archived"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("workspace holds over ", options.max_entries, " entries, the archive's cap; not archived"));
       }
       CUBICLE_RETURN_IF_ERROR(PlanEntry(dir.get(), dir_path, depth, name, plan, pending));
     }
@@ -165,10 +166,10 @@ absl::StatusOr<ArchiveWriter> OpenWriter(int out_fd, int zstd_level) {
   if (a == nullptr) return absl::ResourceExhaustedError("archive_write_new: out of memory");
   // pax_restricted: plain ustar headers unless a name, size or link needs
   // a pax record, which every tar since 2001 reads.
+  std::string level = std::to_string(zstd_level);
   if (archive_write_set_format_pax_restricted(a.get()) != ARCHIVE_OK ||
       archive_write_add_filter_zstd(a.get()) != ARCHIVE_OK ||
-      archive_write_set_filter_option(a.get(), "zstd", "compression-level",
-                                      std::to_string(zstd_level).c_str()) != ARCHIVE_OK ||
+      archive_write_set_filter_option(a.get(), "zstd", "compression-level", level.c_str()) != ARCHIVE_OK ||
       archive_write_set_bytes_in_last_block(a.get(), 1) != ARCHIVE_OK ||  // no padding to 10 KiB
       archive_write_open_fd(a.get(), out_fd) != ARCHIVE_OK) {
     return ArchiveStatus(a.get(), "open archive writer", absl::StatusCode::kInternal);
@@ -209,8 +210,8 @@ absl::Status CopyFileData(struct archive* a, int fd, const std::string& path, ui
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(errno, absl::StrCat("read(", path, ")"));
     if (n == 0) {
-      return absl::AbortedError(absl::StrCat("read(", path, "): the file shrank from ", size, " to ", done,
-                                             " bytes while it was archived"));
+      return absl::AbortedError(
+          absl::StrCat("read(", path, "): the file shrank from ", size, " to ", done, " bytes while it was archived"));
     }
     if (archive_write_data(a, buf.data(), static_cast<size_t>(n)) != n) {
       return ArchiveStatus(a, absl::StrCat("write data of ", path), absl::StatusCode::kInternal);
@@ -235,8 +236,8 @@ absl::Status WriteFile(struct archive* a, int root, const PlannedEntry& planned,
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (stats.file_bytes + size > options.max_workspace_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("workspace grew past the archive cap ",
-                                                     options.max_workspace_bytes, " while archived (at ",
-                                                     planned.path, "); not archived"));
+                                                     options.max_workspace_bytes, " while archived (at ", planned.path,
+                                                     "); not archived"));
   }
   CUBICLE_RETURN_IF_ERROR(WriteHeader(a, planned, size));
   CUBICLE_RETURN_IF_ERROR(CopyFileData(a, fd.get(), planned.path, size));
@@ -283,7 +284,6 @@ absl::StatusOr<ArchiveStats> WriteArchive(int root, int out_fd, const ArchiveOpt
 // duplicate symbol rather than misbehaving.
 extern "C" void __archive_write_entry_filetype_unsupported(struct archive* a, struct archive_entry* entry,
                                                            const char* format) {
-  archive_set_error(a, EILSEQ, "%s: %s format cannot archive this file type",
-                    archive_entry_pathname(entry), format);
+  archive_set_error(a, EILSEQ, "%s: %s format cannot archive this file type", archive_entry_pathname(entry), format);
 }
 #endif
