@@ -12,6 +12,7 @@ packages=(
   libspdlog-dev libcli11-dev
   libsqlite3-dev   # sessions' and executions' durable records (sessions/records.h)
   libarchive-dev   # workspace archives (sessions/archive.h)
+  libzstd-dev      # libzstd.a: libarchive's zstd filter, linked statically (CUBICLE_STATIC_DEPS)
   libssl-dev       # SHA-256 of collected outputs (OpenSSL's EVP)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3        # the example skills and the in-sandbox syscall probes of the tests
