@@ -18,6 +18,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     std::string socket;
     bool stdio = false;
     std::string metrics;
+    std::string state_dir;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
@@ -26,12 +27,20 @@ std::function<int()> AddServeCommand(CLI::App& root) {
   app->add_flag("--stdio", f->stdio, "With --socket, serve stdio too");
   app->add_option("--metrics", f->metrics,
                   "Prometheus metrics: unix:PATH (a socket answering HTTP) or PATH (a file rewritten every 5 s)");
+  app->add_option("--state-dir", f->state_dir,
+                  "Sessions and durable execution records live here (overrides sessions.state_dir)");
   return [f] {
     absl::StatusOr<rpc::DaemonConfig> config =
         f->config.empty() ? rpc::DefaultConfig() : rpc::LoadConfig(f->config);
     if (!config.ok()) {
       std::fprintf(stderr, "cubicle serve: %s\n", std::string(config.status().message()).c_str());
       return kExitUsage;
+    }
+    if (!f->state_dir.empty()) {
+      if (absl::Status set = rpc::SetStateDir(&*config, f->state_dir); !set.ok()) {
+        std::fprintf(stderr, "cubicle serve: --state-dir: %s\n", std::string(set.message()).c_str());
+        return kExitUsage;
+      }
     }
     rpc::ServeOptions options;
     options.socket_path = f->socket.empty() ? config->socket_path : f->socket;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -106,6 +107,18 @@ absl::Status ResolveWorkspaceRoots(std::vector<std::string>* roots) {
   return absl::OkStatus();
 }
 
+// Sessions run in one profile: the one named, else "python" where there is
+// one (sessions are mostly code interpreters), else the first by name.
+absl::Status ResolveSessionProfile(DaemonConfig* config) {
+  std::string& name = config->sessions.default_profile;
+  if (!name.empty()) {
+    if (config->profiles.count(name) == 0) return Error("sessions.profile", absl::StrCat("no profile named '", name, "'"));
+    return absl::OkStatus();
+  }
+  name = config->profiles.count("python") ? "python" : config->profiles.begin()->first;
+  return absl::OkStatus();
+}
+
 absl::Status ParseBrokerJob(const std::string& id, const json::value& v, const std::string& path, npu::BrokerJob* job) {
   CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"argv", "env", "timeout_ms", "output_bytes"}));
   job->id = id;
@@ -152,7 +165,8 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
   try {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, json_read::ParseDocument(json_text, /*comments=*/true));
     CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "connections", "shutdown",
-                                                                 "ceilings", "profiles", "workspace_roots", "npu"}));
+                                                                 "ceilings", "profiles", "workspace_roots", "sessions",
+                                                                 "npu"}));
     DaemonConfig config;
     // Unset, the memory and pids ceilings are the built-in defaults: no
     // sandbox runs without such limits unless the file says "unlimited".
@@ -164,10 +178,12 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     if (const json::value* v = top.Find("ceilings")) CUBICLE_RETURN_IF_ERROR(ParseCeilings(*v, &config));
     CUBICLE_RETURN_IF_ERROR(top.Read("workspace_roots", &config.workspace_roots, json_read::StringArray));
     CUBICLE_RETURN_IF_ERROR(ResolveWorkspaceRoots(&config.workspace_roots));
+    if (const json::value* v = top.Find("sessions")) CUBICLE_RETURN_IF_ERROR(ParseSessionsConfig(*v, &config.sessions));
     if (const json::value* v = top.Find("npu")) CUBICLE_RETURN_IF_ERROR(ParseNpu(*v, &config.npu));
     const json::value* profiles = top.Find("profiles");
     if (profiles == nullptr) return Error("profiles", "missing: at least one profile is needed");
     CUBICLE_RETURN_IF_ERROR(ParseProfiles(*profiles, &config));
+    CUBICLE_RETURN_IF_ERROR(ResolveSessionProfile(&config));
     config.source = std::string(json_text);
     return config;
   } catch (const std::exception& e) {
@@ -179,8 +195,25 @@ runtime::ZygoteRecipe ZygoteRecipeOf(const DaemonConfig& config, const Profile& 
   runtime::ZygoteRecipe recipe{profile.spec, profile.pool.zygote};
   // A workspace is attached at hand-off (a detached mount moved in by
   // init): the zygotes need /workspace as a mountpoint. Root only.
-  recipe.options.accept_workspace = !config.workspace_roots.empty() && ::geteuid() == 0;
+  recipe.options.accept_workspace =
+      (!config.workspace_roots.empty() || config.sessions.enabled()) && ::geteuid() == 0;
   return recipe;
+}
+
+absl::Status SetStateDir(DaemonConfig* config, const std::string& dir) {
+  try {
+    CUBICLE_ASSIGN_OR_RETURN(json::value root, json_read::ParseDocument(config->source, /*comments=*/true));
+    json::object& top = root.as_object();
+    json::value& sessions = top["sessions"];
+    if (!sessions.is_object()) sessions = json::object();
+    sessions.as_object()["state_dir"] = dir;
+    CUBICLE_ASSIGN_OR_RETURN(DaemonConfig reparsed, ParseConfig(json::serialize(root)));
+    reparsed.fork_server = config->fork_server;
+    *config = std::move(reparsed);
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("setting the state directory: ", e.what()));
+  }
 }
 
 absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path) {

@@ -23,6 +23,7 @@
 #include "cgroups/limits.h"
 #include "npu/broker.h"
 #include "rpc/in_flight.h"
+#include "rpc/session_config.h"
 #include "runtime/fork_server.h"
 #include "runtime/pool.h"
 #include "runtime/spec.h"
@@ -83,6 +84,8 @@ struct DaemonConfig {
   // Host directories under which a request's "workspace" may lie (real
   // paths). Empty: requests may not attach a workspace.
   std::vector<std::string> workspace_roots;
+  // Sessions and the durable records (rpc/session_config.h).
+  SessionsConfig sessions;
   NpuConfig npu;
   // The text this was parsed from: what a fork server is given, so that it
   // parses the same profiles (rpc/fork_server_main.h).
@@ -95,7 +98,8 @@ struct DaemonConfig {
 
 // What the zygotes of `profile` are made from, by the daemon or a fork
 // server alike: its spec, and its pool's zygote options as this daemon
-// uses them (a workspace root configured, as root: zygotes accept one).
+// uses them (a workspace root or sessions configured, as root: zygotes
+// accept one).
 runtime::ZygoteRecipe ZygoteRecipeOf(const DaemonConfig& config, const Profile& profile);
 
 // Parses and validates a whole configuration. Comments (// and /* */) are
@@ -104,6 +108,11 @@ runtime::ZygoteRecipe ZygoteRecipeOf(const DaemonConfig& config, const Profile& 
 // text that is not JSON. Reads the host only to check bind sources exist
 // and to see which system directories DefaultSpec mirrors.
 absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text);
+
+// `config` with its sessions' state directory set to `dir` (`cubicle serve
+// --state-dir`), in the parsed value and in its source text alike, so a
+// fork server parsing the source makes the same zygotes.
+absl::Status SetStateDir(DaemonConfig* config, const std::string& dir);
 
 // Reads `path` and parses it; errors are prefixed with the path, and a file
 // that cannot be read gives the errno ("config /etc/x.json: ENOENT: ...").

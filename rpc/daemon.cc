@@ -70,20 +70,35 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   npu_options.probe_spec.limits = runtime::DefaultLimits();
   CUBICLE_ASSIGN_OR_RETURN(d->inventory_, npu::Inventory::Create(std::move(npu_options)));
   d->queue_ = std::make_unique<ExecutionQueue>(d->config_.max_concurrent, d->config_.max_queue);
+  d->leases_ = WorkspaceLeases::Create(
+      [raw = d.get()](absl::AnyInvocable<void() &&> next) { asio::post(raw->control_, std::move(next)); });
   d->control_thread_ = std::thread([raw = d.get()] { raw->control_.run(); });
+  CUBICLE_RETURN_IF_ERROR(d->OpenState());
+  d->ArmReaper();
   return d;
 }
 
 Daemon::Daemon(DaemonConfig config)
-    : config_(std::move(config)), control_work_(asio::make_work_guard(control_)) {}
+    : warn_([](const std::string& m) { std::fprintf(stderr, "cubicle serve: %s\n", m.c_str()); }),
+      config_(std::move(config)),
+      control_work_(asio::make_work_guard(control_)) {}
 
 Daemon::~Daemon() {
   if (queue_ != nullptr) queue_->Stop();
   control_work_.reset();
   control_.stop();  // pending timers of waits nobody will read
+  // Reaping runs on the slow pool and needs the table: joined first.
   if (control_thread_.joinable()) control_thread_.join();
+  reaper_.reset();  // a timer of control_, which is stopped
   slow_.join();
+  sessions_.reset();
+  records_.reset();
   pools_.clear();
+}
+
+void Daemon::Warn(const std::string& message) {
+  std::lock_guard<std::mutex> lock(warn_mu_);
+  warn_(message);
 }
 
 std::string Daemon::MetricsText() {
@@ -155,6 +170,22 @@ void Daemon::Start(Request request) {
     return Enqueue(std::move(request), std::move(work).value());
   }
   if (method == "exec.wait") return ExecWait(std::move(request));
+  if (method == "session.exec") return SessionExec(std::move(request));
+  if (method == "session.destroy") return SessionDestroy(std::move(request));
+  if (method == "files.put" || method == "files.get" || method == "files.list" || method == "files.stat" ||
+      method == "files.delete") {
+    return FilesMethod(std::move(request));
+  }
+  if (method == "session.create") {
+    // A restore reads an archive of up to the workspace's size: on the
+    // slow pool, like probe.
+    if (std::optional<Error> refused = Refusal()) return answer(*refused);
+    Defer(request);
+    asio::post(slow_, [this, request = std::move(request)]() mutable {
+      Finish(request, Guarded([&] { return SessionCreate(request.call.params); }));
+    });
+    return;
+  }
   if (method == "pool.warm") return PoolWarm(std::move(request));
   if (method == "probe" || method == "npu.list") {
     if (std::optional<Error> refused = Refusal()) return answer(*refused);
@@ -179,6 +210,10 @@ Expected<json::value> Daemon::AnswerNow(const Call& call) {
     return ExecStart(call.params);
   }
   if (call.method == "exec.status") return ExecStatus(call.params);
+  if (call.method == "exec.list") return ExecList(call.params);
+  if (call.method == "exec.logs") return ExecLogs(call.params);
+  if (call.method == "session.get") return SessionGet(call.params);
+  if (call.method == "session.list") return SessionList(call.params);
   if (call.method == "exec.cancel") return ExecCancel(call.params);
   return Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
 }
@@ -205,6 +240,10 @@ void Daemon::Finish(Request& request, Expected<json::value> result) {
 
 void Daemon::Enqueue(Request request, RunWork work) {
   Defer(request);
+  EnqueueDeferred(std::move(request), std::move(work));
+}
+
+void Daemon::EnqueueDeferred(Request request, RunWork work) {
   const uint64_t ticket = queue_->Reserve();
   if (!request.cancel->SetStop([queue = queue_.get(), ticket] { queue->Withdraw(ticket); })) {
     return Finish(request, Error{kShuttingDown, "cancelled before it ran", nullptr});
@@ -435,6 +474,10 @@ class Daemon::Server {
 };
 
 int Daemon::Serve(const ServeOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(warn_mu_);
+    warn_ = options.warn;
+  }
   Server server(this, options);
   if (absl::Status started = server.Start(); !started.ok()) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(started.message()).c_str());

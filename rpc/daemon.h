@@ -20,6 +20,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/json/value.hpp>
 
@@ -36,7 +37,11 @@
 #include "rpc/metrics.h"
 #include "rpc/npu_methods.h"
 #include "rpc/running_executions.h"
+#include "rpc/session_table.h"
+#include "rpc/workspace_leases.h"
 #include "runtime/pool.h"
+#include "sessions/records.h"
+#include "sessions/state_dir.h"
 
 namespace cubicle::rpc {
 
@@ -130,6 +135,8 @@ class Daemon {
   Expected<RunWork> PrepareExecution(const Call& call);
   // Queues an execution for a slot; busy when the queue is full.
   void Enqueue(Request request, RunWork work);
+  // The same for a request Defer'd already.
+  void EnqueueDeferred(Request request, RunWork work);
   // Runs it on this thread (a slot held) and answers it.
   void RunExecution(Request& request, RunWork& work);
   // Runs `work` with a cancel eventfd of its own, which `cancel`'s stop
@@ -163,7 +170,14 @@ class Daemon {
   Expected<RunWork> SkillCall(const boost::json::value& params);
   // The fields sandbox.run, skill.call and exec.start share: profile, argv,
   // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
+  // An execution's output so far (exec.status, exec.logs), as its capture
+  // keeps it.
+  struct LiveOutput {
+    std::mutex mu;
+    std::string out, err;
+  };
   struct RunParams {
+    std::shared_ptr<LiveOutput> live;  // optional
     runtime::Pool* pool = nullptr;
     runtime::ExecRequest request;
     uint64_t budget = 0;
@@ -180,6 +194,51 @@ class Daemon {
   Expected<boost::json::value> SandboxRunAccelerated(const RunParams& p, const RunChips& chips,
                                                      const std::string& stdin_data, int cancel_fd);
 
+  // Sessions and files.* (rpc/session_methods.cc, rpc/files_methods.cc).
+  // Opens the state directory (refused while another daemon holds it),
+  // its records and workspaces, and finds the live sessions again.
+  absl::Status OpenState();
+  Expected<boost::json::value> SessionCreate(const boost::json::value& params);
+  Expected<boost::json::value> SessionGet(const boost::json::value& params);
+  Expected<boost::json::value> SessionList(const boost::json::value& params);
+  void SessionDestroy(Request request);
+  void SessionExec(Request request);
+  struct SessionRun {
+    std::string key;
+    bool wait = true;
+    bool collect = true;  // the outputs/ files it made or changed, in its result
+    RunParams run;
+    std::string stdin_data;
+  };
+  Expected<boost::json::value> RunInSession(SessionRun& run, int cancel_fd);
+  // The durable record of an execution (nothing without a state
+  // directory); a failure to record is logged, never the execution's.
+  void RecordExec(const sessions::ExecRecord& record);
+  void RecordExecEnd(const std::string& id, const char* state, const boost::json::value& result);
+  // Admits `request` to the session's workspace lease (waiting behind the
+  // session's other writers, or refused at once without `wait`), then
+  // calls `admitted` with the lease; a request cancelled while it waits is
+  // answered here.
+  void AdmitToSession(Request request, const std::string& key, bool wait,
+                      absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted);
+  Expected<SessionTable*> Sessions();
+  void FilesMethod(Request request);
+  Expected<boost::json::value> FilesAnswer(const Call& call, int root);
+  // The reaper: a timer on the control thread set to the next session's
+  // deadline; the archiving itself runs on the slow pool.
+  void ArmReaper();
+  void ReapExpired();
+  std::optional<sessions::StateDir> state_dir_;
+  std::unique_ptr<sessions::Records> records_;
+  std::unique_ptr<SessionTable> sessions_;
+  std::shared_ptr<WorkspaceLeases> leases_;
+  std::unique_ptr<boost::asio::steady_timer> reaper_;
+  absl::Time reaper_at_ = absl::InfiniteFuture();
+  // Where the daemon's own warnings go: stderr until Serve gives its own.
+  void Warn(const std::string& message);
+  std::mutex warn_mu_;
+  std::function<void(const std::string&)> warn_;
+
   // Managed executions, exec.* (rpc/exec_methods.cc): queued, polled,
   // waited for, cancelled; an idempotency key makes a retried start
   // harmless. Not tied to the connection that started them.
@@ -188,7 +247,14 @@ class Daemon {
   Expected<boost::json::value> ExecStatus(const boost::json::value& params);
   void ExecWait(Request request);
   Expected<boost::json::value> ExecCancel(const boost::json::value& params);
-  Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key);
+  Expected<boost::json::value> ExecList(const boost::json::value& params);
+  // exec.status of an execution the records hold and memory does not.
+  std::optional<boost::json::value> RecordedStatus(const boost::json::value& params);
+  // The stream so far (running) or as kept (ended): live or recorded.
+  Expected<std::string> ExecOutput(const std::string& id, bool stdout_stream, bool* ended);
+  Expected<boost::json::value> ExecLogs(const boost::json::value& params);
+  Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key,
+                                                    const std::optional<std::string>& client_id);
   Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
   void RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data);
   // Ends it (done or cancelled) and answers its waiters.

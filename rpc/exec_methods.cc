@@ -10,33 +10,19 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/object.hpp>
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "rpc/daemon.h"
+#include "rpc/execution.h"
 #include "rpc/npu_methods.h"
+#include "sessions/ids.h"
+#include "sessions/workspace_store.h"
 
 namespace cubicle::rpc {
 namespace asio = boost::asio;
 namespace json = boost::json;
-
-// One managed execution. Its cancel eventfd exists only while it runs
-// (RunExecution's), so a finished one holds no fd.
-struct Daemon::Execution {
-  std::string id;
-  std::string state = "queued";  // queued | running | done | cancelled
-  json::value result;            // when done: the sandbox.run result, or {"error": ...}
-  std::shared_ptr<Cancellation> cancel = std::make_shared<Cancellation>();
-  absl::Time finished;
-  // exec.wait calls waiting for its end, by waiter id: each answers once,
-  // by whoever takes it out of here (the end, its timer, its cancel).
-  std::map<uint64_t, absl::AnyInvocable<void(json::value status) &&>> waiters;
-
-  bool ended() const { return state == "done" || state == "cancelled"; }
-  json::value StatusJson() const {
-    json::object out{{"exec_id", id}, {"state", state}};
-    if (state == "done") out["result"] = result;
-    return out;
-  }
-};
 
 namespace {
 
@@ -59,8 +45,12 @@ void Daemon::ForgetOldExecutionsLocked() {
   });
 }
 
-Expected<std::shared_ptr<Daemon::Execution>> Daemon::NewExecution(const std::optional<std::string>& key) {
+Expected<std::shared_ptr<Daemon::Execution>> Daemon::NewExecution(const std::optional<std::string>& key,
+                                                                   const std::optional<std::string>& client_id) {
   auto exec = std::make_shared<Execution>();
+  // ULIDs: they sort by creation and never repeat, across restarts too, so
+  // a client's saved id never names another job.
+  exec->id = client_id.value_or(sessions::NewId('e'));
   std::lock_guard<std::mutex> lock(exec_mu_);
   ForgetOldExecutionsLocked();
   if (key.has_value()) {
@@ -71,23 +61,76 @@ Expected<std::shared_ptr<Daemon::Execution>> Daemon::NewExecution(const std::opt
                    json::object{{"exec_id", it->second.first}}};
     }
   }
-  exec->id = absl::StrCat("e", ++next_exec_);
+  if (client_id.has_value() && executions_.count(*client_id)) {
+    return Error{kDuplicateKey, absl::StrCat("execution '", *client_id, "' exists already"),
+                 json::object{{"exec_id", *client_id}}};
+  }
+  if (records_ != nullptr) {
+    // The records hold the keys and ids of executions before a restart.
+    sessions::ExecRecord record;
+    record.id = exec->id;
+    record.key = key.value_or("");
+    record.state = "queued";
+    record.created_ms = absl::ToUnixMillis(exec->created);
+    if (client_id.has_value()) {
+      absl::StatusOr<std::optional<sessions::ExecRecord>> old = records_->GetExec(*client_id);
+      if (old.ok() && old->has_value()) {
+        return Error{kDuplicateKey, absl::StrCat("execution '", *client_id, "' exists already"),
+                     json::object{{"exec_id", *client_id}}};
+      }
+    }
+    absl::StatusOr<std::string> holder =
+        record.key.empty() ? absl::StatusOr<std::string>(record.id)
+                           : records_->PutExecIfKeyFree(record, record.created_ms - absl::ToInt64Milliseconds(kKeyWindow));
+    if (record.key.empty()) RecordExec(record);
+    if (holder.ok() && *holder != record.id) {
+      return Error{kDuplicateKey, absl::StrCat("key '", *key, "' started execution ", *holder, " less than 60 s ago"),
+                   json::object{{"exec_id", *holder}}};
+    }
+    if (!holder.ok()) Warn(absl::StrCat("recording execution ", record.id, ": ", holder.status().message()));
+  }
   executions_[exec->id] = exec;
   if (key.has_value()) keys_[*key] = {exec->id, absl::Now()};
   return exec;
 }
 
+void Daemon::RecordExec(const sessions::ExecRecord& record) {
+  if (records_ == nullptr) return;
+  if (absl::Status s = records_->PutExec(record); !s.ok()) {
+    Warn(absl::StrCat("recording execution ", record.id, ": ", s.message()));
+  }
+}
+
+void Daemon::RecordExecEnd(const std::string& id, const char* state, const json::value& result) {
+  if (records_ == nullptr) return;
+  if (absl::Status s = records_->EndExec(id, state, absl::ToUnixMillis(absl::Now()), json::serialize(result));
+      !s.ok()) {
+    Warn(absl::StrCat("recording the end of execution ", id, ": ", s.message()));
+  }
+}
+
 Expected<json::value> Daemon::ExecStart(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes",
-                                         "key", "limits", "workspace", "network"})) {
+                                         "key", "exec_id", "limits", "workspace", "network"})) {
     return *bad;
   }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  json::object run = *params;
+  run.erase("exec_id");
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(run));
   if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "exec.start")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(*params, "key", false));
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<Execution> exec, NewExecution(key));
+  // A client's own id for the execution is its idempotency key as well.
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> client_id, GetString(*params, "exec_id", false));
+  if (client_id.has_value()) {
+    if (absl::Status valid = sessions::ValidateSessionKey(*client_id); !valid.ok()) {
+      return InvalidParam("params", "exec_id", "must be 1 to 128 of [A-Za-z0-9._-], not starting with '.'");
+    }
+    if (!key.has_value()) key = client_id;
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<Execution> exec, NewExecution(key, client_id));
+  p.live = exec->live;
   // Queued for a slot like any execution, and in flight (a drain waits for
   // it) until it ends. Cancel withdraws it while it waits.
   in_flight_.fetch_add(1);
@@ -102,6 +145,7 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
     std::lock_guard<std::mutex> lock(exec_mu_);
     executions_.erase(exec->id);
     if (key.has_value()) keys_.erase(*key);  // nothing started: a retry may use it
+    RecordExecEnd(exec->id, "cancelled", json::object{{"error", "busy: not queued"}});
     return Error{kBusy,
                  absl::StrCat("busy: ", config_.max_concurrent, " executions run and ", config_.max_queue,
                               " wait already (concurrency.max_concurrent, max_queue)"),
@@ -116,6 +160,7 @@ void Daemon::RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunPar
     std::lock_guard<std::mutex> lock(exec_mu_);
     exec->state = "running";
   }
+  if (records_ != nullptr) (void)records_->SetExecState(exec->id, "running", absl::ToUnixMillis(absl::Now()));
   RunWork work = [&](int cancel_fd) { return RunToJson(p, stdin_data, cancel_fd); };
   json::value outcome;
   const bool ran = RunCancellable(*exec->cancel, work, /*sandbox=*/true, [&](Expected<json::value> result) {
@@ -138,6 +183,7 @@ void Daemon::EndExecution(const std::shared_ptr<Execution>& exec, const char* st
     waiters.swap(exec->waiters);
     status = exec->StatusJson();
   }
+  RecordExecEnd(exec->id, state, exec->result);
   for (auto& [id, answer] : waiters) std::move(answer)(status);
   in_flight_.fetch_sub(1);
 }
@@ -153,9 +199,16 @@ Expected<std::shared_ptr<Daemon::Execution>> Daemon::FindExecution(const json::v
 }
 
 Expected<json::value> Daemon::ExecStatus(const json::value& raw) {
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<Execution> exec, FindExecution(raw));
+  Expected<std::shared_ptr<Execution>> found = FindExecution(raw);
+  if (!found.ok()) {
+    // Not in memory: ended long ago, or before a restart.
+    if (found.error().code == kNotFound) {
+      if (std::optional<json::value> recorded = RecordedStatus(raw)) return *recorded;
+    }
+    return std::move(found).error();
+  }
   std::lock_guard<std::mutex> lock(exec_mu_);
-  return exec->StatusJson();
+  return (*found)->StatusJson();
 }
 
 void Daemon::ExecWait(Request request) {

@@ -256,7 +256,15 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;
   WatchForTheReader(&request);
-  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, p.budget);
+  runtime::CaptureOptions capture;
+  capture.budget = p.budget;
+  if (p.live != nullptr) {
+    capture.on_kept = [live = p.live](int stream, absl::string_view kept) {
+      std::lock_guard<std::mutex> lock(live->mu);
+      (stream == 0 ? live->out : live->err).append(kept.data(), kept.size());
+    };
+  }
+  absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, capture);
   if (!run.ok()) return FromRunStatus(run.status());
   // A sandbox the host had no room to make (EMFILE, EAGAIN from clone...)
   // is the daemon's failure, not the request's.

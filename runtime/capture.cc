@@ -76,7 +76,8 @@ struct LineSplitter {
 // One read of a readable (or closed) pipe: the bytes are kept up to the
 // budget and fed to the line hook. False at EOF (or a read error), when the
 // stream is closed.
-bool ReadOnce(Stream& s, bool is_stdout, uint64_t budget, LineSplitter* lines) {
+bool ReadOnce(Stream& s, bool is_stdout, const CaptureOptions& options, LineSplitter* lines) {
+  const uint64_t budget = options.budget;
   char buf[65536];
   ssize_t n;
   do {
@@ -90,7 +91,9 @@ bool ReadOnce(Stream& s, bool is_stdout, uint64_t budget, LineSplitter* lines) {
   if (is_stdout) lines->Feed(buf, static_cast<size_t>(n));
   *s.total += static_cast<uint64_t>(n);
   uint64_t room = budget > s.data->size() ? budget - s.data->size() : 0;
-  s.data->append(buf, static_cast<size_t>(std::min<uint64_t>(room, static_cast<uint64_t>(n))));
+  const size_t kept = static_cast<size_t>(std::min<uint64_t>(room, static_cast<uint64_t>(n)));
+  s.data->append(buf, kept);
+  if (kept > 0 && options.on_kept) options.on_kept(is_stdout ? 0 : 1, absl::string_view(buf, kept));
   if (static_cast<uint64_t>(n) > room) *s.truncated = true;
   return true;
 }
@@ -100,7 +103,7 @@ bool ReadOnce(Stream& s, bool is_stdout, uint64_t budget, LineSplitter* lines) {
 // more data: what the payload wrote before its answer is in the pipes
 // already, and nothing after it is needed, so the caller does not wait for
 // the sandbox to die.
-void Drain(Stream (&streams)[2], uint64_t budget, LineSplitter* lines) {
+void Drain(Stream (&streams)[2], const CaptureOptions& options, LineSplitter* lines) {
   while (streams[0].open || streams[1].open) {
     struct pollfd fds[2];
     for (int i = 0; i < 2; ++i) fds[i] = {streams[i].open ? streams[i].read_end.get() : -1, POLLIN, 0};
@@ -112,7 +115,7 @@ void Drain(Stream (&streams)[2], uint64_t budget, LineSplitter* lines) {
     }
     for (int i = 0; i < 2; ++i) {
       if (streams[i].open && (fds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
-        ReadOnce(streams[i], i == 0, budget, lines);
+        ReadOnce(streams[i], i == 0, options, lines);
       }
     }
   }
@@ -129,7 +132,6 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
 
 absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, absl::string_view stdin_data,
                                         const CaptureOptions& options) {
-  const uint64_t budget = options.budget;
   // The line hook's way to stop the execution: the caller's own cancel
   // eventfd (Zygote::Run watches one), else one made for the hook.
   UniqueFd cancel;
@@ -174,13 +176,13 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
   // faults and two wake-ups on the request path).
   request.output_fds[0] = streams[0].read_end.get();
   request.output_fds[1] = streams[1].read_end.get();
-  request.on_output = [&](int i) { return ReadOnce(streams[i], i == 0, budget, &lines); };
+  request.on_output = [&](int i) { return ReadOnce(streams[i], i == 0, options, &lines); };
   absl::StatusOr<ExecResult> result = run(request);
   // The payload has ended: with our write ends closed, the rest of the
   // output reaches EOF once the sandbox's last process is gone.
   out_write.reset();
   err_write.reset();
-  Drain(streams, budget, &lines);
+  Drain(streams, options, &lines);
   if (!result.ok()) return result.status();
   captured.result = *std::move(result);
   return captured;

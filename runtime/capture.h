@@ -42,6 +42,9 @@ struct CaptureOptions {
   uint64_t budget = 1 << 20;     // bytes kept per stream
   LineHook on_stdout_line;       // optional
   size_t max_line = 1 << 20;     // for on_stdout_line
+  // Optional: each piece of output as it is kept (stream 0 stdout, 1
+  // stderr), for a caller that shows output so far (exec.status).
+  std::function<void(int stream, absl::string_view kept)> on_kept;
 };
 
 // stdin is a memfd holding `stdin_data` (the payload never blocks on it);
