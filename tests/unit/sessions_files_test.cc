@@ -315,6 +315,15 @@ TEST_F(WorkspaceFilesTest, DeleteRemovesTreesThroughFdsAndNeverTheRoot) {
   EXPECT_TRUE(fs::is_directory(ws_));
 }
 
+TEST_F(WorkspaceFilesTest, DeleteStopsAtATreeDeeperThanItsBound) {
+  WorkspaceFiles files = Files();
+  std::string deep = "deep";
+  for (size_t i = 0; i < kMaxDeleteDepth; ++i) deep += "/d";
+  MakeDirs(deep);
+  EXPECT_STATUS(files.Delete("deep", true), kResourceExhausted, "deeper than");
+  EXPECT_TRUE(fs::is_directory(Ws("deep")));
+}
+
 // ---- Outputs ----------------------------------------------------------------
 
 TEST_F(WorkspaceFilesTest, CollectOutputsReportsOnlyNewAndChangedFiles) {
@@ -408,6 +417,21 @@ TEST_F(WorkspaceFilesTest, OnceTheCountOrTotalIsReachedEveryLaterFileIsRefused) 
   EXPECT_STATUS(SnapshotTree(root_.get(), "outputs", 3).status(), kResourceExhausted, "more than 3 entries");
   EXPECT_STATUS(CollectOutputs(root_.get(), "outputs", {}, {.max_entries = 3}).status(), kResourceExhausted,
                 "more than 3 entries");
+}
+
+TEST_F(WorkspaceFilesTest, CollectOutputsRefusesATreeTooDeepToName) {
+  std::string deep = "outputs";
+  for (size_t i = 1; i < kMaxPathDepth; ++i) deep += "/d";
+  MakeDirs(deep);
+  WriteHostFile(Ws(deep + "/beyond"), "x");
+  WriteHostFile(Ws("outputs/ok"), "fine");
+  auto out = CollectOutputs(root_.get(), "outputs", {}, {.max_entries = 100});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->files.size(), 1u);
+  EXPECT_EQ(out->files[0].path, "outputs/ok");
+  ASSERT_EQ(out->refused.size(), 1u);
+  EXPECT_EQ(out->refused[0].first, deep);
+  EXPECT_TRUE(absl::StrContains(out->refused[0].second, "deeper than")) << out->refused[0].second;
 }
 
 // ---- A full workspace (a real size-capped tmpfs) ---------------------------
