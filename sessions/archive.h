@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -112,8 +113,8 @@ class ArchiveStore {
 class LocalArchiveStore : public ArchiveStore {
  public:
   // Makes `dir` (0700) if missing; refuses it if it is a symlink, not a
-  // directory, or writable by group or others. Removes the temporaries a
-  // crashed Save left.
+  // directory, owned by another uid, or writable by group or others.
+  // Removes the temporaries a crashed Save left.
   static absl::StatusOr<std::unique_ptr<LocalArchiveStore>> Create(const std::string& dir);
 
   absl::StatusOr<ArchiveStats> Save(absl::string_view key, int root, const ArchiveOptions& options) override;

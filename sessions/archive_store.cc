@@ -89,6 +89,11 @@ absl::StatusOr<UniqueFd> OpenStoreDirectory(const std::string& dir) {
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("fstat(", dir, ")"));
+  // Whoever owns the directory can swap the archives in it.
+  if (st.st_uid != ::geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("archive directory %s is owned by uid %d, not by us (%d); refused", dir, st.st_uid, ::geteuid()));
+  }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "archive directory %s is writable by group or others (mode %04o); refused", dir, st.st_mode & 07777));

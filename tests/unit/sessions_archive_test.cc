@@ -192,6 +192,24 @@ TEST_F(ArchiveTest, RoundTripKeepsFilesDirectoriesAndInertSymlinks) {
   }
 }
 
+// An operator can inspect or restore an archive by hand.
+TEST_F(ArchiveTest, GnuTarReadsWhatWriteArchiveWrites) {
+  if (std::system("command -v tar >/dev/null && command -v zstd >/dev/null") != 0) {
+    GTEST_SKIP() << "tar or zstd is not installed";
+  }
+  ASSERT_EQ(::mkdir((src_ + "/dir").c_str(), 0755), 0);
+  const std::string long_name = std::string(180, 'l');  // needs a pax record
+  WriteAll(src_ + "/dir/" + long_name, "long");
+  ASSERT_EQ(::symlink("/etc/shadow", (src_ + "/link").c_str()), 0);
+  ASSERT_TRUE(Archive().ok());
+  std::string cmd = "zstd -dcq '" + archive_ + "' | tar -x -C '" + dst_ + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(ReadAll(dst_ + "/dir/" + long_name), "long");
+  char target[64] = {};
+  ASSERT_GT(::readlink((dst_ + "/link").c_str(), target, sizeof(target) - 1), 0);
+  EXPECT_STREQ(target, "/etc/shadow");
+}
+
 TEST_F(ArchiveTest, ExtractionSetsTheOwnerOfEverythingItMakes) {
   if (::geteuid() != 0) GTEST_SKIP() << "chown to another uid needs root";
   ASSERT_EQ(::mkdir((src_ + "/d").c_str(), 0755), 0);
@@ -454,6 +472,14 @@ TEST_F(LocalArchiveStoreTest, ADirectoryOthersCouldWriteOrRedirectIsRefused) {
   auto store = LocalArchiveStore::Create(StoreDir());
   EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
   EXPECT_NE(store.status().message().find("writable by group or others"), std::string::npos);
+
+  if (::geteuid() == 0) {  // only root can give the directory away
+    ASSERT_EQ(::chmod(StoreDir().c_str(), 0700), 0);
+    ASSERT_EQ(::chown(StoreDir().c_str(), 12345, 12345), 0);
+    store = LocalArchiveStore::Create(StoreDir());
+    EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+    EXPECT_NE(store.status().message().find("owned by uid 12345"), std::string::npos) << store.status();
+  }
 
   ASSERT_EQ(::symlink(src_.c_str(), (dir_ + "/store-link").c_str()), 0);
   store = LocalArchiveStore::Create(dir_ + "/store-link");
