@@ -240,6 +240,7 @@ void Daemon::SessionExec(Request request) {
     for (const char* own : {"session", "wait", "collect_outputs", "stdin"}) run.erase(own);
     run["profile"] = info->profile;
     if (run.find("output_bytes") == run.end()) run["output_bytes"] = config_.sessions.output_bytes;
+    if (run.find("cwd") == run.end()) run["cwd"] = "/workspace";
     CUBICLE_RPC_ASSIGN_OR_RETURN(p.run, ParseRunParams(run));
     p.run.request.workspace = info->workspace;
     return p;
