@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <utility>
 
@@ -21,6 +23,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/hot_memory.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/request_threads.h"
 
@@ -163,9 +167,37 @@ Daemon::Work StdioTransport::Stop(bool eof) {
 // ---------------------------------------------------------------------------
 // The Unix socket
 
-absl::StatusOr<std::unique_ptr<UnixAcceptor>> ListenUnix(asio::io_context& io, const std::string& path, uint32_t mode) {
+namespace {
+
+// A socket left at `path` is removed only when nothing answers on it: one
+// that accepts belongs to a live daemon, whose clients must not be taken
+// over silently. FailedPrecondition naming its pid (SO_PEERCRED) then.
+absl::Status ClaimSocketPath(const std::string& path) {
   struct stat st;
-  if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return absl::OkStatus();
+  UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (probe && path.size() < sizeof(addr.sun_path)) {
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(probe.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) == 0) {
+      struct ucred cred = {};
+      socklen_t len = sizeof(cred);
+      std::string who = ::getsockopt(probe.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0
+                            ? absl::StrCat("pid ", cred.pid)
+                            : std::string("another process");
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " is served by ", who, " already; stop it or choose another socket"));
+    }
+  }
+  ::unlink(path.c_str());  // stale: its daemon is gone
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UnixAcceptor>> ListenUnix(asio::io_context& io, const std::string& path, uint32_t mode) {
+  CUBICLE_RETURN_IF_ERROR(ClaimSocketPath(path));
   boost::system::error_code ec;
   auto acceptor = std::make_unique<UnixAcceptor>(io);
   acceptor->open(asio::local::stream_protocol(), ec);
