@@ -228,6 +228,9 @@ class Daemon {
   // deadline; the archiving itself runs on the slow pool.
   void ArmReaper();
   void ReapExpired();
+  // Drops ended executions older than sessions.keep_executions from the
+  // records: at start and with every reaping.
+  void ForgetOldRecords();
   std::optional<sessions::StateDir> state_dir_;
   std::unique_ptr<sessions::Records> records_;
   std::unique_ptr<SessionTable> sessions_;

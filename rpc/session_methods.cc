@@ -23,6 +23,9 @@ namespace json = boost::json;
 
 namespace {
 
+// Ended executions kept in the records at most, whatever their age.
+constexpr size_t kKeepRecordedExecutions = 100'000;
+
 std::string LeaseKey(const std::string& session) { return absl::StrCat("session:", session); }
 
 int64_t Ms(absl::Time t) { return absl::ToUnixMillis(t); }
@@ -91,6 +94,7 @@ absl::Status Daemon::OpenState() {
   CUBICLE_ASSIGN_OR_RETURN(size_t lost, records_->MarkUnfinishedLost(
                                             Ms(absl::Now()), R"json({"reason":"lost","detail":"the daemon stopped while it ran"})json"));
   if (lost > 0) Warn(absl::StrCat(lost, " execution(s) were running when the daemon stopped: now 'lost'"));
+  ForgetOldRecords();
   return sessions_->Recover();
 }
 
@@ -313,7 +317,15 @@ void Daemon::ArmReaper() {
   });
 }
 
+void Daemon::ForgetOldRecords() {
+  const int64_t before = Ms(absl::Now() - config_.sessions.keep_executions);
+  if (absl::StatusOr<size_t> dropped = records_->ForgetEnded(before, kKeepRecordedExecutions); !dropped.ok()) {
+    Warn(absl::StrCat("forgetting old execution records: ", dropped.status().message()));
+  }
+}
+
 void Daemon::ReapExpired() {
+  ForgetOldRecords();
   for (const std::string& key : sessions_->Expired(absl::Now())) {
     // A session whose lease is held (an execution admitted or waiting, a
     // files write) is not idle, whatever its clock says.
