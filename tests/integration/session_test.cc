@@ -15,6 +15,7 @@
 
 #include <csignal>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/support/daemon_client.h"
@@ -340,6 +342,145 @@ TEST_F(Session, BadInput) {
     EXPECT_EQ(ErrorCode(reply), -32600) << json::serialize(reply);
     EXPECT_TRUE(absl::StrContains(ErrorMessage(reply), "sessions.state_dir")) << json::serialize(reply);
   }
+}
+
+// What a payload plants under outputs/ — symlinks out of the workspace, a
+// FIFO, a sparse file of a terabyte — is refused by the collection, never
+// followed, opened or read; the files API refuses to read or write through
+// any of it, or to leave the workspace by name, and deletes a link itself.
+TEST_F(Session, PathAttacks) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  ASSERT_TRUE(HasResult(Create(c, "attack")));
+  json::value planted = Exec(c, "attack",
+                             "ln -s /etc/shadow outputs/leak && ln -s /etc outputs/etcdir && mkfifo outputs/fifo && "
+                             "truncate -s 1T outputs/sparse");
+  ASSERT_TRUE(HasResult(planted)) << json::serialize(planted);
+  ASSERT_EQ(planted.at("result").at("status"), 0) << json::serialize(planted);
+  const json::value& outputs = planted.at("result").at("outputs");
+  EXPECT_EQ(outputs.at("files").as_array().size(), 0u) << json::serialize(outputs);
+  std::vector<std::string> refused;
+  for (const json::value& r : outputs.at("refused").as_array()) {
+    refused.push_back(Str(r.at("path")));
+    EXPECT_FALSE(Str(r.at("reason")).empty()) << json::serialize(r);
+  }
+  EXPECT_EQ(refused, (std::vector<std::string>{"outputs/etcdir", "outputs/fifo", "outputs/leak", "outputs/sparse"}))
+      << json::serialize(outputs);
+
+  for (const char* path :
+       {"outputs/leak", "outputs/etcdir/passwd", "../etc/passwd", "/etc/passwd", "outputs/fifo", "outputs/sparse"}) {
+    json::value got = Get(c, "attack", path);  // the FIFO too answers: ReadLine's bound is for a failure only
+    EXPECT_NE(ErrorCode(got), 0) << path << ": " << json::serialize(got);
+    EXPECT_FALSE(HasResult(got)) << path;
+  }
+  const std::string planted_name = absl::StrCat("cubicle-session-test-", ::getpid());
+  json::value through = Put(c, "attack", absl::StrCat("outputs/etcdir/", planted_name), "x");
+  EXPECT_NE(ErrorCode(through), 0) << json::serialize(through);
+  struct stat st;
+  EXPECT_NE(::lstat(absl::StrCat("/etc/", planted_name).c_str(), &st), 0) << "files.put wrote through a symlink";
+  if (::lstat(absl::StrCat("/etc/", planted_name).c_str(), &st) == 0) ::unlink(absl::StrCat("/etc/", planted_name).c_str());
+
+  json::value deleted = Call(c, "files.delete", R"({"session":"attack","path":"outputs/leak"})");
+  ASSERT_TRUE(HasResult(deleted)) << json::serialize(deleted);
+  EXPECT_EQ(::lstat("/etc/shadow", &st), 0) << "files.delete removed the link's target";
+  EXPECT_EQ(ErrorCode(Call(c, "files.stat", R"({"session":"attack","path":"outputs/leak"})")), -32004);
+  json::value etcdir = Call(c, "files.stat", R"({"session":"attack","path":"outputs/etcdir"})");
+  EXPECT_EQ(etcdir.at("result").at("type"), "symlink") << json::serialize(etcdir);
+  EXPECT_TRUE(HasResult(Destroy(c, "attack", /*archive=*/false)));
+}
+
+// A workspace's cap is the kernel's: a payload that writes past it gets
+// ENOSPC, files.put past it fails as "workspace is full" and leaves
+// nothing; sessions.max_sessions bounds the live sessions.
+TEST_F(Session, Quota) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers(R"("max_sessions": 2)")));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  json::value created = Create(c, "quota", R"(,"workspace_bytes":4194304)");
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+  EXPECT_EQ(json::serialize(created.at("result").at("workspace")), R"({"size_bytes":4194304,"capped":true})");
+  EXPECT_EQ(ErrorCode(Create(c, "tiny", R"(,"workspace_bytes":1048575)")), -32602) << "1 MiB is the least";
+
+  json::value flood = Exec(c, "quota", "head -c 8388608 /dev/zero > outputs/big");
+  ASSERT_TRUE(HasResult(flood)) << json::serialize(flood);
+  EXPECT_NE(flood.at("result").at("status"), 0) << json::serialize(flood);
+  EXPECT_TRUE(absl::StrContains(Str(flood.at("result").at("stderr")), "No space left")) << json::serialize(flood);
+  ASSERT_TRUE(HasResult(Call(c, "files.delete", R"({"session":"quota","path":"outputs/big"})")));
+
+  // 3 MiB written by a payload fits; 2 MiB more by files.put does not. (A
+  // request line holds at most 4 MiB, so a larger put cannot reach the
+  // workspace at all.)
+  json::value fill = Exec(c, "quota", "head -c 3145728 /dev/zero > uploads/fill");
+  ASSERT_TRUE(HasResult(fill)) << json::serialize(fill);
+  EXPECT_EQ(fill.at("result").at("status"), 0) << json::serialize(fill);
+  json::value put = Put(c, "quota", "uploads/more", std::string(2 << 20, 'x'));
+  EXPECT_EQ(ErrorCode(put), -32002) << json::serialize(put);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(put), "workspace is full")) << json::serialize(put);
+  EXPECT_EQ(ErrorCode(Call(c, "files.stat", R"({"session":"quota","path":"uploads/more"})")), -32004)
+      << "a failed put leaves nothing";
+  json::value listed = Call(c, "files.list", R"({"session":"quota","path":"uploads"})");
+  ASSERT_TRUE(HasResult(listed)) << json::serialize(listed);
+  EXPECT_EQ(listed.at("result").at("entries").as_array().size(), 1u) << "no temporary left: " << json::serialize(listed);
+
+  ASSERT_TRUE(HasResult(Create(c, "second")));
+  json::value third = Create(c, "third");
+  EXPECT_EQ(ErrorCode(third), -32002) << json::serialize(third);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(third), "sessions.max_sessions")) << json::serialize(third);
+  EXPECT_FALSE(absl::StrContains(absl::StrJoin(ListDirectory(state_ + "/workspaces"), ","), "third"));
+  EXPECT_TRUE(HasResult(Destroy(c, "second", /*archive=*/false)));
+  EXPECT_TRUE(HasResult(Destroy(c, "quota", /*archive=*/false)));
+}
+
+// Executions in one session run one at a time, in the order admitted, even
+// from two connections; with "wait": false one that would wait is refused.
+TEST_F(Session, Serialized) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  ASSERT_TRUE(HasResult(Create(c, "ser")));
+  DaemonClient a(d.socket()), b(d.socket());
+  auto step = [](const char* who) {
+    return absl::StrCat(R"({"session":"ser","argv":["sh","-c","echo start )", who,
+                        R"( >> log; sleep 0.3; echo end )", who, R"( >> log"]})");
+  };
+  ASSERT_TRUE(a.Send(RequestLine(101, "session.exec", step("A"))));
+  ASSERT_TRUE(b.Send(RequestLine(102, "session.exec", step("B"))));
+  json::value ra = ParseJson(a.ReadLine().value_or(""));
+  json::value rb = ParseJson(b.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(ra)) << json::serialize(ra);
+  ASSERT_TRUE(HasResult(rb)) << json::serialize(rb);
+  EXPECT_EQ(ra.at("result").at("status"), 0);
+  EXPECT_EQ(rb.at("result").at("status"), 0);
+  std::vector<std::string> log = Lines(Unb64(Get(c, "ser", "log").at("result").at("data")));
+  ASSERT_EQ(log.size(), 4u) << absl::StrJoin(log, "|");
+  const std::string first = log[0].substr(log[0].size() - 1);
+  const std::string second = first == "A" ? "B" : "A";
+  EXPECT_EQ(log, (std::vector<std::string>{"start " + first, "end " + first, "start " + second, "end " + second}));
+
+  // One waits on a gate the test opens from the host (the workspace is
+  // mounted there): files.put would itself wait behind the execution.
+  ASSERT_TRUE(a.Send(RequestLine(
+      103, "session.exec",
+      R"({"session":"ser","argv":["sh","-c","while [ ! -e uploads/go ]; do sleep 0.02; done; echo released"],"timeout_ms":60000})")));
+  json::value info;
+  for (int i = 0; i < 1000; ++i) {  // at most 20 s: the bound for a failure
+    info = Call(c, "session.get", R"({"session":"ser"})");
+    if (HasResult(info) && info.at("result").at("executing") == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(info.at("result").at("executing"), 1) << json::serialize(info);
+  json::value refused = Call(b, "session.exec", R"({"session":"ser","argv":["true"],"wait":false})");
+  EXPECT_EQ(ErrorCode(refused), -32000) << json::serialize(refused);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(refused), "session ser")) << json::serialize(refused);
+  json::value refused_put = Call(b, "files.delete", R"({"session":"ser","path":"log","wait":false})");
+  EXPECT_EQ(ErrorCode(refused_put), -32000) << json::serialize(refused_put);
+  EXPECT_TRUE(WriteFile(state_ + "/workspaces/ser/uploads/go", ""));
+  json::value released = ParseJson(a.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(released)) << json::serialize(released);
+  EXPECT_EQ(Str(released.at("result").at("stdout")), "released\n");
+  EXPECT_TRUE(HasResult(Get(c, "ser", "log"))) << "the refused delete deleted nothing";
+  EXPECT_TRUE(HasResult(Destroy(c, "ser", /*archive=*/false)));
 }
 
 }  // namespace
