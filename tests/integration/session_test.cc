@@ -483,5 +483,97 @@ TEST_F(Session, Serialized) {
   EXPECT_TRUE(HasResult(Destroy(c, "ser", /*archive=*/false)));
 }
 
+// A daemon SIGKILLed with a session and a running managed execution: the
+// next daemon on its state directory finds the session and its files, the
+// finished execution's result, and the running one as "lost", whose id
+// stays taken. The killed daemon's sandbox dies with it and leaves no
+// cgroup.
+TEST_F(Session, Restart) {
+  const std::string config = SessionConfig(StateMembers());
+  SocketDaemon& a = StartDaemon(config);
+  ASSERT_TRUE(a.up());
+  const pid_t a_pid = a.pid();
+  DaemonClient c(a.socket());
+  ASSERT_TRUE(HasResult(Create(c, "kept")));
+  ASSERT_TRUE(HasResult(Put(c, "kept", "uploads/f.txt", "survives\n")));
+
+  const std::string mark = absl::StrCat("30.", ::getpid(), "6");  // a unique sleep argument
+  json::value started = Call(c, "exec.start", absl::StrCat(R"({"argv":["sleep",")", mark, R"("],"exec_id":"job-1"})"));
+  ASSERT_TRUE(HasResult(started)) << json::serialize(started);
+  EXPECT_EQ(started.at("result").at("exec_id"), "job-1");
+  json::value fin = Call(c, "exec.start", R"({"argv":["sh","-c","echo fin"],"exec_id":"fin-1"})");
+  ASSERT_TRUE(HasResult(fin)) << json::serialize(fin);
+  json::value waited = Call(c, "exec.wait", R"({"exec_id":"fin-1","timeout_ms":30000})");
+  ASSERT_EQ(waited.at("result").at("state"), "done") << json::serialize(waited);
+  bool running = false;
+  for (int i = 0; i < 1000 && !running; ++i) {  // at most 20 s: the bound for a failure
+    running = Call(c, "exec.status", R"({"exec_id":"job-1"})").at("result").at("state") == "running" &&
+              !ProcessesWithArgument(mark).empty();
+    if (!running) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(running) << "job-1 never ran";
+  // The groups are named after the process that made them: the daemon or
+  // a fork server of its.
+  std::vector<pid_t> makers = {a_pid};
+  for (pid_t pid : Descendants(a_pid)) makers.push_back(pid);
+  auto cgroups_of_a = [&] {
+    std::vector<std::string> all;
+    for (pid_t pid : makers) {
+      for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
+    }
+    return all;
+  };
+  EXPECT_FALSE(cgroups_of_a().empty()) << "daemon A made no cgroup to watch";
+
+  c.Close();
+  a.process().Signal(SIGKILL);
+  a.process().Wait();
+  std::vector<pid_t> sleepers = WaitUntilGone(mark);
+  EXPECT_EQ(sleepers, std::vector<pid_t>{}) << "job-1's sandbox outlived daemon A's SIGKILL";
+  for (pid_t pid : sleepers) ::kill(pid, SIGKILL);  // ours (A's), by pid, after a failure
+
+  SocketDaemon& b = StartDaemon(config);
+  ASSERT_TRUE(b.up());
+  DaemonClient cb(b.socket());
+  json::value info = Call(cb, "session.get", R"({"session":"kept"})");
+  ASSERT_TRUE(HasResult(info)) << json::serialize(info);
+  EXPECT_EQ(info.at("result").at("session"), "kept");
+  EXPECT_EQ(info.at("result").at("executing"), 0);
+  json::value file = Get(cb, "kept", "uploads/f.txt");
+  ASSERT_TRUE(HasResult(file)) << json::serialize(file);
+  EXPECT_EQ(Unb64(file.at("result").at("data")), "survives\n");
+
+  json::value done = Call(cb, "exec.status", R"({"exec_id":"fin-1"})");
+  ASSERT_TRUE(HasResult(done)) << json::serialize(done);
+  EXPECT_EQ(done.at("result").at("state"), "done") << json::serialize(done);
+  EXPECT_EQ(Str(done.at("result").at("result").at("stdout")), "fin\n") << json::serialize(done);
+  EXPECT_EQ(done.at("result").at("result").at("status"), 0) << json::serialize(done);
+  json::value lost = Call(cb, "exec.status", R"({"exec_id":"job-1"})");
+  ASSERT_TRUE(HasResult(lost)) << json::serialize(lost);
+  EXPECT_EQ(lost.at("result").at("state"), "lost") << json::serialize(lost);
+  EXPECT_EQ(lost.at("result").at("result").at("reason"), "lost") << json::serialize(lost);
+  json::value again = Call(cb, "exec.start", R"({"argv":["true"],"exec_id":"job-1"})");
+  EXPECT_EQ(ErrorCode(again), -32003) << json::serialize(again);
+  EXPECT_EQ(again.at("error").at("data").at("exec_id"), "job-1") << json::serialize(again);
+
+  // Daemon B is up: whatever sweeps a killed daemon's groups has run.
+  EXPECT_EQ(cgroups_of_a(), std::vector<std::string>{}) << "daemon A's cgroups outlived it";
+  EXPECT_TRUE(HasResult(Destroy(cb, "kept", /*archive=*/false)));
+}
+
+// Two daemons on one state directory would hand out each other's sessions:
+// the second refuses to start and names the first.
+TEST_F(Session, SecondDaemonRefused) {
+  SocketDaemon& a = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(a.up());
+  ProcessRun b = RunCubicle({"serve", "--socket", dir_.Join("b.sock"), "--config", config_});
+  EXPECT_NE(b.exit_code, 0) << b.err;
+  EXPECT_FALSE(b.timed_out);
+  EXPECT_TRUE(absl::StrContains(b.err, absl::StrCat("in use by cubicle pid ", a.pid()))) << b.err;
+  struct stat st;
+  EXPECT_NE(::stat(dir_.Join("b.sock").c_str(), &st), 0) << "the refused daemon listened";
+  EXPECT_TRUE(HasResult(a.Call(RequestLine(1, "session.list", "{}")))) << "daemon A serves on";
+}
+
 }  // namespace
 }  // namespace cubicle::test_support
