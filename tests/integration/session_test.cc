@@ -575,5 +575,28 @@ TEST_F(Session, SecondDaemonRefused) {
   EXPECT_TRUE(HasResult(a.Call(RequestLine(1, "session.list", "{}")))) << "daemon A serves on";
 }
 
+// A session keeps the size and idle TTL it was created with across a
+// restart: its tmpfs is still mounted with its cap, and a later restore
+// must be bounded by that cap, not by the config's default. Disabled until
+// SessionTable::Recover reads the recorded workspace_bytes (it takes
+// sessions.workspace_bytes instead: 536870912 is reported after a restart).
+TEST_F(Session, DISABLED_RestartKeepsTheSessionsShape) {
+  const std::string config = SessionConfig(StateMembers());
+  SocketDaemon& a = StartDaemon(config);
+  ASSERT_TRUE(a.up());
+  json::value created = a.Call(RequestLine(
+      1, "session.create", R"({"session":"shaped","workspace_bytes":4194304,"idle_ttl_ms":600000})"));
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+  EXPECT_EQ(json::serialize(created.at("result").at("workspace")), R"({"size_bytes":4194304,"capped":true})");
+  a.Stop();
+
+  SocketDaemon& b = StartDaemon(config);
+  ASSERT_TRUE(b.up());
+  json::value info = b.Call(RequestLine(2, "session.get", R"({"session":"shaped"})"));
+  ASSERT_TRUE(HasResult(info)) << json::serialize(info);
+  EXPECT_EQ(json::serialize(info.at("result").at("workspace")), R"({"size_bytes":4194304,"capped":true})");
+  EXPECT_EQ(info.at("result").at("idle_ttl_ms"), 600000);
+}
+
 }  // namespace
 }  // namespace cubicle::test_support
