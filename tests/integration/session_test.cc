@@ -1,0 +1,602 @@
+// Sessions of `cubicle serve` end to end (rpc/session_methods.cc,
+// rpc/files_methods.cc, rpc/exec_records.cc): a workspace that lives across
+// executions, its files API, its archive on destroy and on reap, its cap,
+// the paths a payload plants in it, executions one at a time, and what a
+// daemon finds in its state directory after another was killed.
+//
+// Root only: each workspace is a tmpfs the daemon mounts under the state
+// directory. The test enters a mount namespace of its own first, so those
+// mounts (which outlive a daemon by design) are never in the mount table
+// that tests in other processes compare; TearDown unmounts whatever a
+// failure left before the state directory is removed.
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/json/serialize.hpp>
+#include <gtest/gtest.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "tests/support/daemon_client.h"
+#include "tests/support/host_snapshot.h"
+#include "tests/support/sandbox_runner.h"
+
+namespace cubicle::test_support {
+namespace {
+
+namespace json = boost::json;
+
+std::string Quoted(const std::string& s) { return json::serialize(json::value(s)); }
+
+int64_t ErrorCode(const json::value& reply) {
+  if (!reply.is_object() || !reply.as_object().contains("error")) return 0;
+  return reply.at("error").at("code").as_int64();
+}
+
+std::string ErrorMessage(const json::value& reply) {
+  if (ErrorCode(reply) == 0) return "";
+  return std::string(reply.at("error").at("message").as_string());
+}
+
+bool HasResult(const json::value& reply) { return reply.is_object() && reply.as_object().contains("result"); }
+
+std::string Str(const json::value& v) { return v.is_string() ? std::string(v.as_string()) : json::serialize(v); }
+
+// The lowercase hex SHA-256 of `data`, by sha256sum(1): not the daemon's code.
+std::string Sha256Hex(const std::string& data) {
+  ProcessRun run = RunProcess({"/usr/bin/sha256sum"}, data);
+  return std::string(absl::StripAsciiWhitespace(run.out.substr(0, run.out.find(' '))));
+}
+
+std::string B64(const std::string& data) { return absl::Base64Escape(data); }
+
+std::string Unb64(const json::value& v) {
+  std::string out;
+  if (!v.is_string() || !absl::Base64Unescape(std::string(v.as_string()), &out)) return "<not base64>";
+  return out;
+}
+
+// Mount points below `dir` in this process's mount table.
+std::vector<std::string> MountsUnder(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const std::string& line : Lines(ReadFile("/proc/self/mountinfo"))) {
+    std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    if (fields.size() > 4 && absl::StartsWith(fields[4], dir + "/")) found.push_back(fields[4]);
+  }
+  return found;
+}
+
+// cubicle-workspace tmpfs mounts (their source) below `dir`.
+std::vector<std::string> WorkspaceMountsUnder(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const std::string& line : Lines(ReadFile("/proc/self/mountinfo"))) {
+    if (!absl::StrContains(line, "cubicle-workspace")) continue;
+    std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    if (fields.size() > 4 && absl::StartsWith(fields[4], dir + "/")) found.push_back(fields[4]);
+  }
+  return found;
+}
+
+// A daemon's config: one profile, "shell", with limits (so that every
+// sandbox has a cgroup) and a small pool; `sessions` the members of the
+// "sessions" object (without braces), omitted when empty.
+std::string SessionConfig(const std::string& sessions) {
+  return absl::StrCat(R"({"profiles": {"shell": {"limits": {"memory": "256M", "pids": 64},)",
+                      R"("pool": {"min_idle": 1, "max_idle": 1, "max_total": 4}}})",
+                      sessions.empty() ? "" : absl::StrCat(R"(, "sessions": {)", sessions, "}"), "}");
+}
+
+class Session : public HostHygieneTest {
+ protected:
+  void SetUp() override {
+    HostHygieneTest::SetUp();
+    if (!IsRoot()) GTEST_SKIP() << "each session's workspace is a tmpfs the daemon mounts: root only";
+    EnterPrivateMountNamespace();
+    if (HasFatalFailure()) return;
+    state_ = dir_.Join("state");
+    ASSERT_EQ(::mkdir(state_.c_str(), 0700), 0);
+  }
+
+  void TearDown() override {
+    // Sessions a failure left are destroyed through the daemon that holds
+    // them; then every daemon stops (SIGTERM), and what is still mounted
+    // (a killed daemon's workspaces) is unmounted before dir_ is removed.
+    for (auto& d : daemons_) {
+      if (!d->up()) continue;
+      DaemonClient c(d->socket());
+      json::value list = c.CallJson(RequestLine(1, "session.list", "{}"));
+      if (HasResult(list)) {
+        for (const json::value& s : list.at("result").at("sessions").as_array()) {
+          c.CallJson(RequestLine(2, "session.destroy",
+                                 absl::StrCat(R"({"archive":false,"session":)", Quoted(Str(s.at("session"))), "}")));
+        }
+      }
+    }
+    for (auto& d : daemons_) {
+      if (!d->process().started()) continue;
+      d->Stop();
+    }
+    daemons_.clear();
+    if (IsRoot()) {
+      EXPECT_EQ(WorkspaceMountsUnder(dir_.path()), std::vector<std::string>{})
+          << "a workspace's tmpfs outlived its session";
+      std::vector<std::string> left = MountsUnder(dir_.path());
+      for (auto it = left.rbegin(); it != left.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
+    }
+    HostHygieneTest::TearDown();
+  }
+
+  // A daemon on `config` (the text of config.json), kept until TearDown.
+  SocketDaemon& StartDaemon(const std::string& config) {
+    config_ = WriteConfig(dir_, config);
+    daemons_.push_back(std::make_unique<SocketDaemon>(std::vector<std::string>{"--config", config_}));
+    return *daemons_.back();
+  }
+
+  // `"state_dir": STATE` and `more` members, for SessionConfig.
+  std::string StateMembers(const std::string& more = "") const {
+    return absl::StrCat(R"("state_dir": )", Quoted(state_), more.empty() ? "" : ", ", more);
+  }
+
+  // One request on `c`, the reply parsed (null when none came).
+  json::value Call(DaemonClient& c, const std::string& method, const std::string& params) {
+    return c.CallJson(RequestLine(++next_id_, method, params));
+  }
+
+  // The session.exec of `script` (sh -c) in `session`; its reply.
+  json::value Exec(DaemonClient& c, const std::string& session, const std::string& script,
+                   const std::string& more = "") {
+    return Call(c, "session.exec",
+                absl::StrCat(R"({"session":)", Quoted(session), R"(,"argv":["sh","-c",)", Quoted(script), "]", more,
+                             "}"));
+  }
+
+  json::value Create(DaemonClient& c, const std::string& session, const std::string& more = "") {
+    return Call(c, "session.create", absl::StrCat(R"({"session":)", Quoted(session), more, "}"));
+  }
+
+  json::value Get(DaemonClient& c, const std::string& session, const std::string& path) {
+    return Call(c, "files.get", absl::StrCat(R"({"session":)", Quoted(session), R"(,"path":)", Quoted(path), "}"));
+  }
+
+  json::value Put(DaemonClient& c, const std::string& session, const std::string& path, const std::string& data) {
+    return Call(c, "files.put",
+                absl::StrCat(R"({"session":)", Quoted(session), R"(,"path":)", Quoted(path), R"(,"data":)",
+                             Quoted(B64(data)), "}"));
+  }
+
+  json::value Destroy(DaemonClient& c, const std::string& session, bool archive) {
+    return Call(c, "session.destroy",
+                absl::StrCat(R"({"session":)", Quoted(session), R"(,"archive":)", archive ? "true" : "false", "}"));
+  }
+
+  TempDir dir_;
+  std::string state_;
+  std::string config_;
+  std::vector<std::unique_ptr<SocketDaemon>> daemons_;
+  int64_t next_id_ = 0;
+};
+
+// What an execution leaves in its session's workspace, the next one sees;
+// outputs/ reports what each made or changed, hashed; the files API reads
+// it; destroy archives it and a create with the same key brings it back,
+// unless destroy was told not to archive.
+TEST_F(Session, Flow) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+
+  json::value created = Create(c, "flow");
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+  const json::value& info = created.at("result");
+  EXPECT_EQ(info.at("session"), "flow");
+  EXPECT_EQ(info.at("created"), true);
+  EXPECT_EQ(info.at("restored"), false);
+  EXPECT_EQ(info.at("workspace").at("size_bytes"), 512 << 20) << "sessions.workspace_bytes' default";
+  EXPECT_EQ(info.at("workspace").at("capped"), true) << "root: a tmpfs of its own";
+
+  json::value put = Put(c, "flow", "uploads/in.txt", "hello\n");
+  ASSERT_TRUE(HasResult(put)) << json::serialize(put);
+  EXPECT_EQ(put.at("result").at("size"), 6);
+
+  // 1: reads the upload, writes outputs/a.txt.
+  json::value one = Exec(c, "flow", "cat uploads/in.txt > outputs/a.txt && echo one >> outputs/a.txt && pwd");
+  ASSERT_TRUE(HasResult(one)) << json::serialize(one);
+  const json::value& r1 = one.at("result");
+  EXPECT_EQ(r1.at("status"), 0) << json::serialize(r1);
+  EXPECT_EQ(r1.at("stdout"), "/workspace\n");
+  EXPECT_EQ(r1.at("session"), "flow");
+  const std::string a1 = "hello\none\n";
+  EXPECT_EQ(json::serialize(r1.at("outputs")),
+            absl::StrCat(R"({"files":[{"path":"outputs/a.txt","size":)", a1.size(), R"(,"sha256":")", Sha256Hex(a1),
+                         R"("}],"refused":[]})"));
+
+  // 2: sees a.txt; changes nothing, so reports nothing.
+  json::value two = Exec(c, "flow", "cat outputs/a.txt");
+  ASSERT_TRUE(HasResult(two)) << json::serialize(two);
+  EXPECT_EQ(two.at("result").at("status"), 0) << json::serialize(two);
+  EXPECT_EQ(Str(two.at("result").at("stdout")), a1);
+  EXPECT_EQ(json::serialize(two.at("result").at("outputs")), R"({"files":[],"refused":[]})");
+
+  // 3: appends; the changed file is reported again, with its new hash.
+  json::value three = Exec(c, "flow", "echo three >> outputs/a.txt");
+  ASSERT_TRUE(HasResult(three)) << json::serialize(three);
+  EXPECT_EQ(three.at("result").at("status"), 0) << json::serialize(three);
+  const std::string a3 = a1 + "three\n";
+  EXPECT_EQ(json::serialize(three.at("result").at("outputs")),
+            absl::StrCat(R"({"files":[{"path":"outputs/a.txt","size":)", a3.size(), R"(,"sha256":")", Sha256Hex(a3),
+                         R"("}],"refused":[]})"));
+
+  json::value got = Get(c, "flow", "outputs/a.txt");
+  ASSERT_TRUE(HasResult(got)) << json::serialize(got);
+  EXPECT_EQ(got.at("result").at("size"), a3.size());
+  EXPECT_EQ(Unb64(got.at("result").at("data")), a3);
+
+  // The session's executions, newest first.
+  json::value list = Call(c, "exec.list", R"({"session":"flow"})");
+  ASSERT_TRUE(HasResult(list)) << json::serialize(list);
+  std::vector<std::string> ids;
+  for (const json::value& e : list.at("result").at("executions").as_array()) {
+    ids.push_back(Str(e.at("exec_id")));
+    EXPECT_EQ(e.at("state"), "done") << json::serialize(e);
+    EXPECT_EQ(e.at("session"), "flow") << json::serialize(e);
+  }
+  EXPECT_EQ(ids, (std::vector<std::string>{Str(three.at("result").at("exec_id")), Str(two.at("result").at("exec_id")),
+                                           Str(one.at("result").at("exec_id"))}));
+
+  json::value destroyed = Destroy(c, "flow", /*archive=*/true);
+  ASSERT_TRUE(HasResult(destroyed)) << json::serialize(destroyed);
+  EXPECT_EQ(json::serialize(destroyed.at("result")), R"({"session":"flow","destroyed":true,"archived":true})");
+  EXPECT_EQ(ErrorCode(Call(c, "session.get", R"({"session":"flow"})")), -32004);
+  EXPECT_EQ(WorkspaceMountsUnder(state_), std::vector<std::string>{}) << "destroy unmounts the workspace";
+
+  json::value again = Create(c, "flow");
+  ASSERT_TRUE(HasResult(again)) << json::serialize(again);
+  EXPECT_EQ(again.at("result").at("created"), true);
+  EXPECT_EQ(again.at("result").at("restored"), true) << json::serialize(again);
+  EXPECT_EQ(Unb64(Get(c, "flow", "outputs/a.txt").at("result").at("data")), a3);
+  EXPECT_EQ(Unb64(Get(c, "flow", "uploads/in.txt").at("result").at("data")), "hello\n");
+
+  json::value gone = Destroy(c, "flow", /*archive=*/false);
+  EXPECT_EQ(json::serialize(gone.at("result")), R"({"session":"flow","destroyed":true,"archived":false})");
+  // Destroyed for good: the old archive does not come back either.
+  json::value fresh = Create(c, "flow");
+  ASSERT_TRUE(HasResult(fresh)) << json::serialize(fresh);
+  EXPECT_EQ(fresh.at("result").at("restored"), false) << json::serialize(fresh);
+  EXPECT_EQ(ErrorCode(Get(c, "flow", "outputs/a.txt")), -32004);
+  EXPECT_TRUE(HasResult(Destroy(c, "flow", /*archive=*/false)));
+}
+
+// A session idle past its TTL is reaped (archived, unmounted); a create
+// with its key restores it.
+TEST_F(Session, IdleReap) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers(R"("idle_ttl_ms": 1000)")));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  json::value created = Create(c, "idle");
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+  EXPECT_EQ(created.at("result").at("idle_ttl_ms"), 1000);
+  ASSERT_TRUE(HasResult(Put(c, "idle", "uploads/keep.txt", "kept\n")));
+
+  json::value got;
+  for (int i = 0; i < 150; ++i) {  // at most 30 s: the bound for a failure
+    got = Call(c, "session.get", R"({"session":"idle"})");
+    if (ErrorCode(got) == -32004) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  ASSERT_EQ(ErrorCode(got), -32004) << "never reaped: " << json::serialize(got);
+  EXPECT_EQ(WorkspaceMountsUnder(state_), std::vector<std::string>{}) << "the reap unmounts the workspace";
+
+  json::value again = Create(c, "idle");
+  ASSERT_TRUE(HasResult(again)) << json::serialize(again);
+  EXPECT_EQ(again.at("result").at("restored"), true) << json::serialize(again);
+  json::value file = Get(c, "idle", "uploads/keep.txt");
+  ASSERT_TRUE(HasResult(file)) << json::serialize(file);
+  EXPECT_EQ(Unb64(file.at("result").at("data")), "kept\n");
+  EXPECT_TRUE(HasResult(Destroy(c, "idle", /*archive=*/false)));
+}
+
+// Unknown sessions, keys that are not one file name, and sessions or files
+// asked of a daemon without a state directory: each a clear error, and
+// nothing made.
+TEST_F(Session, BadInput) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  json::value unknown = Exec(c, "nobody", "true");
+  EXPECT_EQ(ErrorCode(unknown), -32004) << json::serialize(unknown);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(unknown), "nobody")) << json::serialize(unknown);
+  EXPECT_EQ(ErrorCode(Get(c, "nobody", "a")), -32004);
+  for (const char* key : {"../x", "a/b", ".hidden", ""}) {
+    json::value bad = Create(c, key);
+    // "" asks for a generated key: that one is made, and destroyed again.
+    if (std::string(key).empty()) {
+      ASSERT_TRUE(HasResult(bad)) << json::serialize(bad);
+      EXPECT_TRUE(HasResult(Destroy(c, Str(bad.at("result").at("session")), false)));
+      continue;
+    }
+    EXPECT_EQ(ErrorCode(bad), -32602) << key << ": " << json::serialize(bad);
+  }
+  EXPECT_EQ(ListDirectory(state_ + "/workspaces"), std::set<std::string>{});
+  EXPECT_EQ(ListDirectory(dir_.path()), (std::set<std::string>{"config.json", "state"})) << "../x made nothing";
+  EXPECT_EQ(ListDirectory(state_ + "/archives"), std::set<std::string>{});
+
+  SocketDaemon& stateless = StartDaemon(SessionConfig(""));
+  ASSERT_TRUE(stateless.up());
+  DaemonClient s(stateless.socket());
+  for (const json::value& reply :
+       {Get(s, "x", "a"), Put(s, "x", "a", "b"), Call(s, "files.list", R"({"session":"x"})"), Create(s, "x"),
+        Exec(s, "x", "true")}) {
+    EXPECT_EQ(ErrorCode(reply), -32600) << json::serialize(reply);
+    EXPECT_TRUE(absl::StrContains(ErrorMessage(reply), "sessions.state_dir")) << json::serialize(reply);
+  }
+}
+
+// What a payload plants under outputs/ — symlinks out of the workspace, a
+// FIFO, a sparse file of a terabyte — is refused by the collection, never
+// followed, opened or read; the files API refuses to read or write through
+// any of it, or to leave the workspace by name, and deletes a link itself.
+TEST_F(Session, PathAttacks) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  ASSERT_TRUE(HasResult(Create(c, "attack")));
+  json::value planted = Exec(c, "attack",
+                             "ln -s /etc/shadow outputs/leak && ln -s /etc outputs/etcdir && mkfifo outputs/fifo && "
+                             "truncate -s 1T outputs/sparse");
+  ASSERT_TRUE(HasResult(planted)) << json::serialize(planted);
+  ASSERT_EQ(planted.at("result").at("status"), 0) << json::serialize(planted);
+  const json::value& outputs = planted.at("result").at("outputs");
+  EXPECT_EQ(outputs.at("files").as_array().size(), 0u) << json::serialize(outputs);
+  std::vector<std::string> refused;
+  for (const json::value& r : outputs.at("refused").as_array()) {
+    refused.push_back(Str(r.at("path")));
+    EXPECT_FALSE(Str(r.at("reason")).empty()) << json::serialize(r);
+  }
+  EXPECT_EQ(refused, (std::vector<std::string>{"outputs/etcdir", "outputs/fifo", "outputs/leak", "outputs/sparse"}))
+      << json::serialize(outputs);
+
+  for (const char* path :
+       {"outputs/leak", "outputs/etcdir/passwd", "../etc/passwd", "/etc/passwd", "outputs/fifo", "outputs/sparse"}) {
+    json::value got = Get(c, "attack", path);  // the FIFO too answers: ReadLine's bound is for a failure only
+    EXPECT_NE(ErrorCode(got), 0) << path << ": " << json::serialize(got);
+    EXPECT_FALSE(HasResult(got)) << path;
+  }
+  const std::string planted_name = absl::StrCat("cubicle-session-test-", ::getpid());
+  json::value through = Put(c, "attack", absl::StrCat("outputs/etcdir/", planted_name), "x");
+  EXPECT_NE(ErrorCode(through), 0) << json::serialize(through);
+  struct stat st;
+  EXPECT_NE(::lstat(absl::StrCat("/etc/", planted_name).c_str(), &st), 0) << "files.put wrote through a symlink";
+  if (::lstat(absl::StrCat("/etc/", planted_name).c_str(), &st) == 0) ::unlink(absl::StrCat("/etc/", planted_name).c_str());
+
+  json::value deleted = Call(c, "files.delete", R"({"session":"attack","path":"outputs/leak"})");
+  ASSERT_TRUE(HasResult(deleted)) << json::serialize(deleted);
+  EXPECT_EQ(::lstat("/etc/shadow", &st), 0) << "files.delete removed the link's target";
+  EXPECT_EQ(ErrorCode(Call(c, "files.stat", R"({"session":"attack","path":"outputs/leak"})")), -32004);
+  json::value etcdir = Call(c, "files.stat", R"({"session":"attack","path":"outputs/etcdir"})");
+  EXPECT_EQ(etcdir.at("result").at("type"), "symlink") << json::serialize(etcdir);
+  EXPECT_TRUE(HasResult(Destroy(c, "attack", /*archive=*/false)));
+}
+
+// A workspace's cap is the kernel's: a payload that writes past it gets
+// ENOSPC, files.put past it fails as "workspace is full" and leaves
+// nothing; sessions.max_sessions bounds the live sessions.
+TEST_F(Session, Quota) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers(R"("max_sessions": 2)")));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  json::value created = Create(c, "quota", R"(,"workspace_bytes":4194304)");
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+  EXPECT_EQ(json::serialize(created.at("result").at("workspace")), R"({"size_bytes":4194304,"capped":true})");
+  EXPECT_EQ(ErrorCode(Create(c, "tiny", R"(,"workspace_bytes":1048575)")), -32602) << "1 MiB is the least";
+
+  json::value flood = Exec(c, "quota", "head -c 8388608 /dev/zero > outputs/big");
+  ASSERT_TRUE(HasResult(flood)) << json::serialize(flood);
+  EXPECT_NE(flood.at("result").at("status"), 0) << json::serialize(flood);
+  EXPECT_TRUE(absl::StrContains(Str(flood.at("result").at("stderr")), "No space left")) << json::serialize(flood);
+  ASSERT_TRUE(HasResult(Call(c, "files.delete", R"({"session":"quota","path":"outputs/big"})")));
+
+  // 3 MiB written by a payload fits; 2 MiB more by files.put does not. (A
+  // request line holds at most 4 MiB, so a larger put cannot reach the
+  // workspace at all.)
+  json::value fill = Exec(c, "quota", "head -c 3145728 /dev/zero > uploads/fill");
+  ASSERT_TRUE(HasResult(fill)) << json::serialize(fill);
+  EXPECT_EQ(fill.at("result").at("status"), 0) << json::serialize(fill);
+  json::value put = Put(c, "quota", "uploads/more", std::string(2 << 20, 'x'));
+  EXPECT_EQ(ErrorCode(put), -32002) << json::serialize(put);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(put), "workspace is full")) << json::serialize(put);
+  EXPECT_EQ(ErrorCode(Call(c, "files.stat", R"({"session":"quota","path":"uploads/more"})")), -32004)
+      << "a failed put leaves nothing";
+  json::value listed = Call(c, "files.list", R"({"session":"quota","path":"uploads"})");
+  ASSERT_TRUE(HasResult(listed)) << json::serialize(listed);
+  EXPECT_EQ(listed.at("result").at("entries").as_array().size(), 1u) << "no temporary left: " << json::serialize(listed);
+
+  ASSERT_TRUE(HasResult(Create(c, "second")));
+  json::value third = Create(c, "third");
+  EXPECT_EQ(ErrorCode(third), -32002) << json::serialize(third);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(third), "sessions.max_sessions")) << json::serialize(third);
+  EXPECT_FALSE(absl::StrContains(absl::StrJoin(ListDirectory(state_ + "/workspaces"), ","), "third"));
+  EXPECT_TRUE(HasResult(Destroy(c, "second", /*archive=*/false)));
+  EXPECT_TRUE(HasResult(Destroy(c, "quota", /*archive=*/false)));
+}
+
+// Executions in one session run one at a time, in the order admitted, even
+// from two connections; with "wait": false one that would wait is refused.
+TEST_F(Session, Serialized) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  ASSERT_TRUE(HasResult(Create(c, "ser")));
+  DaemonClient a(d.socket()), b(d.socket());
+  auto step = [](const char* who) {
+    return absl::StrCat(R"({"session":"ser","argv":["sh","-c","echo start )", who,
+                        R"( >> log; sleep 0.3; echo end )", who, R"( >> log"]})");
+  };
+  ASSERT_TRUE(a.Send(RequestLine(101, "session.exec", step("A"))));
+  ASSERT_TRUE(b.Send(RequestLine(102, "session.exec", step("B"))));
+  json::value ra = ParseJson(a.ReadLine().value_or(""));
+  json::value rb = ParseJson(b.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(ra)) << json::serialize(ra);
+  ASSERT_TRUE(HasResult(rb)) << json::serialize(rb);
+  EXPECT_EQ(ra.at("result").at("status"), 0);
+  EXPECT_EQ(rb.at("result").at("status"), 0);
+  std::vector<std::string> log = Lines(Unb64(Get(c, "ser", "log").at("result").at("data")));
+  ASSERT_EQ(log.size(), 4u) << absl::StrJoin(log, "|");
+  const std::string first = log[0].substr(log[0].size() - 1);
+  const std::string second = first == "A" ? "B" : "A";
+  EXPECT_EQ(log, (std::vector<std::string>{"start " + first, "end " + first, "start " + second, "end " + second}));
+
+  // One waits on a gate the test opens from the host (the workspace is
+  // mounted there): files.put would itself wait behind the execution.
+  ASSERT_TRUE(a.Send(RequestLine(
+      103, "session.exec",
+      R"({"session":"ser","argv":["sh","-c","while [ ! -e uploads/go ]; do sleep 0.02; done; echo released"],"timeout_ms":60000})")));
+  json::value info;
+  for (int i = 0; i < 1000; ++i) {  // at most 20 s: the bound for a failure
+    info = Call(c, "session.get", R"({"session":"ser"})");
+    if (HasResult(info) && info.at("result").at("executing") == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(info.at("result").at("executing"), 1) << json::serialize(info);
+  json::value refused = Call(b, "session.exec", R"({"session":"ser","argv":["true"],"wait":false})");
+  EXPECT_EQ(ErrorCode(refused), -32000) << json::serialize(refused);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(refused), "session ser")) << json::serialize(refused);
+  json::value refused_put = Call(b, "files.delete", R"({"session":"ser","path":"log","wait":false})");
+  EXPECT_EQ(ErrorCode(refused_put), -32000) << json::serialize(refused_put);
+  EXPECT_TRUE(WriteFile(state_ + "/workspaces/ser/uploads/go", ""));
+  json::value released = ParseJson(a.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(released)) << json::serialize(released);
+  EXPECT_EQ(Str(released.at("result").at("stdout")), "released\n");
+  EXPECT_TRUE(HasResult(Get(c, "ser", "log"))) << "the refused delete deleted nothing";
+  EXPECT_TRUE(HasResult(Destroy(c, "ser", /*archive=*/false)));
+}
+
+// A daemon SIGKILLed with a session and a running managed execution: the
+// next daemon on its state directory finds the session and its files, the
+// finished execution's result, and the running one as "lost", whose id
+// stays taken. The killed daemon's sandbox dies with it and leaves no
+// cgroup.
+TEST_F(Session, Restart) {
+  const std::string config = SessionConfig(StateMembers());
+  SocketDaemon& a = StartDaemon(config);
+  ASSERT_TRUE(a.up());
+  const pid_t a_pid = a.pid();
+  DaemonClient c(a.socket());
+  ASSERT_TRUE(HasResult(Create(c, "kept")));
+  ASSERT_TRUE(HasResult(Put(c, "kept", "uploads/f.txt", "survives\n")));
+
+  const std::string mark = absl::StrCat("30.", ::getpid(), "6");  // a unique sleep argument
+  json::value started = Call(c, "exec.start", absl::StrCat(R"({"argv":["sleep",")", mark, R"("],"exec_id":"job-1"})"));
+  ASSERT_TRUE(HasResult(started)) << json::serialize(started);
+  EXPECT_EQ(started.at("result").at("exec_id"), "job-1");
+  json::value fin = Call(c, "exec.start", R"({"argv":["sh","-c","echo fin"],"exec_id":"fin-1"})");
+  ASSERT_TRUE(HasResult(fin)) << json::serialize(fin);
+  json::value waited = Call(c, "exec.wait", R"({"exec_id":"fin-1","timeout_ms":30000})");
+  ASSERT_EQ(waited.at("result").at("state"), "done") << json::serialize(waited);
+  bool running = false;
+  for (int i = 0; i < 1000 && !running; ++i) {  // at most 20 s: the bound for a failure
+    running = Call(c, "exec.status", R"({"exec_id":"job-1"})").at("result").at("state") == "running" &&
+              !ProcessesWithArgument(mark).empty();
+    if (!running) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(running) << "job-1 never ran";
+  // The groups are named after the process that made them: the daemon or
+  // a fork server of its.
+  std::vector<pid_t> makers = {a_pid};
+  for (pid_t pid : Descendants(a_pid)) makers.push_back(pid);
+  auto cgroups_of_a = [&] {
+    std::vector<std::string> all;
+    for (pid_t pid : makers) {
+      for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
+    }
+    return all;
+  };
+  EXPECT_FALSE(cgroups_of_a().empty()) << "daemon A made no cgroup to watch";
+
+  c.Close();
+  a.process().Signal(SIGKILL);
+  a.process().Wait();
+  std::vector<pid_t> sleepers = WaitUntilGone(mark);
+  EXPECT_EQ(sleepers, std::vector<pid_t>{}) << "job-1's sandbox outlived daemon A's SIGKILL";
+  for (pid_t pid : sleepers) ::kill(pid, SIGKILL);  // ours (A's), by pid, after a failure
+
+  SocketDaemon& b = StartDaemon(config);
+  ASSERT_TRUE(b.up());
+  DaemonClient cb(b.socket());
+  json::value info = Call(cb, "session.get", R"({"session":"kept"})");
+  ASSERT_TRUE(HasResult(info)) << json::serialize(info);
+  EXPECT_EQ(info.at("result").at("session"), "kept");
+  EXPECT_EQ(info.at("result").at("executing"), 0);
+  json::value file = Get(cb, "kept", "uploads/f.txt");
+  ASSERT_TRUE(HasResult(file)) << json::serialize(file);
+  EXPECT_EQ(Unb64(file.at("result").at("data")), "survives\n");
+
+  json::value done = Call(cb, "exec.status", R"({"exec_id":"fin-1"})");
+  ASSERT_TRUE(HasResult(done)) << json::serialize(done);
+  EXPECT_EQ(done.at("result").at("state"), "done") << json::serialize(done);
+  EXPECT_EQ(Str(done.at("result").at("result").at("stdout")), "fin\n") << json::serialize(done);
+  EXPECT_EQ(done.at("result").at("result").at("status"), 0) << json::serialize(done);
+  json::value lost = Call(cb, "exec.status", R"({"exec_id":"job-1"})");
+  ASSERT_TRUE(HasResult(lost)) << json::serialize(lost);
+  EXPECT_EQ(lost.at("result").at("state"), "lost") << json::serialize(lost);
+  EXPECT_EQ(lost.at("result").at("result").at("reason"), "lost") << json::serialize(lost);
+  json::value again = Call(cb, "exec.start", R"({"argv":["true"],"exec_id":"job-1"})");
+  EXPECT_EQ(ErrorCode(again), -32003) << json::serialize(again);
+  EXPECT_EQ(again.at("error").at("data").at("exec_id"), "job-1") << json::serialize(again);
+
+  // Daemon B is up: whatever sweeps a killed daemon's groups has run.
+  EXPECT_EQ(cgroups_of_a(), std::vector<std::string>{}) << "daemon A's cgroups outlived it";
+  EXPECT_TRUE(HasResult(Destroy(cb, "kept", /*archive=*/false)));
+}
+
+// Two daemons on one state directory would hand out each other's sessions:
+// the second refuses to start and names the first.
+TEST_F(Session, SecondDaemonRefused) {
+  SocketDaemon& a = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(a.up());
+  ProcessRun b = RunCubicle({"serve", "--socket", dir_.Join("b.sock"), "--config", config_});
+  EXPECT_NE(b.exit_code, 0) << b.err;
+  EXPECT_FALSE(b.timed_out);
+  EXPECT_TRUE(absl::StrContains(b.err, absl::StrCat("in use by cubicle pid ", a.pid()))) << b.err;
+  struct stat st;
+  EXPECT_NE(::stat(dir_.Join("b.sock").c_str(), &st), 0) << "the refused daemon listened";
+  EXPECT_TRUE(HasResult(a.Call(RequestLine(1, "session.list", "{}")))) << "daemon A serves on";
+}
+
+// A session keeps the size and idle TTL it was created with across a
+// restart: its tmpfs is still mounted with its cap, and a later restore
+// must be bounded by that cap, not by the config's default. Disabled until
+// SessionTable::Recover reads the recorded workspace_bytes (it takes
+// sessions.workspace_bytes instead: 536870912 is reported after a restart).
+TEST_F(Session, DISABLED_RestartKeepsTheSessionsShape) {
+  const std::string config = SessionConfig(StateMembers());
+  SocketDaemon& a = StartDaemon(config);
+  ASSERT_TRUE(a.up());
+  json::value created = a.Call(RequestLine(
+      1, "session.create", R"({"session":"shaped","workspace_bytes":4194304,"idle_ttl_ms":600000})"));
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+  EXPECT_EQ(json::serialize(created.at("result").at("workspace")), R"({"size_bytes":4194304,"capped":true})");
+  a.Stop();
+
+  SocketDaemon& b = StartDaemon(config);
+  ASSERT_TRUE(b.up());
+  json::value info = b.Call(RequestLine(2, "session.get", R"({"session":"shaped"})"));
+  ASSERT_TRUE(HasResult(info)) << json::serialize(info);
+  EXPECT_EQ(json::serialize(info.at("result").at("workspace")), R"({"size_bytes":4194304,"capped":true})");
+  EXPECT_EQ(info.at("result").at("idle_ttl_ms"), 600000);
+}
+
+}  // namespace
+}  // namespace cubicle::test_support
