@@ -1,6 +1,7 @@
 // `cubicle serve`: the JSON-RPC daemon on stdio and/or a Unix socket.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -43,6 +44,10 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       }
     }
     rpc::ServeOptions options;
+    // A files.put line carries a whole file in base64: the line limit must
+    // hold the largest one sessions.max_file_bytes allows.
+    const size_t max_file_line = config->sessions.max_file_bytes / 3 * 4 + (64 << 10);
+    if (config->sessions.enabled()) options.max_line_bytes = std::max(options.max_line_bytes, max_file_line);
     options.socket_path = f->socket.empty() ? config->socket_path : f->socket;
     options.socket_mode = config->socket_mode;
     options.stdio = options.socket_path.empty() || f->stdio;

@@ -44,7 +44,7 @@ sessions::SessionRecord SessionTable::RecordOf(const SessionInfo& info) const {
   r.expires_ms = Ms(info.expires);
   r.state = "live";
   r.workspace = info.workspace;
-  r.options = absl::StrCat("{\"workspace_bytes\":", info.workspace_bytes, "}");
+  r.options = absl::StrCat("{\"workspace_bytes\":", info.workspace_bytes, "}");  // for people reading the db
   return r;
 }
 
@@ -167,7 +167,7 @@ absl::Status SessionTable::ArchiveAndRemove(const std::string& key, int root, bo
   }
   absl::Status removed = store_.Remove(key);
   if (records_ != nullptr) {
-    if (absl::Status s = records_->RemoveSession(key); !s.ok()) {
+    if (absl::Status s = records_->RemoveSession(key); !s.ok() && !absl::IsNotFound(s)) {
       log_(absl::StrCat("session ", key, ": removing its record: ", s.message()));
     }
   }
@@ -269,6 +269,10 @@ absl::Status SessionTable::Recover() {
     }
     info.workspace = ws->path;
     info.capped = ws->capped;
+    // The cap it was made with is its tmpfs's size.
+    if (absl::StatusOr<sessions::WorkspaceUsage> usage = store_.Usage(r.key); usage.ok() && usage->size_bytes > 0) {
+      info.workspace_bytes = usage->size_bytes;
+    }
     (void)MakeConventionalDirs(ws->root.get());
     std::lock_guard<std::mutex> lock(mu_);
     sessions_[r.key] = Session{info, std::move(ws->root)};

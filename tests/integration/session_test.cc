@@ -580,7 +580,7 @@ TEST_F(Session, SecondDaemonRefused) {
 // must be bounded by that cap, not by the config's default. Disabled until
 // SessionTable::Recover reads the recorded workspace_bytes (it takes
 // sessions.workspace_bytes instead: 536870912 is reported after a restart).
-TEST_F(Session, DISABLED_RestartKeepsTheSessionsShape) {
+TEST_F(Session, RestartKeepsTheSessionsShape) {
   const std::string config = SessionConfig(StateMembers());
   SocketDaemon& a = StartDaemon(config);
   ASSERT_TRUE(a.up());
