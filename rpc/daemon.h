@@ -211,6 +211,9 @@ class Daemon {
     std::string stdin_data;
   };
   Expected<boost::json::value> RunInSession(SessionRun& run, int cancel_fd);
+  // The session's workspace at /workspace: at hand-off as root, else in a
+  // spec of the run's own (the cold path).
+  void AttachSessionWorkspace(const std::string& workspace, RunParams* run);
   // The durable record of an execution (nothing without a state
   // directory); a failure to record is logged, never the execution's.
   void RecordExec(const sessions::ExecRecord& record);

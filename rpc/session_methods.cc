@@ -188,6 +188,22 @@ void Daemon::SessionDestroy(Request request) {
   }
 }
 
+void Daemon::AttachSessionWorkspace(const std::string& workspace, RunParams* run) {
+  if (::geteuid() == 0) {
+    run->request.workspace = workspace;  // attached at hand-off to a pooled zygote
+    return;
+  }
+  // Rootless, a zygote cannot attach a mount at hand-off (runtime/zygote.h):
+  // the workspace is a bind of the sandbox's own spec, on the cold path.
+  runtime::SandboxSpec spec = run->narrowed.value_or(config_.profiles.at(run->pool->name()).spec);
+  rootfs::MountOp bind;
+  bind.kind = rootfs::MountKind::kBind;
+  bind.source = workspace;
+  bind.dest = "/workspace";
+  spec.mounts.push_back(std::move(bind));
+  run->narrowed = std::move(spec);
+}
+
 void Daemon::AdmitToSession(Request request, const std::string& key, bool wait,
                             absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted) {
   Defer(request);
@@ -246,7 +262,7 @@ void Daemon::SessionExec(Request request) {
     if (run.find("output_bytes") == run.end()) run["output_bytes"] = config_.sessions.output_bytes;
     if (run.find("cwd") == run.end()) run["cwd"] = "/workspace";
     CUBICLE_RPC_ASSIGN_OR_RETURN(p.run, ParseRunParams(run));
-    p.run.request.workspace = info->workspace;
+    AttachSessionWorkspace(info->workspace, &p.run);
     return p;
   });
   if (!prepared.ok()) return request.replies->Add(ReplyTo(request.call, std::move(prepared).error()));
