@@ -116,6 +116,18 @@ void Signal(int fd) {
 
 }  // namespace
 
+std::optional<Daemon::WorkspaceLease> Daemon::WorkspaceLeaseOf(const json::value& raw) const {
+  const json::object* params = raw.if_object();
+  if (params == nullptr) return std::nullopt;
+  const json::value* workspace = params->if_contains("workspace");
+  if (workspace == nullptr || !workspace->is_string()) return std::nullopt;
+  char real[PATH_MAX];
+  if (::realpath(std::string(workspace->as_string()).c_str(), real) == nullptr) return std::nullopt;
+  const json::value* wait = params->if_contains("wait");
+  return WorkspaceLease{absl::StrCat("workspace:", real), absl::StrCat("workspace ", real),
+                        wait == nullptr || !wait->is_bool() || wait->as_bool()};
+}
+
 bool Daemon::RunsASandbox(const Call& call) const {
   return call.method == "sandbox.run" || call.method == "skill.call";
 }
@@ -135,7 +147,8 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
   // worker would put a wake-up of another thread (and of an idle CPU) on
   // its path. Only these: the reader watches stdin from the sandbox's wait
   // (WatchForTheReader), and nothing else here may block for long.
-  if (origin.may_run_here && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) && !Refusal()) {
+  if (origin.may_run_here && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) &&
+      !WorkspaceLeaseOf(in.entries[0].call).has_value() && !Refusal()) {
     if (std::optional<ExecutionQueue::CallerSlot> slot = queue_->TryRunHere()) {
       Request request{std::move(in.entries[0].call), replies, std::make_shared<Cancellation>(), nullptr};
       Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
@@ -166,8 +179,19 @@ void Daemon::Start(Request request) {
     if (std::optional<Error> refused = Refusal()) return answer(*refused);
     Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
     if (!work.ok()) return answer(std::move(work).error());
+    std::optional<WorkspaceLease> lease = WorkspaceLeaseOf(request.call);
     request.call.params = nullptr;  // read: the work holds what it needs
-    return Enqueue(std::move(request), std::move(work).value());
+    if (!lease.has_value()) return Enqueue(std::move(request), std::move(work).value());
+    // One writer per workspace: it waits for (or, with "wait": false,
+    // refuses behind) whatever execution holds that directory now.
+    return AdmitToLease(std::move(request), lease->key, lease->what, lease->wait,
+                        [this, work = std::move(work).value()](
+                            Request request, std::shared_ptr<WorkspaceLeases::Lease> held) mutable {
+                          EnqueueDeferred(std::move(request),
+                                          [work = std::move(work), held = std::move(held)](int cancel_fd) mutable {
+                                            return std::move(work)(cancel_fd);
+                                          });
+                        });
   }
   if (method == "exec.wait") return ExecWait(std::move(request));
   if (method == "session.exec") return SessionExec(std::move(request));
@@ -304,6 +328,7 @@ void Daemon::CancelEverything() {
   cut_off_ = true;
   running_.CancelAll();
   queue_->WithdrawAll();
+  leases_->WithdrawAll();  // each waiter dropped answers its request
   EndExecWaits();
 }
 

@@ -146,6 +146,14 @@ class Daemon {
   bool RunCancellable(Cancellation& cancel, RunWork& work, bool sandbox,
                       absl::FunctionRef<void(Expected<boost::json::value>)> done);
   bool RunsASandbox(const Call& call) const;
+  // The lease a run's host workspace ("workspace" in its params) needs,
+  // and whether the request waits for it ("wait", default true).
+  struct WorkspaceLease {
+    std::string key, what;
+    bool wait = true;
+  };
+  std::optional<WorkspaceLease> WorkspaceLeaseOf(const Call& call) const { return WorkspaceLeaseOf(call.params); }
+  std::optional<WorkspaceLease> WorkspaceLeaseOf(const boost::json::value& params) const;
   // The refusal of new work while draining or abandoned; nullopt otherwise.
   std::optional<Error> Refusal() const;
   // The drain's deadline passed, or the parent died: queued executions
@@ -209,6 +217,9 @@ class Daemon {
     bool collect = true;  // the outputs/ files it made or changed, in its result
     RunParams run;
     std::string stdin_data;
+    // A managed execution's id (exec.start {session}): recorded already,
+    // its end recorded by EndExecution. Empty: session.exec's own.
+    std::string exec_id;
   };
   Expected<boost::json::value> RunInSession(SessionRun& run, int cancel_fd);
   // The session's workspace at /workspace: at hand-off as root, else in a
@@ -224,6 +235,10 @@ class Daemon {
   // answered here.
   void AdmitToSession(Request request, const std::string& key, bool wait,
                       absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted);
+  // The same for any lease: a session's, or a host workspace's ("what"
+  // names it in errors).
+  void AdmitToLease(Request request, const std::string& lease_key, const std::string& what, bool wait,
+                    absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted);
   Expected<SessionTable*> Sessions();
   void FilesMethod(Request request);
   Expected<boost::json::value> FilesAnswer(const Call& call, int root);
@@ -260,7 +275,20 @@ class Daemon {
   Expected<std::string> ExecOutput(const std::string& id, bool stdout_stream, bool* ended);
   Expected<boost::json::value> ExecLogs(const boost::json::value& params);
   Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key,
-                                                    const std::optional<std::string>& client_id);
+                                                    const std::optional<std::string>& client_id,
+                                                    const std::string& session);
+  struct ManagedRun {
+    RunParams run;
+    std::string stdin_data;
+  };
+  Expected<RunParams> ManagedRunParams(const boost::json::object& params, const std::optional<std::string>& session);
+  // Queues it for a slot (holding `lease` until it ends); false when the
+  // queue is full.
+  bool SubmitManaged(const std::shared_ptr<Execution>& exec, std::shared_ptr<ManagedRun> managed,
+                     std::shared_ptr<WorkspaceLeases::Lease> lease);
+  // Submits it once its workspace's lease is free.
+  void WaitForLease(const std::shared_ptr<Execution>& exec, std::shared_ptr<ManagedRun> managed,
+                    const WorkspaceLease& lease);
   Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
   void RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data);
   // Ends it (done or cancelled) and answers its waiters.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/daemon.h"
 #include "rpc/execution.h"
+#include "rpc/on_drop.h"
 #include "rpc/npu_methods.h"
 #include "sessions/ids.h"
 #include "sessions/workspace_store.h"
@@ -46,8 +47,10 @@ void Daemon::ForgetOldExecutionsLocked() {
 }
 
 Expected<std::shared_ptr<Daemon::Execution>> Daemon::NewExecution(const std::optional<std::string>& key,
-                                                                   const std::optional<std::string>& client_id) {
+                                                                   const std::optional<std::string>& client_id,
+                                                                   const std::string& session) {
   auto exec = std::make_shared<Execution>();
+  exec->session = session;
   // ULIDs: they sort by creation and never repeat, across restarts too, so
   // a client's saved id never names another job.
   exec->id = client_id.value_or(sessions::NewId('e'));
@@ -70,6 +73,7 @@ Expected<std::shared_ptr<Daemon::Execution>> Daemon::NewExecution(const std::opt
     sessions::ExecRecord record;
     record.id = exec->id;
     record.key = key.value_or("");
+    record.session = session;
     record.state = "queued";
     record.created_ms = absl::ToUnixMillis(exec->created);
     if (client_id.has_value()) {
@@ -109,15 +113,35 @@ void Daemon::RecordExecEnd(const std::string& id, const char* state, const json:
   }
 }
 
+// exec.start's run params: as sandbox.run's, or, in a session, as
+// session.exec's (its profile, its workspace at /workspace).
+Expected<Daemon::RunParams> Daemon::ManagedRunParams(const json::object& params,
+                                                     const std::optional<std::string>& session) {
+  json::object run = params;
+  for (const char* own : {"exec_id", "key", "stdin", "wait", "session"}) run.erase(own);
+  if (!session.has_value()) return ParseRunParams(run);
+  CUBICLE_RPC_ASSIGN_OR_RETURN(SessionTable * table, Sessions());
+  absl::StatusOr<SessionInfo> info = table->Get(*session);
+  if (!info.ok()) return Error{kNotFound, std::string(info.status().message()), nullptr};
+  if (run.contains("profile") || run.contains("workspace")) {
+    return InvalidParam("params", "session", "a session's executions run in its profile and workspace");
+  }
+  run["profile"] = info->profile;
+  if (!run.contains("output_bytes")) run["output_bytes"] = config_.sessions.output_bytes;
+  if (!run.contains("cwd")) run["cwd"] = "/workspace";
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(run));
+  AttachSessionWorkspace(info->workspace, &p);
+  return p;
+}
+
 Expected<json::value> Daemon::ExecStart(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
-  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes",
-                                         "key", "exec_id", "limits", "workspace", "network"})) {
+  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes", "key",
+                                         "exec_id", "limits", "workspace", "network", "session", "wait"})) {
     return *bad;
   }
-  json::object run = *params;
-  run.erase("exec_id");
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(run));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> session, GetString(*params, "session", false));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ManagedRunParams(*params, session));
   if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "exec.start")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(*params, "key", false));
@@ -129,29 +153,78 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
     }
     if (!key.has_value()) key = client_id;
   }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<Execution> exec, NewExecution(key, client_id));
-  p.live = exec->live;
-  // Queued for a slot like any execution, and in flight (a drain waits for
-  // it) until it ends. Cancel withdraws it while it waits.
-  in_flight_.fetch_add(1);
-  const uint64_t ticket = queue_->Reserve();
-  (void)exec->cancel->SetStop([queue = queue_.get(), ticket] { queue->Withdraw(ticket); });
-  const bool queued =
-      queue_->Submit(ticket, [this, exec, p = std::move(p), stdin_data = stdin_text.value_or("")](bool run) mutable {
-        RunManaged(exec, run, p, stdin_data);
-      });
-  if (!queued) {
-    in_flight_.fetch_sub(1);
-    std::lock_guard<std::mutex> lock(exec_mu_);
-    executions_.erase(exec->id);
-    if (key.has_value()) keys_.erase(*key);  // nothing started: a retry may use it
-    RecordExecEnd(exec->id, "cancelled", json::object{{"error", "busy: not queued"}});
-    return Error{kBusy,
-                 absl::StrCat("busy: ", config_.max_concurrent, " executions run and ", config_.max_queue,
-                              " wait already (concurrency.max_concurrent, max_queue)"),
-                 nullptr};
+  // The workspace's lease is held for the execution's whole life: taken
+  // before it queues for a slot (waiting behind the workspace's other
+  // writers, or refused at once with "wait": false).
+  std::optional<WorkspaceLease> lease;
+  if (session.has_value()) {
+    CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<bool> wait, GetBool(*params, "wait", false));
+    lease = WorkspaceLease{absl::StrCat("session:", *session), absl::StrCat("session ", *session), wait.value_or(true)};
+  } else {
+    lease = WorkspaceLeaseOf(raw);
   }
+  if (lease.has_value() && !lease->wait && leases_->Held(lease->key)) {
+    return Error{kBusy, absl::StrCat(lease->what, " is in use by another execution (wait: false)"), nullptr};
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<Execution> exec, NewExecution(key, client_id, session.value_or("")));
+  p.live = exec->live;
+  // In flight (a drain waits for it) until it ends.
+  in_flight_.fetch_add(1);
+  auto managed = std::make_shared<ManagedRun>(ManagedRun{std::move(p), stdin_text.value_or("")});
+  if (!lease.has_value()) {
+    if (!SubmitManaged(exec, managed, nullptr)) {
+      in_flight_.fetch_sub(1);
+      std::lock_guard<std::mutex> lock(exec_mu_);
+      executions_.erase(exec->id);
+      if (key.has_value()) keys_.erase(*key);  // nothing started: a retry may use it
+      RecordExecEnd(exec->id, "cancelled", json::object{{"error", "busy: not queued"}});
+      return Error{kBusy,
+                   absl::StrCat("busy: ", config_.max_concurrent, " executions run and ", config_.max_queue,
+                                " wait already (concurrency.max_concurrent, max_queue)"),
+                   nullptr};
+    }
+    return json::value(json::object{{"exec_id", exec->id}, {"state", "queued"}});
+  }
+  WaitForLease(exec, managed, *lease);
   return json::value(json::object{{"exec_id", exec->id}, {"state", "queued"}});
+}
+
+bool Daemon::SubmitManaged(const std::shared_ptr<Execution>& exec, std::shared_ptr<ManagedRun> managed,
+                           std::shared_ptr<WorkspaceLeases::Lease> lease) {
+  // Queued for a slot like any execution. Cancel withdraws it while it waits.
+  const uint64_t ticket = queue_->Reserve();
+  if (!exec->cancel->SetStop([queue = queue_.get(), ticket] { queue->Withdraw(ticket); })) {
+    EndExecution(exec, "cancelled", nullptr);
+    return true;
+  }
+  return queue_->Submit(ticket, [this, exec, managed, lease = std::move(lease)](bool run) mutable {
+    RunManaged(exec, run, managed->run, managed->stdin_data);
+  });
+}
+
+void Daemon::WaitForLease(const std::shared_ptr<Execution>& exec, std::shared_ptr<ManagedRun> managed,
+                          const WorkspaceLease& lease) {
+  // Dropped uncalled (cancelled while it waited, the drain's deadline):
+  // it never ran.
+  auto unstarted = std::make_shared<OnDrop>([this, exec] { EndExecution(exec, "cancelled", nullptr); });
+  auto ticket = std::make_shared<std::atomic<uint64_t>>(0);
+  (void)exec->cancel->SetStop([this, key = lease.key, ticket] {
+    if (const uint64_t t = ticket->load(); t != 0) leases_->Withdraw(key, t);
+  });
+  WorkspaceLeases::Start start = [this, exec, managed, unstarted](std::shared_ptr<WorkspaceLeases::Lease> held) {
+    unstarted->Disarm();
+    if (!SubmitManaged(exec, managed, std::move(held))) {
+      EndExecution(exec, "cancelled", json::object{{"error", "busy: the queue was full once its workspace was free"}});
+    }
+  };
+  std::optional<uint64_t> queued = leases_->Acquire(lease.key, lease.wait, start);
+  if (!queued.has_value()) {
+    // Taken between the check and now, and the request said not to wait.
+    unstarted->Disarm();
+    EndExecution(exec, "cancelled", json::object{{"error", absl::StrCat(lease.what, " is in use (wait: false)")}});
+    return;
+  }
+  ticket->store(*queued);
 }
 
 void Daemon::RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data) {
@@ -161,7 +234,11 @@ void Daemon::RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunPar
     exec->state = "running";
   }
   if (records_ != nullptr) (void)records_->SetExecState(exec->id, "running", absl::ToUnixMillis(absl::Now()));
-  RunWork work = [&](int cancel_fd) { return RunToJson(p, stdin_data, cancel_fd); };
+  RunWork work = [&](int cancel_fd) -> Expected<json::value> {
+    if (exec->session.empty()) return RunToJson(p, stdin_data, cancel_fd);
+    SessionRun in_session{exec->session, true, true, std::move(p), stdin_data, exec->id};
+    return RunInSession(in_session, cancel_fd);
+  };
   json::value outcome;
   const bool ran = RunCancellable(*exec->cancel, work, /*sandbox=*/true, [&](Expected<json::value> result) {
     outcome = result.ok() ? std::move(result).value()

@@ -22,6 +22,7 @@ namespace json = boost::json;
 struct Daemon::Execution {
   std::string id;
   std::string state = "queued";  // queued | running | done | cancelled
+  std::string session;           // the session it runs in, if any
   json::value result;            // when done: the sandbox.run result, or {"error": ...}
   std::shared_ptr<Cancellation> cancel = std::make_shared<Cancellation>();
   std::shared_ptr<LiveOutput> live = std::make_shared<LiveOutput>();  // output so far

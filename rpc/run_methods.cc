@@ -201,6 +201,9 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
   if (auto e = ReadTimeout(params, profile, &out.request)) return *e;
   if (auto e = ReadLimits(params, profile, &out.request)) return *e;
   if (auto e = ReadWorkspace(params, config_.workspace_roots, &out.request)) return *e;
+  // "wait" (the workspace's lease, Daemon::WorkspaceLeaseOf) is read where
+  // the lease is taken; here only checked.
+  if (Expected<std::optional<bool>> wait = GetBool(params, "wait", false); !wait.ok()) return wait.error();
   if (auto e = ReadOutputBudget(params, profile, &out.budget)) return *e;
   if (auto e = ReadNetwork(params, profile, &out.narrowed)) return *e;
   return out;
@@ -209,7 +212,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
 Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes", "limits", "workspace", "network", "npu", "gpu"})) {
+                                         "output_bytes", "limits", "workspace", "wait", "network", "npu", "gpu"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
@@ -300,7 +303,7 @@ Error SkillFailed(const runtime::CapturedRun& run, bool overlong, absl::Duration
 Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
-                                         "params", "limits", "workspace"})) {
+                                         "params", "limits", "workspace", "wait"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));

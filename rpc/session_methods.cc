@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "rpc/daemon.h"
+#include "rpc/on_drop.h"
 #include "sessions/ids.h"
 #include "sessions/workspace_files.h"
 
@@ -173,16 +174,14 @@ void Daemon::SessionDestroy(Request request) {
   // Not while an execution holds the workspace: destroy takes the lease
   // itself, refusing rather than waiting behind a long run.
   Defer(request);
-  auto refused = leases_->Acquire(
-      LeaseKey(key), /*wait=*/false,
-      [this, request, key, archive](std::shared_ptr<WorkspaceLeases::Lease> lease) mutable {
-        asio::post(slow_, [this, request = std::move(request), key, archive, lease = std::move(lease)]() mutable {
-          absl::Status done = sessions_->Destroy(key, archive);
-          if (!done.ok()) return Finish(request, SessionError(done));
-          Finish(request, json::value(json::object{{"session", key}, {"destroyed", true}, {"archived", archive}}));
-        });
-      });
-  if (!refused.has_value()) {
+  WorkspaceLeases::Start destroy = [this, request, key, archive](std::shared_ptr<WorkspaceLeases::Lease> lease) mutable {
+    asio::post(slow_, [this, request = std::move(request), key, archive, lease = std::move(lease)]() mutable {
+      absl::Status done = sessions_->Destroy(key, archive);
+      if (!done.ok()) return Finish(request, SessionError(done));
+      Finish(request, json::value(json::object{{"session", key}, {"destroyed", true}, {"archived", archive}}));
+    });
+  };
+  if (!leases_->Acquire(LeaseKey(key), /*wait=*/false, destroy).has_value()) {
     Finish(request, Error{kBusy, absl::StrCat("session ", key, " is executing; cancel its executions first"),
                           nullptr});
   }
@@ -204,33 +203,40 @@ void Daemon::AttachSessionWorkspace(const std::string& workspace, RunParams* run
   run->narrowed = std::move(spec);
 }
 
-void Daemon::AdmitToSession(Request request, const std::string& key, bool wait,
-                            absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted) {
+void Daemon::AdmitToLease(Request request, const std::string& lease_key, const std::string& what, bool wait,
+                          absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted) {
   Defer(request);
-  // While it waits, a cancel (exec.cancel, a disconnect, a drain) takes it
-  // out of the lease's queue and answers it; once admitted, whoever holds
-  // it next sets the stop.
-  auto ticket = std::make_shared<std::atomic<uint64_t>>(0);
   auto keep = std::make_shared<Request>(request);
-  const std::string lease_key = LeaseKey(key);
-  if (!request.cancel->SetStop([this, lease_key, ticket, keep] {
-        const uint64_t t = ticket->load();
-        if (t != 0 && leases_->Withdraw(lease_key, t)) {
-          Finish(*keep, Error{kShuttingDown, "cancelled while it waited for its session", nullptr});
-        }
+  auto unanswered = std::make_shared<OnDrop>([this, keep, what] {
+    Finish(*keep, Error{kShuttingDown, absl::StrCat("cancelled while it waited for ", what), nullptr});
+  });
+  // While it waits, a cancel (exec.cancel, a disconnect, a drain) takes it
+  // out of the lease's queue, which drops it, which answers it; once
+  // admitted, whoever holds it next sets the stop.
+  auto ticket = std::make_shared<std::atomic<uint64_t>>(0);
+  if (!request.cancel->SetStop([this, lease_key, ticket] {
+        if (const uint64_t t = ticket->load(); t != 0) leases_->Withdraw(lease_key, t);
       })) {
+    unanswered->Disarm();
     return Finish(request, Error{kShuttingDown, "cancelled before it ran", nullptr});
   }
-  std::optional<uint64_t> queued = leases_->Acquire(
-      lease_key, wait,
-      [request, admitted = std::move(admitted)](std::shared_ptr<WorkspaceLeases::Lease> lease) mutable {
-        std::move(admitted)(std::move(request), std::move(lease));
-      });
+  WorkspaceLeases::Start start = [request = std::move(request), unanswered, admitted = std::move(admitted)](
+                                     std::shared_ptr<WorkspaceLeases::Lease> lease) mutable {
+    unanswered->Disarm();
+    std::move(admitted)(std::move(request), std::move(lease));
+  };
+  std::optional<uint64_t> queued = leases_->Acquire(lease_key, wait, start);
   if (!queued.has_value()) {
+    unanswered->Disarm();
     keep->cancel->Clear();
-    return Finish(*keep, Error{kBusy, absl::StrCat("session ", key, " is executing (wait: false)"), nullptr});
+    return Finish(*keep, Error{kBusy, absl::StrCat(what, " is in use by another execution (wait: false)"), nullptr});
   }
   ticket->store(*queued);
+}
+
+void Daemon::AdmitToSession(Request request, const std::string& key, bool wait,
+                            absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted) {
+  AdmitToLease(std::move(request), LeaseKey(key), absl::StrCat("session ", key), wait, std::move(admitted));
 }
 
 void Daemon::SessionExec(Request request) {
@@ -280,12 +286,15 @@ void Daemon::SessionExec(Request request) {
 Expected<json::value> Daemon::RunInSession(SessionRun& s, int cancel_fd) {
   absl::StatusOr<SessionInfo> begun = sessions_->BeginExecution(s.key);
   if (!begun.ok()) return SessionError(begun.status());
+  // session.exec records itself; a managed one (exec.start) is recorded
+  // from its start to its end by the exec.* code.
+  const bool own_record = s.exec_id.empty();
   sessions::ExecRecord record;
-  record.id = sessions::NewId('e');
+  record.id = own_record ? sessions::NewId('e') : s.exec_id;
   record.session = s.key;
   record.state = "running";
   record.created_ms = record.started_ms = Ms(absl::Now());
-  RecordExec(record);
+  if (own_record) RecordExec(record);
   // What outputs/ held before, to tell what this execution made.
   absl::StatusOr<int> root = sessions_->Root(s.key);
   std::optional<sessions::TreeSnapshot> before;
@@ -296,7 +305,7 @@ Expected<json::value> Daemon::RunInSession(SessionRun& s, int cancel_fd) {
   Expected<json::value> result = RunToJson(s.run, s.stdin_data, cancel_fd);
   sessions_->EndExecution(s.key);
   if (!result.ok()) {
-    RecordExecEnd(record.id, "done", json::object{{"error", result.error().message}});
+    if (own_record) RecordExecEnd(record.id, "done", json::object{{"error", result.error().message}});
     return result;
   }
   json::object& out = result.value().as_object();
@@ -312,7 +321,7 @@ Expected<json::value> Daemon::RunInSession(SessionRun& s, int cancel_fd) {
     out["outputs"] = outputs.ok() ? OutputsJson(*outputs)
                                   : json::value(json::object{{"error", std::string(outputs.status().message())}});
   }
-  RecordExecEnd(record.id, "done", result.value());
+  if (own_record) RecordExecEnd(record.id, "done", result.value());
   return result;
 }
 
@@ -345,15 +354,15 @@ void Daemon::ReapExpired() {
   for (const std::string& key : sessions_->Expired(absl::Now())) {
     // A session whose lease is held (an execution admitted or waiting, a
     // files write) is not idle, whatever its clock says.
-    auto taken = leases_->Acquire(LeaseKey(key), /*wait=*/false, [&](std::shared_ptr<WorkspaceLeases::Lease>) {
+    WorkspaceLeases::Start reap = [&](std::shared_ptr<WorkspaceLeases::Lease>) {
       absl::Status done = sessions_->Destroy(key, /*archive=*/true);
       if (done.ok()) {
         Warn(absl::StrCat("session ", key, " reaped (idle past its TTL or its lifetime)"));
       } else if (!absl::IsNotFound(done)) {
         Warn(absl::StrCat("session ", key, ": reaping it: ", done.message()));
       }
-    });
-    (void)taken;
+    };
+    (void)leases_->Acquire(LeaseKey(key), /*wait=*/false, reap);
   }
   ArmReaper();
 }

@@ -1,6 +1,7 @@
 #include "rpc/workspace_leases.h"
 
 #include <utility>
+#include <vector>
 
 namespace cubicle::rpc {
 
@@ -12,7 +13,7 @@ WorkspaceLeases::Lease::~Lease() {
   if (std::shared_ptr<WorkspaceLeases> owner = owner_.lock()) owner->Release(key_);
 }
 
-std::optional<uint64_t> WorkspaceLeases::Acquire(const std::string& key, bool wait, Start start) {
+std::optional<uint64_t> WorkspaceLeases::Acquire(const std::string& key, bool wait, Start& start) {
   std::unique_lock<std::mutex> lock(mu_);
   Entry& entry = entries_[key];
   if (!entry.held) {
@@ -58,6 +59,15 @@ void WorkspaceLeases::Release(const std::string& key) {
   }
   auto lease = std::shared_ptr<Lease>(new Lease(weak_from_this(), key));
   post_([next = std::move(next), lease = std::move(lease)]() mutable { std::move(next)(std::move(lease)); });
+}
+
+void WorkspaceLeases::WithdrawAll() {
+  std::vector<Start> dropped;  // destroyed outside the lock: they may own requests
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, entry] : entries_) {
+    for (auto& [ticket, start] : entry.waiting) dropped.push_back(std::move(start));
+    entry.waiting.clear();
+  }
 }
 
 bool WorkspaceLeases::Held(const std::string& key) const {

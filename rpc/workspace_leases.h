@@ -44,10 +44,13 @@ class WorkspaceLeases : public std::enable_shared_from_this<WorkspaceLeases> {
   static std::shared_ptr<WorkspaceLeases> Create(Post post);
 
   // Calls `start` with the lease of `key` at once (on this thread) when it
-  // is free. Otherwise, with `wait`, queues it behind the others and
-  // returns its ticket (for Withdraw); without, returns nullopt and
-  // destroys `start` uncalled.
-  std::optional<uint64_t> Acquire(const std::string& key, bool wait, Start start);
+  // is free, returning 0. Otherwise, with `wait`, queues it behind the
+  // others and returns its ticket (for Withdraw); without, returns nullopt
+  // and leaves `start` with the caller, uncalled.
+  std::optional<uint64_t> Acquire(const std::string& key, bool wait, Start& start);
+  // Drops every waiter (each destroyed uncalled): the daemon's drain has
+  // reached its deadline.
+  void WithdrawAll();
   // A waiter taken out of the queue (destroyed uncalled): true when it was
   // still waiting.
   bool Withdraw(const std::string& key, uint64_t ticket);
