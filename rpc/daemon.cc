@@ -189,7 +189,9 @@ void Daemon::Start(Request request) {
                             Request request, std::shared_ptr<WorkspaceLeases::Lease> held) mutable {
                           EnqueueDeferred(std::move(request),
                                           [work = std::move(work), held = std::move(held)](int cancel_fd) mutable {
-                                            return std::move(work)(cancel_fd);
+                                            Expected<json::value> result = std::move(work)(cancel_fd);
+                                            held.reset();  // free before the reply
+                                            return result;
                                           });
                         });
   }

@@ -290,7 +290,10 @@ class Daemon {
   void WaitForLease(const std::shared_ptr<Execution>& exec, std::shared_ptr<ManagedRun> managed,
                     const WorkspaceLease& lease);
   Expected<std::shared_ptr<Execution>> FindExecution(const boost::json::value& params);
-  void RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data);
+  // Runs it (holding its workspace's `lease`, released before its end is
+  // known to anyone) and ends it.
+  void RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data,
+                  std::shared_ptr<WorkspaceLeases::Lease> lease);
   // Ends it (done or cancelled) and answers its waiters.
   void EndExecution(const std::shared_ptr<Execution>& exec, const char* state, boost::json::value result);
   void ForgetOldExecutionsLocked();

@@ -198,7 +198,7 @@ bool Daemon::SubmitManaged(const std::shared_ptr<Execution>& exec, std::shared_p
     return true;
   }
   return queue_->Submit(ticket, [this, exec, managed, lease = std::move(lease)](bool run) mutable {
-    RunManaged(exec, run, managed->run, managed->stdin_data);
+    RunManaged(exec, run, managed->run, managed->stdin_data, std::move(lease));
   });
 }
 
@@ -227,8 +227,12 @@ void Daemon::WaitForLease(const std::shared_ptr<Execution>& exec, std::shared_pt
   ticket->store(*queued);
 }
 
-void Daemon::RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data) {
-  if (!run) return EndExecution(exec, "cancelled", nullptr);  // withdrawn: it never ran
+void Daemon::RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunParams& p, const std::string& stdin_data,
+                        std::shared_ptr<WorkspaceLeases::Lease> lease) {
+  if (!run) {
+    lease.reset();
+    return EndExecution(exec, "cancelled", nullptr);  // withdrawn: it never ran
+  }
   {
     std::lock_guard<std::mutex> lock(exec_mu_);
     exec->state = "running";
@@ -245,6 +249,7 @@ void Daemon::RunManaged(const std::shared_ptr<Execution>& exec, bool run, RunPar
                           : json::value(json::object{{"error", json::object{{"code", result.error().code},
                                                                              {"message", result.error().message}}}});
   });
+  lease.reset();  // its workspace is free before anyone hears it ended
   // Not ran: cancelled between its turn and its start.
   EndExecution(exec, ran ? "done" : "cancelled", std::move(outcome));
 }

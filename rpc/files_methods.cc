@@ -121,12 +121,14 @@ void Daemon::FilesMethod(Request request) {
   auto answer = [this, key](Request request, std::shared_ptr<WorkspaceLeases::Lease> lease) mutable {
     request.cancel->Clear();
     asio::post(slow_, [this, key, request = std::move(request), lease = std::move(lease)]() mutable {
-      Finish(request, Guarded([&]() -> Expected<json::value> {
-               absl::StatusOr<int> root = sessions_->Root(key);
-               if (!root.ok()) return Error{kNotFound, std::string(root.status().message()), nullptr};
-               sessions_->Touch(key);
-               return FilesAnswer(request.call, *root);
-             }));
+      Expected<json::value> result = Guarded([&]() -> Expected<json::value> {
+        absl::StatusOr<int> root = sessions_->Root(key);
+        if (!root.ok()) return Error{kNotFound, std::string(root.status().message()), nullptr};
+        sessions_->Touch(key);
+        return FilesAnswer(request.call, *root);
+      });
+      lease.reset();  // free before the reply: the client may go on at once
+      Finish(request, std::move(result));
     });
   };
   if (Writes(request.call.method)) return AdmitToSession(std::move(request), key, target.value().wait, answer);

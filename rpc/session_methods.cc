@@ -177,6 +177,7 @@ void Daemon::SessionDestroy(Request request) {
   WorkspaceLeases::Start destroy = [this, request, key, archive](std::shared_ptr<WorkspaceLeases::Lease> lease) mutable {
     asio::post(slow_, [this, request = std::move(request), key, archive, lease = std::move(lease)]() mutable {
       absl::Status done = sessions_->Destroy(key, archive);
+      lease.reset();
       if (!done.ok()) return Finish(request, SessionError(done));
       Finish(request, json::value(json::object{{"session", key}, {"destroyed", true}, {"archived", archive}}));
     });
@@ -277,7 +278,9 @@ void Daemon::SessionExec(Request request) {
   AdmitToSession(std::move(request), p->key, p->wait,
                  [this, p](Request request, std::shared_ptr<WorkspaceLeases::Lease> lease) mutable {
                    RunWork work = [this, p, lease = std::move(lease)](int cancel_fd) mutable {
-                     return RunInSession(*p, cancel_fd);
+                     Expected<json::value> result = RunInSession(*p, cancel_fd);
+                     lease.reset();  // free before the reply: the client may go on at once
+                     return result;
                    };
                    EnqueueDeferred(std::move(request), std::move(work));
                  });

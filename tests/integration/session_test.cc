@@ -598,5 +598,72 @@ TEST_F(Session, RestartKeepsTheSessionsShape) {
   EXPECT_EQ(info.at("result").at("idle_ttl_ms"), 600000);
 }
 
+// Host workspaces (workspace_roots) have leases too: a sandbox.run and an
+// exec.start on one directory never run at once; "wait": false is refused
+// naming it. exec.start in a session holds the session for its whole life,
+// so a session.exec waits for it, and is listed with the session.
+TEST_F(Session, LeasesHoldForHostWorkspacesAndManagedSessionRuns) {
+  const std::string ws = dir_.Join("ws");
+  ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  SocketDaemon& d = StartDaemon(absl::StrCat(
+      R"({"workspace_roots": [)", Quoted(dir_.path()), R"(], "sessions": {)", StateMembers(),
+      R"(}, "profiles": {"shell": {"limits": {"memory": "256M", "pids": 64}, "pool": {"min_idle": 1, "max_total": 4}}}})"));
+  ASSERT_TRUE(d.up());
+  DaemonClient a(d.socket()), b(d.socket()), c(d.socket());
+  // A managed run that waits for a gate the test opens from the host.
+  const std::string gated = absl::StrCat(
+      R"({"argv":["sh","-c","echo s1 >> /workspace/log; while [ ! -e /workspace/go ]; do sleep 0.02; done; echo e1 >> /workspace/log"],"timeout_ms":60000,"workspace":)",
+      Quoted(ws), "}");
+  json::value first = Call(a, "exec.start", gated);
+  ASSERT_TRUE(HasResult(first)) << json::serialize(first);
+  const std::string first_id = Str(first.at("result").at("exec_id"));
+  std::string log;
+  for (int i = 0; i < 1000 && log.empty(); ++i) {  // at most 20 s: the bound for a failure
+    log = ReadFile(ws + "/log");
+    if (log.empty()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(log, "s1\n");
+  json::value refused = Call(b, "sandbox.run",
+                             absl::StrCat(R"({"argv":["true"],"wait":false,"workspace":)", Quoted(ws), "}"));
+  EXPECT_EQ(ErrorCode(refused), -32000) << json::serialize(refused);
+  EXPECT_TRUE(absl::StrContains(ErrorMessage(refused), ws)) << json::serialize(refused);
+  // This one waits its turn: its reply comes only after the gate opens.
+  ASSERT_TRUE(b.Send(RequestLine(
+      7, "sandbox.run",
+      absl::StrCat(R"({"argv":["sh","-c","echo s2 >> /workspace/log; echo e2 >> /workspace/log"],"workspace":)",
+                   Quoted(ws), "}"))));
+  json::value early = Call(c, "health", "{}");
+  ASSERT_TRUE(HasResult(early));
+  EXPECT_FALSE(b.HasReply()) << "the second run did not wait for the first";
+  ASSERT_TRUE(WriteFile(ws + "/go", ""));
+  json::value second = ParseJson(b.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(second)) << json::serialize(second);
+  EXPECT_EQ(ReadFile(ws + "/log"), "s1\ne1\ns2\ne2\n");
+  json::value done = Call(a, "exec.wait", absl::StrCat(R"({"exec_id":)", Quoted(first_id), "}"));
+  EXPECT_EQ(Str(done.at("result").at("state")), "done") << json::serialize(done);
+
+  // A managed execution in a session.
+  ASSERT_TRUE(HasResult(Create(c, "managed")));
+  json::value started = Call(a, "exec.start", R"({"session":"managed","argv":["sh","-c","while [ ! -e uploads/go ]; do sleep 0.02; done; echo m > outputs/m.txt"],"timeout_ms":60000})");
+  ASSERT_TRUE(HasResult(started)) << json::serialize(started);
+  const std::string managed_id = Str(started.at("result").at("exec_id"));
+  json::value busy = Call(b, "session.exec", R"({"session":"managed","argv":["true"],"wait":false})");
+  for (int i = 0; i < 1000 && ErrorCode(busy) != -32000; ++i) {  // until it is admitted (at most 20 s)
+    absl::SleepFor(absl::Milliseconds(20));
+    busy = Call(b, "session.exec", R"({"session":"managed","argv":["true"],"wait":false})");
+  }
+  EXPECT_EQ(ErrorCode(busy), -32000) << json::serialize(busy);
+  ASSERT_TRUE(WriteFile(state_ + "/workspaces/managed/uploads/go", ""));
+  json::value ended = Call(a, "exec.wait", absl::StrCat(R"({"exec_id":)", Quoted(managed_id), "}"));
+  ASSERT_EQ(Str(ended.at("result").at("state")), "done") << json::serialize(ended);
+  const json::value& files = ended.at("result").at("result").at("outputs").at("files");
+  ASSERT_EQ(files.as_array().size(), 1u) << json::serialize(ended);
+  EXPECT_EQ(Str(files.at(0).at("path")), "outputs/m.txt");
+  json::value list = Call(c, "exec.list", R"({"session":"managed"})");
+  ASSERT_EQ(list.at("result").at("executions").as_array().size(), 1u) << json::serialize(list);
+  EXPECT_EQ(Str(list.at("result").at("executions").at(0).at("exec_id")), managed_id);
+  EXPECT_TRUE(HasResult(Destroy(c, "managed", /*archive=*/false)));
+}
+
 }  // namespace
 }  // namespace cubicle::test_support
