@@ -2,8 +2,9 @@
 // rpc/files_methods.cc, rpc/exec_records.cc): a workspace that lives across
 // executions, its files API, its archive on destroy and on reap, its cap,
 // the paths a payload plants in it, executions one at a time, and what a
-// daemon finds in its state directory after another was killed. The
-// fixture and its helpers: tests/support/session_daemon.h.
+// daemon finds in its state directory after another was killed; and, as
+// any user, CoreSessionRootless. The fixture and its helpers:
+// tests/support/session_daemon.h.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -326,6 +327,59 @@ TEST_F(Session, Serialized) {
   EXPECT_TRUE(HasResult(Destroy(c, "ser", /*archive=*/false)));
 }
 
+// While a session.exec holds the session, a files.put (waiting by default)
+// queues behind it and writes only after it ends; a files.get, which takes
+// no lease, answers while the execution still runs.
+TEST_F(Session, FilesWritesWaitForTheExecutionReadsDoNot) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  ASSERT_TRUE(HasResult(Create(c, "files")));
+  ASSERT_TRUE(HasResult(Put(c, "files", "uploads/early.txt", "early\n")));
+
+  // The execution waits on a gate the test opens from the host, then says
+  // whether the queued put had written meanwhile.
+  DaemonClient exec(d.socket()), put(d.socket()), get(d.socket());
+  ASSERT_TRUE(exec.Send(RequestLine(
+      201, "session.exec",
+      R"({"session":"files","timeout_ms":60000,"argv":["sh","-c",)"
+      R"("while [ ! -e uploads/go ]; do sleep 0.02; done; if [ -e uploads/late.txt ]; then echo written; else echo not-yet; fi"]})")));
+  json::value info;
+  for (int i = 0; i < 1000; ++i) {  // at most 20 s: the bound for a failure
+    info = Call(c, "session.get", R"({"session":"files"})");
+    if (HasResult(info) && info.at("result").at("executing") == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(info.at("result").at("executing"), 1) << json::serialize(info);
+
+  ASSERT_TRUE(put.Send(RequestLine(
+      202, "files.put", absl::StrCat(R"({"session":"files","path":"uploads/late.txt","data":)", Quoted(B64("late\n")),
+                                     "}"))));
+  for (int i = 0; i < 1000; ++i) {  // at most 20 s: the bound for a failure
+    info = Call(c, "session.get", R"({"session":"files"})");
+    if (HasResult(info) && info.at("result").at("queued") == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(info.at("result").at("queued"), 1) << "the put does not wait for the session: " << json::serialize(info);
+
+  // The read answers now: the execution cannot have answered, its gate is shut.
+  json::value early = Get(get, "files", "uploads/early.txt");
+  ASSERT_TRUE(HasResult(early)) << json::serialize(early);
+  EXPECT_EQ(Unb64(early.at("result").at("data")), "early\n");
+  EXPECT_FALSE(exec.HasReply()) << "the execution answered before its gate opened";
+  EXPECT_FALSE(put.HasReply()) << "the put answered while the execution held the session";
+
+  EXPECT_TRUE(WriteFile(state_ + "/workspaces/files/uploads/go", ""));
+  json::value ran = ParseJson(exec.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(ran)) << json::serialize(ran);
+  EXPECT_EQ(Str(ran.at("result").at("stdout")), "not-yet\n") << "the put wrote while the execution ran";
+  json::value written = ParseJson(put.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(written)) << json::serialize(written);
+  EXPECT_EQ(written.at("id"), 202);
+  EXPECT_EQ(Unb64(Get(c, "files", "uploads/late.txt").at("result").at("data")), "late\n");
+  EXPECT_TRUE(HasResult(Destroy(c, "files", /*archive=*/false)));
+}
+
 // A daemon SIGKILLed with a session and a running managed execution: the
 // next daemon on its state directory finds the session and its files, the
 // finished execution's result, and the running one as "lost", whose id
@@ -439,6 +493,45 @@ TEST_F(Session, RestartKeepsTheSessionsShape) {
   ASSERT_TRUE(HasResult(info)) << json::serialize(info);
   EXPECT_EQ(json::serialize(info.at("result").at("workspace")), R"({"size_bytes":4194304,"capped":true})");
   EXPECT_EQ(info.at("result").at("idle_ttl_ms"), 600000);
+}
+
+// Sessions as any user (tests/rootless.sh runs Core* unprivileged too):
+// rootless, the workspace is a directory in a state directory the user
+// owns, bound into each sandbox, and nothing caps it.
+class CoreSessionRootless : public SessionDaemonTest {
+ protected:
+  bool RootOnly() const override { return false; }
+};
+
+// A file put in, read by an execution that writes outputs/x; outputs lists
+// x with its hash; session.get says whether the kernel caps the workspace.
+TEST_F(CoreSessionRootless, FilesInExecutionOutputsOut) {
+  // No limits: rootless, a host may delegate no cgroup.
+  SocketDaemon& d = StartDaemon(absl::StrCat(R"({"profiles": {"shell": {}}, "sessions": {)", StateMembers(), "}}"));
+  ASSERT_TRUE(d.up()) << d.Stop().err;
+  DaemonClient c(d.socket());
+  json::value created = Create(c, "mine");
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+
+  json::value put = Put(c, "mine", "uploads/in.txt", "rootless?\n");
+  ASSERT_TRUE(HasResult(put)) << json::serialize(put);
+  json::value ran = Exec(c, "mine", "cat uploads/in.txt && tr a-z A-Z < uploads/in.txt > outputs/x");
+  ASSERT_TRUE(HasResult(ran)) << json::serialize(ran);
+  EXPECT_EQ(ran.at("result").at("status"), 0) << json::serialize(ran);
+  EXPECT_EQ(Str(ran.at("result").at("stdout")), "rootless?\n") << json::serialize(ran);
+  const std::string x = "ROOTLESS?\n";
+  EXPECT_EQ(json::serialize(ran.at("result").at("outputs")),
+            absl::StrCat(R"({"files":[{"path":"outputs/x","size":)", x.size(), R"(,"sha256":")", Sha256Hex(x),
+                         R"("}],"refused":[]})"));
+  json::value got = Get(c, "mine", "outputs/x");
+  ASSERT_TRUE(HasResult(got)) << json::serialize(got);
+  EXPECT_EQ(Unb64(got.at("result").at("data")), x);
+
+  json::value info = Call(c, "session.get", R"({"session":"mine"})");
+  ASSERT_TRUE(HasResult(info)) << json::serialize(info);
+  EXPECT_EQ(info.at("result").at("workspace").at("capped"), IsRoot())
+      << (IsRoot() ? "root: a tmpfs of its own" : "rootless: a plain directory") << ": " << json::serialize(info);
+  EXPECT_TRUE(HasResult(Destroy(c, "mine", /*archive=*/false)));
 }
 
 }  // namespace
