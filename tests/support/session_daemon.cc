@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
 namespace cubicle::test_support {
 
@@ -92,8 +93,12 @@ void SessionDaemonTest::TearDown() {
     json::value list = c.CallJson(RequestLine(1, "session.list", "{}"));
     if (HasResult(list)) {
       for (const json::value& s : list.at("result").at("sessions").as_array()) {
-        c.CallJson(RequestLine(2, "session.destroy",
-                               absl::StrCat(R"({"archive":false,"session":)", Quoted(Str(s.at("session"))), "}")));
+        const std::string destroy =
+            RequestLine(2, "session.destroy",
+                        absl::StrCat(R"({"archive":false,"session":)", Quoted(Str(s.at("session"))), "}"));
+        // -32000 while the lease of a call already answered is still being
+        // let go (a few ms after its reply): asked again, at most 5 s.
+        for (int i = 0; i < 250 && ErrorCode(c.CallJson(destroy)) == -32000; ++i) absl::SleepFor(absl::Milliseconds(20));
       }
     }
   }
