@@ -48,6 +48,11 @@ class WorkspaceLeases : public std::enable_shared_from_this<WorkspaceLeases> {
   // others and returns its ticket (for Withdraw); without, returns nullopt
   // and leaves `start` with the caller, uncalled.
   std::optional<uint64_t> Acquire(const std::string& key, bool wait, Start& start);
+  // The same for a start the caller does not keep: left uncalled, it is
+  // destroyed on return.
+  std::optional<uint64_t> Acquire(const std::string& key, bool wait, Start&& start) {
+    return Acquire(key, wait, start);
+  }
   // Drops every waiter (each destroyed uncalled): the daemon's drain has
   // reached its deadline.
   void WithdrawAll();

@@ -2,14 +2,9 @@
 // rpc/files_methods.cc, rpc/exec_records.cc): a workspace that lives across
 // executions, its files API, its archive on destroy and on reap, its cap,
 // the paths a payload plants in it, executions one at a time, and what a
-// daemon finds in its state directory after another was killed.
-//
-// Root only: each workspace is a tmpfs the daemon mounts under the state
-// directory. The test enters a mount namespace of its own first, so those
-// mounts (which outlive a daemon by design) are never in the mount table
-// that tests in other processes compare; TearDown unmounts whatever a
-// failure left before the state directory is removed.
-#include <sys/mount.h>
+// daemon finds in its state directory after another was killed; and, as
+// any user, CoreSessionRootless. The fixture and its helpers:
+// tests/support/session_daemon.h.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,172 +17,21 @@
 #include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/support/daemon_client.h"
-#include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
+#include "tests/support/session_daemon.h"
 
 namespace cubicle::test_support {
 namespace {
 
 namespace json = boost::json;
 
-std::string Quoted(const std::string& s) { return json::serialize(json::value(s)); }
-
-int64_t ErrorCode(const json::value& reply) {
-  if (!reply.is_object() || !reply.as_object().contains("error")) return 0;
-  return reply.at("error").at("code").as_int64();
-}
-
-std::string ErrorMessage(const json::value& reply) {
-  if (ErrorCode(reply) == 0) return "";
-  return std::string(reply.at("error").at("message").as_string());
-}
-
-bool HasResult(const json::value& reply) { return reply.is_object() && reply.as_object().contains("result"); }
-
-std::string Str(const json::value& v) { return v.is_string() ? std::string(v.as_string()) : json::serialize(v); }
-
-// The lowercase hex SHA-256 of `data`, by sha256sum(1): not the daemon's code.
-std::string Sha256Hex(const std::string& data) {
-  ProcessRun run = RunProcess({"/usr/bin/sha256sum"}, data);
-  return std::string(absl::StripAsciiWhitespace(run.out.substr(0, run.out.find(' '))));
-}
-
-std::string B64(const std::string& data) { return absl::Base64Escape(data); }
-
-std::string Unb64(const json::value& v) {
-  std::string out;
-  if (!v.is_string() || !absl::Base64Unescape(std::string(v.as_string()), &out)) return "<not base64>";
-  return out;
-}
-
-// Mount points below `dir` in this process's mount table.
-std::vector<std::string> MountsUnder(const std::string& dir) {
-  std::vector<std::string> found;
-  for (const std::string& line : Lines(ReadFile("/proc/self/mountinfo"))) {
-    std::vector<std::string> fields = absl::StrSplit(line, ' ');
-    if (fields.size() > 4 && absl::StartsWith(fields[4], dir + "/")) found.push_back(fields[4]);
-  }
-  return found;
-}
-
-// cubicle-workspace tmpfs mounts (their source) below `dir`.
-std::vector<std::string> WorkspaceMountsUnder(const std::string& dir) {
-  std::vector<std::string> found;
-  for (const std::string& line : Lines(ReadFile("/proc/self/mountinfo"))) {
-    if (!absl::StrContains(line, "cubicle-workspace")) continue;
-    std::vector<std::string> fields = absl::StrSplit(line, ' ');
-    if (fields.size() > 4 && absl::StartsWith(fields[4], dir + "/")) found.push_back(fields[4]);
-  }
-  return found;
-}
-
-// A daemon's config: one profile, "shell", with limits (so that every
-// sandbox has a cgroup) and a small pool; `sessions` the members of the
-// "sessions" object (without braces), omitted when empty.
-std::string SessionConfig(const std::string& sessions) {
-  return absl::StrCat(R"({"profiles": {"shell": {"limits": {"memory": "256M", "pids": 64},)",
-                      R"("pool": {"min_idle": 1, "max_idle": 1, "max_total": 4}}})",
-                      sessions.empty() ? "" : absl::StrCat(R"(, "sessions": {)", sessions, "}"), "}");
-}
-
-class Session : public HostHygieneTest {
- protected:
-  void SetUp() override {
-    HostHygieneTest::SetUp();
-    if (!IsRoot()) GTEST_SKIP() << "each session's workspace is a tmpfs the daemon mounts: root only";
-    EnterPrivateMountNamespace();
-    if (HasFatalFailure()) return;
-    state_ = dir_.Join("state");
-    ASSERT_EQ(::mkdir(state_.c_str(), 0700), 0);
-  }
-
-  void TearDown() override {
-    // Sessions a failure left are destroyed through the daemon that holds
-    // them; then every daemon stops (SIGTERM), and what is still mounted
-    // (a killed daemon's workspaces) is unmounted before dir_ is removed.
-    for (auto& d : daemons_) {
-      if (!d->up()) continue;
-      DaemonClient c(d->socket());
-      json::value list = c.CallJson(RequestLine(1, "session.list", "{}"));
-      if (HasResult(list)) {
-        for (const json::value& s : list.at("result").at("sessions").as_array()) {
-          c.CallJson(RequestLine(2, "session.destroy",
-                                 absl::StrCat(R"({"archive":false,"session":)", Quoted(Str(s.at("session"))), "}")));
-        }
-      }
-    }
-    for (auto& d : daemons_) {
-      if (!d->process().started()) continue;
-      d->Stop();
-    }
-    daemons_.clear();
-    if (IsRoot()) {
-      EXPECT_EQ(WorkspaceMountsUnder(dir_.path()), std::vector<std::string>{})
-          << "a workspace's tmpfs outlived its session";
-      std::vector<std::string> left = MountsUnder(dir_.path());
-      for (auto it = left.rbegin(); it != left.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
-    }
-    HostHygieneTest::TearDown();
-  }
-
-  // A daemon on `config` (the text of config.json), kept until TearDown.
-  SocketDaemon& StartDaemon(const std::string& config) {
-    config_ = WriteConfig(dir_, config);
-    daemons_.push_back(std::make_unique<SocketDaemon>(std::vector<std::string>{"--config", config_}));
-    return *daemons_.back();
-  }
-
-  // `"state_dir": STATE` and `more` members, for SessionConfig.
-  std::string StateMembers(const std::string& more = "") const {
-    return absl::StrCat(R"("state_dir": )", Quoted(state_), more.empty() ? "" : ", ", more);
-  }
-
-  // One request on `c`, the reply parsed (null when none came).
-  json::value Call(DaemonClient& c, const std::string& method, const std::string& params) {
-    return c.CallJson(RequestLine(++next_id_, method, params));
-  }
-
-  // The session.exec of `script` (sh -c) in `session`; its reply.
-  json::value Exec(DaemonClient& c, const std::string& session, const std::string& script,
-                   const std::string& more = "") {
-    return Call(c, "session.exec",
-                absl::StrCat(R"({"session":)", Quoted(session), R"(,"argv":["sh","-c",)", Quoted(script), "]", more,
-                             "}"));
-  }
-
-  json::value Create(DaemonClient& c, const std::string& session, const std::string& more = "") {
-    return Call(c, "session.create", absl::StrCat(R"({"session":)", Quoted(session), more, "}"));
-  }
-
-  json::value Get(DaemonClient& c, const std::string& session, const std::string& path) {
-    return Call(c, "files.get", absl::StrCat(R"({"session":)", Quoted(session), R"(,"path":)", Quoted(path), "}"));
-  }
-
-  json::value Put(DaemonClient& c, const std::string& session, const std::string& path, const std::string& data) {
-    return Call(c, "files.put",
-                absl::StrCat(R"({"session":)", Quoted(session), R"(,"path":)", Quoted(path), R"(,"data":)",
-                             Quoted(B64(data)), "}"));
-  }
-
-  json::value Destroy(DaemonClient& c, const std::string& session, bool archive) {
-    return Call(c, "session.destroy",
-                absl::StrCat(R"({"session":)", Quoted(session), R"(,"archive":)", archive ? "true" : "false", "}"));
-  }
-
-  TempDir dir_;
-  std::string state_;
-  std::string config_;
-  std::vector<std::unique_ptr<SocketDaemon>> daemons_;
-  int64_t next_id_ = 0;
-};
+// Root only (SessionDaemonTest): each workspace is a tmpfs.
+class Session : public SessionDaemonTest {};
 
 // What an execution leaves in its session's workspace, the next one sees;
 // outputs/ reports what each made or changed, hashed; the files API reads
@@ -483,6 +327,58 @@ TEST_F(Session, Serialized) {
   EXPECT_TRUE(HasResult(Destroy(c, "ser", /*archive=*/false)));
 }
 
+// While a session.exec holds the session, a files.put (waiting by default)
+// queues behind it and writes only after it ends; a files.get, which takes
+// no lease, answers while the execution still runs.
+TEST_F(Session, FilesWritesWaitForTheExecutionReadsDoNot) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  ASSERT_TRUE(HasResult(Create(c, "files")));
+  ASSERT_TRUE(HasResult(Put(c, "files", "uploads/early.txt", "early\n")));
+
+  // The execution waits on a gate the test opens from the host, then says
+  // whether the queued put had written meanwhile.
+  DaemonClient exec(d.socket()), put(d.socket()), get(d.socket());
+  ASSERT_TRUE(exec.Send(RequestLine(
+      201, "session.exec",
+      R"({"session":"files","timeout_ms":60000,"argv":["sh","-c",)"
+      R"("while [ ! -e uploads/go ]; do sleep 0.02; done; if [ -e uploads/late.txt ]; then echo written; else echo not-yet; fi"]})")));
+  json::value info;
+  for (int i = 0; i < 1000; ++i) {  // at most 20 s: the bound for a failure
+    info = Call(c, "session.get", R"({"session":"files"})");
+    if (HasResult(info) && info.at("result").at("executing") == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(info.at("result").at("executing"), 1) << json::serialize(info);
+
+  ASSERT_TRUE(put.Send(RequestLine(
+      202, "files.put", absl::StrCat(R"({"session":"files","path":"uploads/late.txt","data":)", Quoted(B64("late\n")),
+                                     "}"))));
+  for (int i = 0; i < 1000; ++i) {  // at most 20 s: the bound for a failure
+    info = Call(c, "session.get", R"({"session":"files"})");
+    if (HasResult(info) && info.at("result").at("queued") == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(info.at("result").at("queued"), 1) << "the put does not wait for the session: " << json::serialize(info);
+
+  // The read answers now: the execution cannot have answered, its gate is shut.
+  json::value early = Get(get, "files", "uploads/early.txt");
+  ASSERT_TRUE(HasResult(early)) << json::serialize(early);
+  EXPECT_EQ(Unb64(early.at("result").at("data")), "early\n");
+  EXPECT_FALSE(exec.HasReply()) << "the execution answered before its gate opened";
+  EXPECT_FALSE(put.HasReply()) << "the put answered while the execution held the session";
+
+  EXPECT_TRUE(WriteFile(state_ + "/workspaces/files/uploads/go", ""));
+  json::value ran = ParseJson(exec.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(ran)) << json::serialize(ran);
+  EXPECT_EQ(Str(ran.at("result").at("stdout")), "not-yet\n") << "the put wrote while the execution ran";
+  json::value written = ParseJson(put.ReadLine().value_or(""));
+  ASSERT_TRUE(HasResult(written)) << json::serialize(written);
+  EXPECT_EQ(written.at("id"), 202);
+  EXPECT_EQ(Unb64(Get(c, "files", "uploads/late.txt").at("result").at("data")), "late\n");
+}
+
 // A daemon SIGKILLed with a session and a running managed execution: the
 // next daemon on its state directory finds the session and its files, the
 // finished execution's result, and the running one as "lost", whose id
@@ -663,6 +559,66 @@ TEST_F(Session, LeasesHoldForHostWorkspacesAndManagedSessionRuns) {
   ASSERT_EQ(list.at("result").at("executions").as_array().size(), 1u) << json::serialize(list);
   EXPECT_EQ(Str(list.at("result").at("executions").at(0).at("exec_id")), managed_id);
   EXPECT_TRUE(HasResult(Destroy(c, "managed", /*archive=*/false)));
+}
+
+// A client that has the reply of a session.exec or a files.put may
+// destroy the session at once: the call is over, and both let go of the
+// workspace lease before they answer.
+TEST_F(Session, ADestroyRightAfterTheReplyIsNotRefused) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  int refused = 0;
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = absl::StrCat("quick-", i);
+    ASSERT_TRUE(HasResult(Create(c, key)));
+    json::value ran = i % 2 == 0 ? Exec(c, key, "true") : Put(c, key, "uploads/f", "x");
+    ASSERT_TRUE(HasResult(ran)) << json::serialize(ran);
+    json::value destroyed = Destroy(c, key, /*archive=*/false);
+    if (!HasResult(destroyed)) {
+      ++refused;
+      ADD_FAILURE() << (i % 2 == 0 ? "after session.exec: " : "after files.put: ") << json::serialize(destroyed);
+    }
+  }
+  EXPECT_EQ(refused, 0);
+}
+
+// Sessions as any user (tests/rootless.sh runs Core* unprivileged too):
+// rootless, the workspace is a directory in a state directory the user
+// owns, bound into each sandbox, and nothing caps it.
+class CoreSessionRootless : public SessionDaemonTest {
+ protected:
+  bool RootOnly() const override { return false; }
+};
+
+// A file put in, read by an execution that writes outputs/x; outputs lists
+// x with its hash; session.get says whether the kernel caps the workspace.
+TEST_F(CoreSessionRootless, FilesInExecutionOutputsOut) {
+  // No limits: rootless, a host may delegate no cgroup.
+  SocketDaemon& d = StartDaemon(absl::StrCat(R"({"profiles": {"shell": {}}, "sessions": {)", StateMembers(), "}}"));
+  ASSERT_TRUE(d.up()) << d.Stop().err;
+  DaemonClient c(d.socket());
+  json::value created = Create(c, "mine");
+  ASSERT_TRUE(HasResult(created)) << json::serialize(created);
+
+  json::value put = Put(c, "mine", "uploads/in.txt", "rootless?\n");
+  ASSERT_TRUE(HasResult(put)) << json::serialize(put);
+  json::value ran = Exec(c, "mine", "cat uploads/in.txt && tr a-z A-Z < uploads/in.txt > outputs/x");
+  ASSERT_TRUE(HasResult(ran)) << json::serialize(ran);
+  EXPECT_EQ(ran.at("result").at("status"), 0) << json::serialize(ran);
+  EXPECT_EQ(Str(ran.at("result").at("stdout")), "rootless?\n") << json::serialize(ran);
+  const std::string x = "ROOTLESS?\n";
+  EXPECT_EQ(json::serialize(ran.at("result").at("outputs")),
+            absl::StrCat(R"({"files":[{"path":"outputs/x","size":)", x.size(), R"(,"sha256":")", Sha256Hex(x),
+                         R"("}],"refused":[]})"));
+  json::value got = Get(c, "mine", "outputs/x");
+  ASSERT_TRUE(HasResult(got)) << json::serialize(got);
+  EXPECT_EQ(Unb64(got.at("result").at("data")), x);
+
+  json::value info = Call(c, "session.get", R"({"session":"mine"})");
+  ASSERT_TRUE(HasResult(info)) << json::serialize(info);
+  EXPECT_EQ(info.at("result").at("workspace").at("capped"), IsRoot())
+      << (IsRoot() ? "root: a tmpfs of its own" : "rootless: a plain directory") << ": " << json::serialize(info);
 }
 
 }  // namespace
