@@ -79,9 +79,10 @@ inline int DevNull() {
 // holds.
 class TempDir {
  public:
-  static absl::StatusOr<TempDir> Make() {
-    char path[] = "/tmp/cubicle-load-XXXXXX";
-    if (::mkdtemp(path) == nullptr) return Errno("mkdtemp(/tmp/cubicle-load-XXXXXX)");
+  // `prefix`: an absolute path to which mkdtemp adds six characters.
+  static absl::StatusOr<TempDir> Make(const std::string& prefix = "/tmp/cubicle-load-") {
+    std::string path = prefix + "XXXXXX";
+    if (::mkdtemp(path.data()) == nullptr) return Errno(absl::StrCat("mkdtemp(", path, ")"));
     TempDir dir;
     dir.path_ = path;
     return dir;
@@ -93,6 +94,7 @@ class TempDir {
     if (!path_.empty()) std::filesystem::remove_all(path_, ec);
   }
   std::string Child(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
 
  private:
   TempDir() = default;
@@ -127,13 +129,17 @@ class Connection {
       if (n < 0) return Errno("send(request)");
       off += static_cast<size_t>(n);
     }
+    // Only what arrived since the last look is searched: a reply of tens
+    // of MiB (files.get) comes in many reads.
+    size_t searched = 0;
     for (;;) {
-      const size_t nl = pending_.find('\n');
+      const size_t nl = pending_.find('\n', searched);
       if (nl != std::string::npos) {
         std::string reply = pending_.substr(0, nl);
         pending_.erase(0, nl + 1);
         return reply;
       }
+      searched = pending_.size();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return absl::DeadlineExceededError("no reply in time");
       pollfd p{fd_.get(), POLLIN, 0};
@@ -160,8 +166,10 @@ class Connection {
 // SIGTERM (then, bounded, SIGKILL) and reaped.
 class ServeDaemon {
  public:
+  // `extra`: more arguments of `serve` (`--state-dir DIR`).
   static absl::StatusOr<std::unique_ptr<ServeDaemon>> Start(const std::string& binary, const std::string& config,
-                                                            const std::string& socket_path, const std::string& log) {
+                                                            const std::string& socket_path, const std::string& log,
+                                                            const std::vector<std::string>& extra = {}) {
     Fd log_fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (!log_fd) return Errno(absl::StrCat("open(", log, ")"));
     int pipe_fds[2];
@@ -175,6 +183,7 @@ class ServeDaemon {
     posix_spawn_file_actions_adddup2(&actions, DevNull(), 1);
     posix_spawn_file_actions_adddup2(&actions, log_fd.get(), 2);
     std::vector<std::string> args = {binary, "serve", "--socket", socket_path, "--stdio", "--config", config};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
