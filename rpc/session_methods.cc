@@ -207,7 +207,11 @@ void Daemon::AttachSessionWorkspace(const std::string& workspace, RunParams* run
 void Daemon::AdmitToLease(Request request, const std::string& lease_key, const std::string& what, bool wait,
                           absl::AnyInvocable<void(Request, std::shared_ptr<WorkspaceLeases::Lease>) &&> admitted) {
   Defer(request);
-  auto keep = std::make_shared<Request>(request);
+  // What answers it if it is dropped: the request without its params,
+  // which may hold megabytes (files.put) that need not be copied.
+  auto keep = std::make_shared<Request>(
+      Request{Call{request.call.id, request.call.notification, request.call.method, nullptr}, request.replies,
+              request.cancel, request.connection});
   auto unanswered = std::make_shared<OnDrop>([this, keep, what] {
     Finish(*keep, Error{kShuttingDown, absl::StrCat("cancelled while it waited for ", what), nullptr});
   });

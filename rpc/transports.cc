@@ -121,9 +121,10 @@ Daemon::Work StdioTransport::Read() {
   char buf[65536];
   for (;;) {
     size_t nl;
-    while ((nl = pending_.find('\n')) != std::string::npos) {
+    while ((nl = pending_.find('\n', scanned_)) != std::string::npos) {
       std::string line = pending_.substr(0, nl);
       pending_.erase(0, nl + 1);
+      scanned_ = 0;
       if (discarding_) {
         discarding_ = false;
         continue;
@@ -136,6 +137,7 @@ Daemon::Work StdioTransport::Read() {
       discarding_ = true;
       pending_.clear();
     }
+    scanned_ = pending_.size();  // holds no newline: the next search starts past it
     struct pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake_[0], POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
@@ -157,6 +159,7 @@ Daemon::Work StdioTransport::Stop(bool eof) {
       (void)daemon_->HandleLine(pending_, [this](std::string reply) { Write(reply); });
     }
     pending_.clear();
+    scanned_ = 0;
     on_eof_();
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -250,9 +253,13 @@ class SocketSession : public std::enable_shared_from_this<SocketSession> {
     if (ec) return ReadEnded(ec);
     const Clock::time_point now = Clock::now();
     if (pending_.empty()) line_started_ = now;
+    // What was read before holds no newline (each is consumed below): only
+    // the new bytes are searched, so a line of many reads (a files.put of
+    // megabytes) costs its length, not its length squared.
+    const size_t scanned = pending_.size();
     pending_.append(chunk_.data(), n);
     size_t start = 0;
-    for (size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    for (size_t nl; (nl = pending_.find('\n', std::max(start, scanned))) != std::string::npos; start = nl + 1) {
       std::string line = pending_.substr(start, nl - start);
       last_activity_ = line_started_ = now;  // the next line starts no earlier
       daemon_->HandleLine(

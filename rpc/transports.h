@@ -61,6 +61,7 @@ class StdioTransport {
   bool reading_ = false;  // a reader has the turn
   bool done_ = false;     // stdin ended or the transport is shutting down
   std::string pending_;   // read, not yet a whole line
+  size_t scanned_ = 0;    // the bytes of pending_ known to hold no newline
   bool discarding_ = false;
   std::thread readers_[2];
 };
