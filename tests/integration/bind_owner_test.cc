@@ -134,6 +134,17 @@ TEST_F(BindOwnerAsRoot, AFileSourceIsIdmappedToo) {
   EXPECT_EQ(run.out, "secret\n");
 }
 
+// A filesystem that refuses idmapped mounts (procfs) fails the run naming
+// the bind and why; no plain bind is made in its place.
+TEST_F(BindOwnerAsRoot, AFilesystemWithoutIdmappedMountsIsRefusedNamingTheBind) {
+  ProcessRun run = RunScript({"--ro-bind-owner", "/proc/sys", "/d"}, "echo ran");
+  EXPECT_EQ(run.exit_code, 125) << run.err;
+  EXPECT_EQ(run.out, "");
+  EXPECT_TRUE(absl::StrContains(run.err, "bind /proc/sys at /d owned by the sandbox user")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "EINVAL")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "does not take idmapped mounts")) << run.err;
+}
+
 std::string Quoted(const std::string& s) { return json::serialize(json::value(s)); }
 
 // The same through a daemon profile's binds, served by a pooled zygote:
