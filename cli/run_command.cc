@@ -45,6 +45,8 @@ struct RunFlags {
   CLI::Option* bind = nullptr;
   CLI::Option* bind_try = nullptr;
   CLI::Option* dev_bind = nullptr;
+  CLI::Option* bind_owner = nullptr;     // --bind SRC's host owner shown as the sandbox user
+  CLI::Option* ro_bind_owner = nullptr;  // the same, read-only
   CLI::Option* tmpfs = nullptr;
   CLI::Option* size = nullptr;
   CLI::Option* dir = nullptr;
@@ -96,13 +98,14 @@ absl::Status ApplyOrderedFlags(const RunFlags& f, runtime::SandboxSpec* spec) {
     rootfs::MountOp op;
     bool is_mount = true;
     if (opt == f.ro_bind || opt == f.ro_bind_try || opt == f.bind || opt == f.bind_try ||
-        opt == f.dev_bind) {
+        opt == f.dev_bind || opt == f.bind_owner || opt == f.ro_bind_owner) {
       op.kind = rootfs::MountKind::kBind;
       op.source = next(opt);
       op.dest = next(opt);
-      op.readonly = opt == f.ro_bind || opt == f.ro_bind_try;
+      op.readonly = opt == f.ro_bind || opt == f.ro_bind_try || opt == f.ro_bind_owner;
       op.optional = opt == f.ro_bind_try || opt == f.bind_try;
       op.devices = opt == f.dev_bind;
+      op.idmap_owner = opt == f.bind_owner || opt == f.ro_bind_owner;
       // Host sources resolve as the host sees them; relative ones against our cwd.
       if (!op.source.empty() && op.source.front() != '/') {
         char cwd[4096];
@@ -445,6 +448,9 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   f.bind = Pair(fs, "--bind", "SRC DEST", "Bind host SRC read-write at DEST");
   f.bind_try = Pair(fs, "--bind-try", "SRC DEST", "As --bind; skipped if SRC is missing");
   f.dev_bind = Pair(fs, "--dev-bind", "SRC DEST", "As --bind, device nodes usable");
+  f.bind_owner = Pair(fs, "--bind-owner", "SRC DEST", "As --bind; SRC's host owner shows as the sandbox user");
+  f.ro_bind_owner =
+      Pair(fs, "--ro-bind-owner", "SRC DEST", "As --ro-bind; SRC's host owner shows as the sandbox user");
   f.tmpfs = Single(fs, "--tmpfs", "DEST", "Mount a new tmpfs at DEST");
   f.size = Single(fs, "--size", "BYTES", "Size of the next --tmpfs (64K, 256M, ...)");
   f.dir = Single(fs, "--dir", "DEST", "Create a directory");

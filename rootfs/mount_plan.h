@@ -49,9 +49,10 @@ struct MountOp {
   // noexec too, as a new procfs is mounted (bwrap --pidns naming the
   // caller's own pid namespace, where bwrap mounts one).
   bool noexec = false;
-  // kBind, read-write: show the source's host owner as the sandbox user (an
-  // idmapped mount made on the host), so a workspace owned by any host user
-  // is writable inside and what the payload writes belongs to that owner.
+  // kBind: show the source's host owner as the sandbox user (an idmapped
+  // mount made on the host, read-only or not), so a source owned by any
+  // host user is usable inside and what the payload writes there belongs
+  // to that owner (the workspace; --bind-owner, a profile's "owner").
   bool idmap_owner = false;
   // Set on every op of bubblewrap's parser. It changes what is made for
   // kProc, kDev (exactly bubblewrap's: its /proc covers, and with source

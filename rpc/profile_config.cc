@@ -98,7 +98,7 @@ absl::StatusOr<std::string> MountDest(const Object& o, const std::string& dest) 
 }
 
 absl::Status ParseBind(const json::value& v, const std::string& path, rootfs::MountPlan* plan) {
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"source", "dest", "readonly", "optional"}));
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"source", "dest", "readonly", "optional", "owner"}));
   rootfs::MountOp op;
   op.kind = rootfs::MountKind::kBind;
   op.readonly = true;
@@ -112,6 +112,16 @@ absl::Status ParseBind(const json::value& v, const std::string& path, rootfs::Mo
   CUBICLE_ASSIGN_OR_RETURN(op.dest, MountDest(o, dest));
   CUBICLE_RETURN_IF_ERROR(o.Read("readonly", &op.readonly, json_read::Bool));
   CUBICLE_RETURN_IF_ERROR(o.Read("optional", &op.optional, json_read::Bool));
+  // A string, not a bool: it names whose the files look to be, and a
+  // third answer (a named host user) would fit without a new key.
+  std::string owner = "host";
+  CUBICLE_RETURN_IF_ERROR(o.Read("owner", &owner, json_read::String));
+  if (owner == "sandbox") {
+    op.idmap_owner = true;
+  } else if (owner != "host") {
+    return Error(o.PathOf("owner"), absl::StrCat("'", owner, "': expected \"host\" (files keep their host owners) "
+                                                 "or \"sandbox\" (the source's owner shows as the sandbox user)"));
+  }
   struct stat st;
   if (!op.optional && ::stat(op.source.c_str(), &st) != 0) {
     // A config error, whatever the errno: InvalidArgument like every other.

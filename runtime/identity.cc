@@ -31,6 +31,8 @@ absl::Status SetAttributes(int tree, const std::string& source, uint64_t set, in
   struct mount_attr attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.attr_set = set;
+  // Private: a mount made later under the host's source stays out.
+  attr.propagation = MS_PRIVATE;
   if (userns_fd >= 0) attr.userns_fd = static_cast<uint64_t>(userns_fd);
   if (::mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) != 0) {
     return ErrnoStatus(errno, absl::StrCat("mount_setattr(", source, what, ")"));
@@ -105,13 +107,25 @@ bool SetsUpAsRootForDevpts(const SandboxSpec& spec) {
   return false;
 }
 
-// Needs privilege over the source's filesystem; rootless callers own their
-// workspace already (no idmap needed).
-absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id) {
+// Needs privilege over the source's filesystem: root only (rootless
+// callers can show only their own files, which need no idmap).
+absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id, bool readonly,
+                                          bool new_mount_api) {
   struct stat st;
   if (::stat(source.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat(", source, ")"));
   if (st.st_uid == id.host_uid && st.st_gid == id.host_gid) return UniqueFd();  // already right
-  if (::geteuid() != 0) return UniqueFd();  // cannot idmap; plain bind keeps host ownership
+  if (::geteuid() != 0) {
+    if (st.st_uid == id.host_uid) return UniqueFd();
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, " belongs to uid ", st.st_uid, ", not to the caller (uid ", id.host_uid,
+        "): rootless, cubicle can show only the caller's own files as the sandbox user (an idmapped mount "
+        "of another's needs root)"));
+  }
+  if (!new_mount_api) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        source, " belongs to ", st.st_uid, ":", st.st_gid,
+        ": showing it as the sandbox user needs an idmapped mount, which needs mount_setattr (Linux 5.12)"));
+  }
   namespaces::IdMapping idmap;
   idmap.uids = {{st.st_uid, id.host_uid, 1}};
   idmap.gids = {{st.st_gid, id.host_gid, 1}};
@@ -120,8 +134,16 @@ absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Ident
   UniqueFd userns(ns_raw);
   UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
   if (!tree) return ErrnoStatus(errno, absl::StrCat("open_tree(", source, ")"));
-  CUBICLE_RETURN_IF_ERROR(SetAttributes(tree.get(), source, MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                                        userns.get(), ", MOUNT_ATTR_IDMAP"));
+  uint64_t attrs = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (readonly) attrs |= MOUNT_ATTR_RDONLY;
+  absl::Status set = SetAttributes(tree.get(), source, attrs, userns.get(), ", MOUNT_ATTR_IDMAP");
+  if (!set.ok() && absl::IsInvalidArgument(set)) {
+    // EINVAL here is the filesystem's answer (or the source's mount is
+    // idmapped already): say so rather than leave a bare errno.
+    return absl::FailedPreconditionError(absl::StrCat(
+        set.message(), ": its filesystem does not take idmapped mounts (or its mount is idmapped already)"));
+  }
+  CUBICLE_RETURN_IF_ERROR(set);
   return tree;
 }
 
@@ -130,7 +152,7 @@ absl::StatusOr<UniqueFd> OpenWorkspaceTree(const std::string& workspace, const I
   if (::realpath(workspace.c_str(), resolved) == nullptr) {
     return ErrnoStatus(errno, absl::StrCat("workspace ", workspace));
   }
-  CUBICLE_ASSIGN_OR_RETURN(UniqueFd tree, OpenIdmappedTree(resolved, id));
+  CUBICLE_ASSIGN_OR_RETURN(UniqueFd tree, OpenIdmappedTree(resolved, id, /*readonly=*/false));
   if (tree) return tree;
   // No idmap needed (or possible): a plain detached clone.
   tree.reset(::open_tree(AT_FDCWD, resolved, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));

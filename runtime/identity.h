@@ -39,10 +39,16 @@ absl::StatusOr<Identity> ResolveIdentity(const SandboxSpec& spec);
 bool SetsUpAsRootForDevpts(const SandboxSpec& spec);
 
 // The detached, idmapped mount of `source` for a bind that shows its
-// owner as the sandbox user. An empty fd when no idmap is needed (the
-// owner is the sandbox's host user already) or possible (rootless: the
-// plain bind keeps the host's ownership).
-absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id);
+// owner as the sandbox user: nosuid, nodev, private, read-only when
+// `readonly`; the source's own mount only (an idmap is per mount, and a
+// mount below it may not take one). An empty fd when no idmap is needed:
+// the owner is the sandbox's host user already (rootless: its uid is the
+// caller's; a group other than the caller's cannot be mapped and shows as
+// the host's). An error, never a plain bind, where the owner asked for
+// cannot be shown: rootless with another's source, no new mount API
+// (`new_mount_api` false), a filesystem without idmapped mounts.
+absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id, bool readonly,
+                                          bool new_mount_api = true);
 
 // A request's workspace as a detached mount to move in at hand-off:
 // idmapped where it needs to be, else a plain clone; nosuid, nodev.

@@ -179,20 +179,31 @@ absl::Status SandboxBuilder::Plan() {
   return BuildChildPlan(spec(), options_, features_, ahead_of_request_, &plan_);
 }
 
-// The host-side mount trees: an idmapped tree for each writable bind that
-// shows its source's owner as the sandbox user, and, as root, a clone of
-// each bind source the sandbox's ids may not look up.
+// The host-side mount trees: an idmapped tree for each bind that shows its
+// source's owner as the sandbox user (read-only or not), and, as root, a
+// clone of each bind source the sandbox's ids may not look up. A bind
+// whose owner cannot be shown so fails here, naming it, before anything
+// exists: the operator asked for that ownership, and a plain bind in its
+// place would show other permissions than the ones asked for.
 absl::Status SandboxBuilder::OpenHostTrees() {
   for (rootfs::PreparedOp& op : plan_.rootfs.ops) {
-    if (op.kind != rootfs::MountKind::kBind || !op.op->idmap_owner || op.op->readonly) continue;
-    if (!features_.new_mount_api) {
-      created_.warnings.push_back(absl::StrCat(
-          "no idmapped mounts on this kernel: ", op.dest, " keeps its host ownership"));
+    if (op.kind != rootfs::MountKind::kBind || !op.op->idmap_owner) continue;
+    struct stat st;
+    if (op.op->optional && ::stat(op.op->source.c_str(), &st) != 0 && errno == ENOENT) {
+      op.source_missing = true;
       continue;
     }
-    CUBICLE_ASSIGN_OR_RETURN(UniqueFd tree, OpenIdmappedTree(op.op->source, state_->identity));
-    op.tree_fd = tree.get();
-    trees_.push_back(std::move(tree));
+    absl::StatusOr<UniqueFd> tree =
+        OpenIdmappedTree(op.op->source, state_->identity, op.op->readonly, features_.new_mount_api);
+    if (!tree.ok()) {
+      return absl::Status(tree.status().code(), absl::StrCat("bind ", op.op->source, " at ", op.dest,
+                                                             " owned by the sandbox user: ", tree.status().message()));
+    }
+    if (!*tree) continue;  // its owner is the sandbox's host user already: a plain bind
+    if (::fstat(tree->get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("fstat(", op.op->source, ")"));
+    op.tree_is_dir = S_ISDIR(st.st_mode);
+    op.tree_fd = tree->get();
+    trees_.push_back(*std::move(tree));
   }
   return OpenFallbackTrees();
 }

@@ -392,6 +392,37 @@ TEST(ParseConfigErrors, BadSeccompPolicy) {
                       "(expected none, default or no-network)");
 }
 
+// "owner": "sandbox" marks the bind idmapped (read-only or not); "host"
+// is the default; anything else is refused naming the key's JSON path.
+TEST(ParseConfig, BindOwner) {
+  absl::StatusOr<DaemonConfig> config = ParseConfig(Config(
+      R"("binds": [{"source": "/usr", "dest": "/a", "owner": "sandbox"},
+                   {"source": "/usr", "dest": "/b", "owner": "sandbox", "readonly": false},
+                   {"source": "/usr", "dest": "/c", "owner": "host"}, {"source": "/usr", "dest": "/d"}])"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  const rootfs::MountPlan& mounts = config->profiles.at("x").spec.mounts;
+  auto bind = [&](const std::string& dest) -> const MountOp& {
+    for (const MountOp& op : mounts) {
+      if (op.dest == dest) return op;
+    }
+    ADD_FAILURE() << "no mount at " << dest;
+    return mounts.front();
+  };
+  EXPECT_TRUE(bind("/a").idmap_owner);
+  EXPECT_TRUE(bind("/a").readonly);
+  EXPECT_TRUE(bind("/b").idmap_owner);
+  EXPECT_FALSE(bind("/b").readonly);
+  EXPECT_FALSE(bind("/c").idmap_owner);
+  EXPECT_FALSE(bind("/d").idmap_owner);
+}
+
+TEST(ParseConfigErrors, BindOwnerMustBeHostOrSandbox) {
+  EXPECT_CONFIG_ERROR(Config(R"("binds": [{"source": "/usr"}, {"source": "/usr", "dest": "/u", "owner": "root"}])"),
+                      "profiles.x.binds[1].owner: 'root': expected \"host\"");
+  EXPECT_CONFIG_ERROR(Config(R"("binds": [{"source": "/usr", "owner": true}])"),
+                      "profiles.x.binds[0].owner: expected a string");
+}
+
 TEST(ParseConfigErrors, MountPaths) {
   EXPECT_CONFIG_ERROR(Config(R"("binds": [{"source": "/usr", "dest": "opt/usr"}])"),
                       "profiles.x.binds[0].dest 'opt/usr': must be an absolute path");
