@@ -8,21 +8,29 @@ the pools, then:
   serve without starting an interpreter);
 - each skills/*.py as one skill.call (a JSON-RPC request on the skill's
   stdin, its response line back; the skill passed as `python3 -I -c`),
+- a session (the daemon is given a temporary state directory): a CSV
+  uploaded with files.put, two session.exec that see it and each other's
+  files, the result fetched from outputs/ with files.get, then destroyed,
 and prints what each did and the latencies measured: the client's round
 trip, and the daemon's own hand-off histogram from pool.stats.
 Exit status 0 when every example ended as its '# expect-exit:' line says
 and every skill answered.
 """
+import base64
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 here = pathlib.Path(__file__).resolve().parent
 cubicle = sys.argv[1] if len(sys.argv) > 1 else str(here.parent / "build" / "cli" / "cubicle")
 
-daemon = subprocess.Popen([cubicle, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+state_dir = tempfile.mkdtemp(prefix="cubicle-examples-")
+daemon = subprocess.Popen([cubicle, "serve", "--state-dir", state_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True, bufsize=1)
 next_id = 0
 
 
@@ -82,6 +90,40 @@ for path in sorted((here / "skills").glob("*.py")):
         print(f"   log: {line}")
     print(f"-- skills/{path.name}: ok round trip {ms:.1f} ms (sandbox wall {r['wall_ms']:.1f} ms)")
 
+
+def session_example():
+    """A conversation's workspace: files persist across executions."""
+    reply, ms = call("session.create", {"session": "example-conversation", "profile": "python"})
+    print(f"== session: created in {ms:.1f} ms: {json.dumps(reply.get('result', reply.get('error')))[:120]}")
+    if "error" in reply:
+        return 1
+    try:
+        csv = "city,temp\nOslo,4\nLima,19\nCairo,24\n"
+        call("files.put", {"session": "example-conversation", "path": "uploads/temps.csv",
+                           "data": base64.b64encode(csv.encode()).decode()})
+        steps = [
+            "import csv; rows = list(csv.DictReader(open('uploads/temps.csv')));"
+            " open('mean.txt', 'w').write(str(sum(int(r['temp']) for r in rows) / len(rows)))",
+            "mean = open('mean.txt').read(); open('outputs/report.txt', 'w').write('mean temperature: ' + mean + '\\n');"
+            " print('report written')",
+        ]
+        for code in steps:
+            reply, ms = call("session.exec", {"session": "example-conversation", "argv": ["python3", "-I", "-c", code]})
+            r = reply.get("result", {})
+            print(f"-- session.exec: status={r.get('status')} outputs={json.dumps(r.get('outputs'))} "
+                  f"round trip {ms:.1f} ms")
+            if r.get("status") != 0:
+                print(f"   stderr: {r.get('stderr', reply.get('error'))}")
+                return 1
+        reply, _ = call("files.get", {"session": "example-conversation", "path": "outputs/report.txt"})
+        print(f"   outputs/report.txt: {base64.b64decode(reply['result']['data']).decode().strip()}")
+        return 0
+    finally:
+        call("session.destroy", {"session": "example-conversation", "archive": False})
+
+
+failures += session_example()
+
 stats, _ = call("pool.stats", {})
 for name, s in stats["result"]["pools"].items():
     h = s["handoff_ms"]
@@ -90,4 +132,5 @@ for name, s in stats["result"]["pools"].items():
           f"hand-off mean {h['mean_ms']:.2f} ms over {h['count']}")
 daemon.stdin.close()
 daemon.wait(timeout=60)
+shutil.rmtree(state_dir, ignore_errors=True)
 sys.exit(1 if failures or daemon.returncode != 0 else 0)
