@@ -9,8 +9,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/status.h"
 #include "namespaces/clone.h"
 
@@ -107,6 +110,32 @@ bool SetsUpAsRootForDevpts(const SandboxSpec& spec) {
   return false;
 }
 
+namespace {
+
+// The user namespaces idmapped mounts are made with, one per mapping, kept:
+// making one costs a process of its own (milliseconds), and a daemon
+// attaches the same few workspace owners to every execution. Each caller
+// gets its own dup, so a cache cleared meanwhile closes nothing in use.
+absl::StatusOr<UniqueFd> CachedUserNamespace(const namespaces::IdMapping& idmap) {
+  constexpr size_t kMaxCached = 64;
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* cache = new std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, UniqueFd>();
+  const auto key = std::make_tuple(idmap.uids[0].inside, idmap.uids[0].outside, idmap.gids[0].inside,
+                                   idmap.gids[0].outside);
+  absl::MutexLock lock(&mu);
+  auto it = cache->find(key);
+  if (it == cache->end()) {
+    CUBICLE_ASSIGN_OR_RETURN(int ns_raw, namespaces::MakeUserNamespaceFd(idmap));
+    if (cache->size() >= kMaxCached) cache->clear();
+    it = cache->emplace(key, UniqueFd(ns_raw)).first;
+  }
+  UniqueFd copy(::fcntl(it->second.get(), F_DUPFD_CLOEXEC, 0));
+  if (!copy) return ErrnoStatus(errno, "dup(user namespace)");
+  return copy;
+}
+
+}  // namespace
+
 // Needs privilege over the source's filesystem: root only (rootless
 // callers can show only their own files, which need no idmap).
 absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Identity& id, bool readonly,
@@ -130,8 +159,7 @@ absl::StatusOr<UniqueFd> OpenIdmappedTree(const std::string& source, const Ident
   idmap.uids = {{st.st_uid, id.host_uid, 1}};
   idmap.gids = {{st.st_gid, id.host_gid, 1}};
   idmap.deny_setgroups = true;
-  CUBICLE_ASSIGN_OR_RETURN(int ns_raw, namespaces::MakeUserNamespaceFd(idmap));
-  UniqueFd userns(ns_raw);
+  CUBICLE_ASSIGN_OR_RETURN(UniqueFd userns, CachedUserNamespace(idmap));
   UniqueFd tree(::open_tree(AT_FDCWD, source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
   if (!tree) return ErrnoStatus(errno, absl::StrCat("open_tree(", source, ")"));
   uint64_t attrs = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
