@@ -18,6 +18,8 @@ namespace {
 int64_t Ms(absl::Time t) { return absl::ToUnixMillis(t); }
 absl::Time FromMs(int64_t ms) { return absl::FromUnixMillis(ms); }
 
+constexpr absl::Duration kPersistEvery = absl::Seconds(10);
+
 // Where uploads land and where outputs are collected from (docs/protocol.md).
 constexpr const char* kConventionalDirs[] = {"uploads", "outputs"};
 
@@ -133,7 +135,7 @@ absl::StatusOr<std::pair<SessionInfo, bool>> SessionTable::Create(const SessionR
     return made;
   }
   Persist(info);
-  sessions_[key] = Session{info, std::move(ws->root)};
+  sessions_[key] = Session{info, std::move(ws->root), false, info.created};
   return std::make_pair(info, true);
 }
 
@@ -210,7 +212,13 @@ void SessionTable::EndExecution(const std::string& key) {
   if (it == sessions_.end()) return;
   if (it->second.info.executing > 0) --it->second.info.executing;
   it->second.info.last_used = absl::Now();
-  Persist(it->second.info);
+  // Its last use is recorded at most every kPersistEvery: a restart may
+  // resume its idle clock that much early, and a busy session does not pay
+  // a database write per execution for it.
+  if (it->second.info.last_used - it->second.persisted >= kPersistEvery) {
+    Persist(it->second.info);
+    it->second.persisted = it->second.info.last_used;
+  }
 }
 
 void SessionTable::Touch(const std::string& key) {
@@ -275,7 +283,7 @@ absl::Status SessionTable::Recover() {
     }
     (void)MakeConventionalDirs(ws->root.get());
     std::lock_guard<std::mutex> lock(mu_);
-    sessions_[r.key] = Session{info, std::move(ws->root)};
+    sessions_[r.key] = Session{info, std::move(ws->root), false, info.last_used};
   }
   absl::StatusOr<std::vector<std::string>> on_disk = store_.Keys();
   if (!on_disk.ok()) return on_disk.status();

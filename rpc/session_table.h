@@ -93,6 +93,7 @@ class SessionTable {
     SessionInfo info;
     UniqueFd root;
     bool closing = false;  // being archived and removed: admits nothing
+    absl::Time persisted;  // the last_used its record holds
   };
   sessions::SessionRecord RecordOf(const SessionInfo& info) const;
   void Persist(const SessionInfo& info);
