@@ -570,5 +570,19 @@ TEST_F(DaemonControl, BadConfigurationsAreRefusedWithClearErrors) {
   }
 }
 
+// A second daemon on a socket a live one serves refuses to start, naming
+// the first's pid, instead of unlinking it and taking its clients; the
+// first serves on.
+TEST_F(DaemonControl, ASecondDaemonOnALiveSocketRefusesNamingTheFirst) {
+  SocketDaemon a;
+  ASSERT_TRUE(a.up());
+  ProcessRun b = RunCubicle({"serve", "--socket", a.socket()});
+  EXPECT_NE(b.exit_code, 0) << b.err;
+  EXPECT_FALSE(b.timed_out);
+  EXPECT_TRUE(absl::StrContains(b.err, absl::StrCat("is served by pid ", a.pid()))) << b.err;
+  json::value health = a.Call(RequestLine(1, "health"));
+  EXPECT_TRUE(health.is_object() && health.as_object().contains("result")) << json::serialize(health);
+}
+
 }  // namespace
 }  // namespace cubicle::test_support

@@ -473,9 +473,7 @@ TEST_F(Session, SecondDaemonRefused) {
 
 // A session keeps the size and idle TTL it was created with across a
 // restart: its tmpfs is still mounted with its cap, and a later restore
-// must be bounded by that cap, not by the config's default. Disabled until
-// SessionTable::Recover reads the recorded workspace_bytes (it takes
-// sessions.workspace_bytes instead: 536870912 is reported after a restart).
+// must be bounded by that cap, not by the config's default.
 TEST_F(Session, RestartKeepsTheSessionsShape) {
   const std::string config = SessionConfig(StateMembers());
   SocketDaemon& a = StartDaemon(config);
