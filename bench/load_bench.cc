@@ -540,20 +540,6 @@ std::string Failures(const Run& r) {
   return s;
 }
 
-std::string Now() {
-  std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
-  return buf;
-}
-
-std::string LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string one;
-  in >> one;
-  return one;
-}
-
 struct Results {
   std::map<std::pair<std::string, int>, Run> load;       // (workload, C)
   std::map<std::pair<std::string, int>, Run> baselines;  // (baseline, C)

@@ -25,6 +25,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <ctime>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -352,6 +354,22 @@ inline PoolDelta Delta(const PoolSnapshot& after, const PoolSnapshot& before) {
   d.refill_cpu = Minus(after.refill_cpu, before.refill_cpu);
   d.queue_wait = Minus(after.queue_wait, before.queue_wait);
   return d;
+}
+
+// For a driver's report: the time now ("2026-12-07 01:29 UTC") and the
+// one-minute load average, which says how quiet the machine was.
+inline std::string Now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return buf;
+}
+
+inline std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  in >> one;
+  return one;
 }
 
 }  // namespace cubicle::bench

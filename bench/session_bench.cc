@@ -382,20 +382,6 @@ std::string Num(double v, int decimals = 2) {
   return absl::StrFormat("%.*f", decimals, v);
 }
 
-std::string Now() {
-  std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
-  return buf;
-}
-
-std::string LoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string one;
-  in >> one;
-  return one;
-}
-
 struct Contender {
   std::string key;
   Operation op;
