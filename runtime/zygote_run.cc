@@ -503,6 +503,16 @@ void Execution::DecideReason() {
     result_.reason = result_.signal == SIGKILL && result_.cgroup.has_value() && result_.cgroup->oom_killed()
                          ? ExitReason::kOom
                          : ExitReason::kSignaled;
+  } else if ((init_status_ == InitProcess::kUnknownStatus ||
+              (WIFSIGNALED(init_status_) && WTERMSIG(init_status_) == SIGKILL)) &&
+             result_.cgroup.has_value() && result_.cgroup->oom_killed()) {
+    // The OOM killer took init itself: what filled the group was no
+    // process's (tmpfs pages a payload wrote stay charged to it), so init,
+    // the last process standing, went before it could report. (A pooled
+    // zygote's init is the fork server's child: its status is unknown
+    // here, the group's OOM count is not.)
+    result_.reason = ExitReason::kOom;
+    result_.signal = SIGKILL;
   } else {
     result_.reason = ExitReason::kSetupFailed;
     std::string how = init_status_ == InitProcess::kUnknownStatus ? ""

@@ -619,5 +619,24 @@ TEST_F(CoreSessionRootless, FilesInExecutionOutputsOut) {
       << (IsRoot() ? "root: a tmpfs of its own" : "rootless: a plain directory") << ": " << json::serialize(info);
 }
 
+// A payload that fills a workspace larger than its memory limit is killed
+// by the OOM killer (tmpfs pages are charged to its group and belong to no
+// process, so init itself goes): the reason says so, not a setup failure,
+// and the next execution sees what was written.
+TEST_F(Session, FillingTheWorkspacePastTheMemoryLimitIsOom) {
+  SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()));  // memory 256M, workspace 512M
+  ASSERT_TRUE(d.up());
+  DaemonClient c(d.socket());
+  ASSERT_TRUE(HasResult(Create(c, "oom")));
+  json::value filled = Exec(c, "oom", "head -c 400000000 /dev/zero > big; echo written");
+  ASSERT_TRUE(HasResult(filled)) << json::serialize(filled);
+  EXPECT_EQ(Str(filled.at("result").at("reason")), "oom") << json::serialize(filled);
+  EXPECT_EQ(Str(filled.at("result").at("stdout")), "");
+  json::value after = Exec(c, "oom", "test -s big && rm big && echo removed");
+  ASSERT_TRUE(HasResult(after)) << json::serialize(after);
+  EXPECT_EQ(Str(after.at("result").at("stdout")), "removed\n") << json::serialize(after);
+  EXPECT_TRUE(HasResult(Destroy(c, "oom", /*archive=*/false)));
+}
+
 }  // namespace
 }  // namespace cubicle::test_support
