@@ -1,20 +1,69 @@
 #include "sessions/digest.h"
 
-namespace cubicle::sessions {
+#include <dlfcn.h>
+#include <openssl/evp.h>
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-  failed_ = ctx_ == nullptr || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1;
+namespace cubicle::sessions {
+namespace {
+
+// The EVP calls, resolved once from libcrypto (OpenSSL 3's soname first).
+struct Evp {
+  decltype(&EVP_MD_CTX_new) ctx_new = nullptr;
+  decltype(&EVP_MD_CTX_free) ctx_free = nullptr;
+  decltype(&EVP_sha256) sha256 = nullptr;
+  decltype(&EVP_DigestInit_ex) init = nullptr;
+  decltype(&EVP_DigestUpdate) update = nullptr;
+  decltype(&EVP_DigestFinal_ex) final = nullptr;
+  bool ok() const { return ctx_new && ctx_free && sha256 && init && update && final; }
+};
+
+template <typename F>
+void Resolve(void* lib, const char* name, F* out) {
+  *out = reinterpret_cast<F>(::dlsym(lib, name));
+}
+
+const Evp& Crypto() {
+  static const Evp evp = [] {
+    Evp e;
+    void* lib = ::dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) lib = ::dlopen("libcrypto.so", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return e;  // kept loaded for the process's life
+    Resolve(lib, "EVP_MD_CTX_new", &e.ctx_new);
+    Resolve(lib, "EVP_MD_CTX_free", &e.ctx_free);
+    Resolve(lib, "EVP_sha256", &e.sha256);
+    Resolve(lib, "EVP_DigestInit_ex", &e.init);
+    Resolve(lib, "EVP_DigestUpdate", &e.update);
+    Resolve(lib, "EVP_DigestFinal_ex", &e.final);
+    return e;
+  }();
+  return evp;
+}
+
+}  // namespace
+
+Sha256::Sha256() {
+  const Evp& evp = Crypto();
+  if (!evp.ok()) {
+    failed_ = true;
+    return;
+  }
+  ctx_ = evp.ctx_new();
+  failed_ = ctx_ == nullptr || evp.init(static_cast<EVP_MD_CTX*>(ctx_), evp.sha256(), nullptr) != 1;
+}
+
+Sha256::~Sha256() {
+  if (ctx_ != nullptr) Crypto().ctx_free(static_cast<EVP_MD_CTX*>(ctx_));
 }
 
 void Sha256::Update(absl::string_view data) {
   if (failed_) return;
-  failed_ = EVP_DigestUpdate(ctx_.get(), data.data(), data.size()) != 1;
+  failed_ = Crypto().update(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size()) != 1;
 }
 
 std::string Sha256::FinishHex() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  if (failed_ || EVP_DigestFinal_ex(ctx_.get(), digest, &length) != 1) {
+  if (failed_ || Crypto().final(static_cast<EVP_MD_CTX*>(ctx_), digest, &length) != 1) {
     failed_ = true;
     return "";
   }
