@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "tests/support/daemon_client.h"
+#include "tests/support/host_probes.h"
 #include "tests/support/sandbox_runner.h"
 #include "tests/support/session_daemon.h"
 
@@ -499,6 +500,8 @@ TEST_F(Session, RestartKeepsTheSessionsShape) {
 TEST_F(Session, LeasesHoldForHostWorkspacesAndManagedSessionRuns) {
   const std::string ws = dir_.Join("ws");
   ASSERT_EQ(::mkdir(ws.c_str(), 0755), 0);
+  // Root's directory is attached idmapped (shown as the sandbox user).
+  REQUIRE_HOST(IdmappedMounts(ws));
   SocketDaemon& d = StartDaemon(absl::StrCat(
       R"({"workspace_roots": [)", Quoted(dir_.path()), R"(], "sessions": {)", StateMembers(),
       R"(}, "profiles": {"shell": {"limits": {"memory": "256M", "pids": 64}, "pool": {"min_idle": 1, "max_total": 4}}}})"));
