@@ -631,10 +631,11 @@ TEST_F(Session, FillingTheWorkspacePastTheMemoryLimitIsOom) {
   ASSERT_TRUE(d.up());
   DaemonClient c(d.socket());
   ASSERT_TRUE(HasResult(Create(c, "oom")));
-  json::value filled = Exec(c, "oom", "head -c 400000000 /dev/zero > big; echo written");
+  // One process, so whichever the OOM killer takes — the writer, or init
+  // once nothing but the tmpfs holds the memory — the run is over.
+  json::value filled = Exec(c, "oom", "exec head -c 400000000 /dev/zero > big");
   ASSERT_TRUE(HasResult(filled)) << json::serialize(filled);
   EXPECT_EQ(Str(filled.at("result").at("reason")), "oom") << json::serialize(filled);
-  EXPECT_EQ(Str(filled.at("result").at("stdout")), "");
   json::value after = Exec(c, "oom", "test -s big && rm big && echo removed");
   ASSERT_TRUE(HasResult(after)) << json::serialize(after);
   EXPECT_EQ(Str(after.at("result").at("stdout")), "removed\n") << json::serialize(after);
