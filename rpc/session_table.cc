@@ -50,6 +50,18 @@ sessions::SessionRecord SessionTable::RecordOf(const SessionInfo& info) const {
   return r;
 }
 
+SessionInfo SessionTable::InfoOf(const sessions::SessionRecord& r) const {
+  SessionInfo info;
+  info.key = r.key;
+  info.profile = r.profile;
+  info.created = FromMs(r.created_ms);
+  info.last_used = FromMs(r.last_used_ms);
+  info.idle_ttl = absl::Milliseconds(r.idle_ttl_ms);
+  info.expires = FromMs(r.expires_ms);
+  info.workspace_bytes = config_.workspace_bytes;  // until its tmpfs says otherwise
+  return info;
+}
+
 void SessionTable::Persist(const SessionInfo& info) {
   if (records_ == nullptr) return;
   if (absl::Status s = records_->PutSession(RecordOf(info)); !s.ok()) {
@@ -261,14 +273,7 @@ absl::Status SessionTable::Recover() {
   std::map<std::string, bool> known;
   for (const sessions::SessionRecord& r : records) {
     known[r.key] = true;
-    SessionInfo info;
-    info.key = r.key;
-    info.profile = r.profile;
-    info.created = FromMs(r.created_ms);
-    info.last_used = FromMs(r.last_used_ms);
-    info.idle_ttl = absl::Milliseconds(r.idle_ttl_ms);
-    info.expires = FromMs(r.expires_ms);
-    info.workspace_bytes = config_.workspace_bytes;
+    SessionInfo info = InfoOf(r);
     absl::StatusOr<sessions::Workspace> ws =
         store_.Attach(r.key, {.size_bytes = info.workspace_bytes, .uid = owner_uid_, .gid = owner_gid_});
     if (!ws.ok()) {

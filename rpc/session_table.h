@@ -96,6 +96,7 @@ class SessionTable {
     absl::Time persisted;  // the last_used its record holds
   };
   sessions::SessionRecord RecordOf(const SessionInfo& info) const;
+  SessionInfo InfoOf(const sessions::SessionRecord& record) const;
   void Persist(const SessionInfo& info);
   void Restore(const std::string& key, int root, SessionInfo* info);
   absl::Status ArchiveAndRemove(const std::string& key, int root, bool archive);
