@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "rpc/jsonrpc.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -72,31 +73,6 @@ absl::StatusOr<ApiKey> ParseKey(const json::value& v, size_t index) {
 
 bool Allowed(const std::vector<std::string>& list, const std::string& item) {
   return list.empty() || std::find(list.begin(), list.end(), item) != list.end();
-}
-
-// Why `key` may not make one call; nullopt when it may (or when the
-// element is no call at all: the daemon refuses it as invalid).
-std::optional<std::string> RefuseCall(const ApiKey& key, const json::value& call) {
-  const json::object* o = call.if_object();
-  if (o == nullptr) return std::nullopt;
-  const json::value* method = o->if_contains("method");
-  if (method == nullptr || !method->is_string()) return std::nullopt;
-  const std::string name(method->as_string());
-  if (!Allowed(key.methods, name)) return absl::StrCat("key '", key.name, "' may not call ", name);
-  if (key.profiles.empty()) return std::nullopt;
-  // A call names its profile in params.profile; without one it gets the
-  // daemon's default, "shell" (rpc/pool_methods.cc FindPool).
-  std::string profile = "shell";
-  const json::value* params = o->if_contains("params");
-  if (params != nullptr && params->is_object()) {
-    const json::value* p = params->as_object().if_contains("profile");
-    if (p != nullptr) {
-      if (!p->is_string()) return absl::StrCat("key '", key.name, "': params.profile is not a string");
-      profile = std::string(p->as_string());
-    }
-  }
-  if (!Allowed(key.profiles, profile)) return absl::StrCat("key '", key.name, "' may not use profile ", profile);
-  return std::nullopt;
 }
 
 // Equal or not, in time that depends only on `presented`'s length: the
@@ -168,10 +144,27 @@ const ApiKey* ApiKeys::Find(absl::string_view presented) const {
   return found;
 }
 
-std::optional<std::string> ApiKeys::Refusal(const ApiKey& key, const json::value& request) {
-  if (!request.is_array()) return RefuseCall(key, request);
-  for (const json::value& call : request.as_array()) {
-    if (std::optional<std::string> refused = RefuseCall(key, call)) return refused;
+std::optional<std::string> ApiKeys::Refusal(const ApiKey& key, const std::string& method, const json::value& params) {
+  if (!Allowed(key.methods, method)) return absl::StrCat("key '", key.name, "' may not call ", method);
+  if (key.profiles.empty()) return std::nullopt;
+  // A call names its profile in params.profile; without one it gets the
+  // daemon's default, "shell" (rpc/pool_methods.cc FindPool).
+  std::string profile = "shell";
+  if (const json::object* o = params.if_object()) {
+    if (const json::value* p = o->if_contains("profile")) {
+      if (!p->is_string()) return absl::StrCat("key '", key.name, "': params.profile is not a string");
+      profile = std::string(p->as_string());
+    }
+  }
+  if (!Allowed(key.profiles, profile)) return absl::StrCat("key '", key.name, "' may not use profile ", profile);
+  return std::nullopt;
+}
+
+std::optional<std::string> ApiKeys::Refusal(const ApiKey& key, absl::string_view body) {
+  // Elements in error are refused by the daemon without running anything.
+  for (const Entry& entry : ParseLine(body, std::string::npos).entries) {
+    if (entry.error) continue;
+    if (std::optional<std::string> refused = Refusal(key, entry.call.method, entry.call.params)) return refused;
   }
   return std::nullopt;
 }

@@ -34,9 +34,13 @@ class ApiKeys {
   // key (its length and its bytes leak nothing); null when none.
   const ApiKey* Find(absl::string_view presented) const;
 
-  // Why `key` may not make the call(s) of `request` (a JSON-RPC object or
-  // batch, parsed): every element is checked. nullopt when it may.
-  static std::optional<std::string> Refusal(const ApiKey& key, const boost::json::value& request);
+  // Why `key` may not make the call(s) of `body`, read as the daemon reads
+  // a line (rpc/jsonrpc.h ParseLine, so that nothing it would run escapes
+  // the check): every element of a batch is checked. nullopt when it may.
+  static std::optional<std::string> Refusal(const ApiKey& key, absl::string_view body);
+  // The same for one call.
+  static std::optional<std::string> Refusal(const ApiKey& key, const std::string& method,
+                                            const boost::json::value& params);
 
   size_t size() const { return keys_.size(); }
 

@@ -14,7 +14,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "absl/strings/ascii.h"
@@ -141,7 +140,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Route(Request req) {
     std::string_view target(req.target().data(), req.target().size());
     target = target.substr(0, target.find('?'));
-    const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+    const bool get = req.method() == http::verb::get;
     if (target == "/healthz") {
       // Answered here and now, whatever runs: a liveness probe must never
       // wait behind executions.
@@ -188,14 +187,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Send(ErrorResponse(req, http::status::bad_request, "an empty body: a JSON-RPC request is expected"));
     }
     if (key != nullptr) {
-      // A body that is not JSON is the daemon's to refuse (-32700); nothing
-      // of it runs.
-      boost::system::error_code ec;
-      json::value parsed = json::parse(req.body(), ec);
-      if (!ec) {
-        if (std::optional<std::string> refused = ApiKeys::Refusal(*key, parsed)) {
-          return Send(ErrorResponse(req, http::status::forbidden, *refused));
-        }
+      if (std::optional<std::string> refused = ApiKeys::Refusal(*key, req.body())) {
+        return Send(ErrorResponse(req, http::status::forbidden, *refused));
       }
     }
     auto pending = std::make_shared<PendingAnswer>(shared_from_this(), req.version(), req.keep_alive());

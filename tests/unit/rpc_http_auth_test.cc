@@ -41,15 +41,19 @@ TEST(ApiKeysTest, ScopesCoverEveryElementOfABatch) {
   absl::StatusOr<ApiKeys> keys = ApiKeys::Parse(kKeys);
   ASSERT_TRUE(keys.ok());
   const ApiKey& b = *keys->Find("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
-  auto refusal = [&](const char* request) { return ApiKeys::Refusal(b, boost::json::parse(request)); };
-  EXPECT_EQ(refusal(R"({"method": "sandbox.run", "params": {"profile": "python"}})"), std::nullopt);
-  EXPECT_NE(refusal(R"({"method": "sandbox.run", "params": {}})"), std::nullopt);  // shell, by default
-  EXPECT_NE(refusal(R"({"method": "pool.configure", "params": {"profile": "python"}})"), std::nullopt);
-  EXPECT_NE(refusal(R"([{"method": "sandbox.run", "params": {"profile": "python"}},
-                        {"method": "exec.start", "params": {"profile": "python"}}])"),
+  auto refusal = [&](const std::string& body) { return ApiKeys::Refusal(b, body); };
+  EXPECT_EQ(refusal(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"profile":"python"}})"), std::nullopt);
+  EXPECT_NE(refusal(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{}})"), std::nullopt);  // shell
+  EXPECT_NE(refusal(R"({"jsonrpc":"2.0","id":1,"method":"pool.configure","params":{"profile":"python"}})"),
             std::nullopt);
+  EXPECT_NE(refusal(R"([{"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"profile":"python"}},
+                        {"jsonrpc":"2.0","id":2,"method":"exec.start","params":{"profile":"python"}}])"),
+            std::nullopt);
+  // Read as the daemon reads it: a UTF-8 BOM or a trailing CR does not
+  // hide a call from the check.
+  EXPECT_NE(refusal("\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pool.configure\"}\r"), std::nullopt);
   const ApiKey& a = *keys->Find("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-  EXPECT_EQ(ApiKeys::Refusal(a, boost::json::parse(R"({"method": "pool.configure"})")), std::nullopt);
+  EXPECT_EQ(ApiKeys::Refusal(a, R"({"jsonrpc":"2.0","id":1,"method":"pool.configure"})"), std::nullopt);
 }
 
 TEST(ApiKeysTest, BearerTokens) {
