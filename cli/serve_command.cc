@@ -1,5 +1,6 @@
-// `cubicle serve`: the JSON-RPC daemon on stdio and/or a Unix socket.
+// `cubicle serve`: the JSON-RPC daemon on stdio, a Unix socket and/or HTTP.
 #include <signal.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -9,9 +10,59 @@
 #include "cli/commands.h"
 #include "cli/log.h"
 #include "rpc/config.h"
+#include "rpc/api_keys.h"
 #include "rpc/daemon.h"
+#include "rpc/http_front.h"
 
 namespace cubicle::cli {
+
+namespace {
+
+// --listen and its keys, checked before anything starts: a daemon open to
+// the network without keys is refused unless asked for by name. 0 when
+// they are fine; the exit status otherwise.
+template <typename Flags>
+int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
+  std::string keys_file = f.keys_file;
+  if (keys_file.empty()) {
+    if (const char* env = ::getenv("CUBICLE_API_KEYS_FILE"); env != nullptr) keys_file = env;
+  }
+  if (f.listen.empty()) {
+    if (!f.port_file.empty() || !f.keys_file.empty() || f.allow_no_auth) {
+      std::fprintf(stderr, "cubicle serve: --listen-port-file, --keys-file and --allow-no-auth need --listen\n");
+      return kExitUsage;
+    }
+    return 0;
+  }
+  absl::StatusOr<boost::asio::ip::tcp::endpoint> endpoint = rpc::ParseListenAddress(f.listen);
+  if (!endpoint.ok()) {
+    std::fprintf(stderr, "cubicle serve: %s\n", std::string(endpoint.status().message()).c_str());
+    return kExitUsage;
+  }
+  rpc::ServeOptions::Http http{*endpoint, nullptr, f.port_file};
+  if (!keys_file.empty()) {
+    absl::StatusOr<rpc::ApiKeys> keys = rpc::ApiKeys::Load(keys_file);
+    if (!keys.ok()) {
+      std::fprintf(stderr, "cubicle serve: keys: %s\n", std::string(keys.status().message()).c_str());
+      return kExitUsage;
+    }
+    http.keys = std::make_shared<const rpc::ApiKeys>(*std::move(keys));
+  } else if (!endpoint->address().is_loopback()) {
+    if (!f.allow_no_auth) {
+      std::fprintf(stderr,
+                   "cubicle serve: --listen %s is not a loopback address and no keys are given "
+                   "(--keys-file or CUBICLE_API_KEYS_FILE): anyone who reaches it could run code; "
+                   "pass --allow-no-auth to serve it anyway\n",
+                   f.listen.c_str());
+      return kExitUsage;
+    }
+    LogWarning("--allow-no-auth: HTTP on " + f.listen + " without authentication: anyone who reaches it can run code");
+  }
+  options->http = std::move(http);
+  return 0;
+}
+
+}  // namespace
 
 std::function<int()> AddServeCommand(CLI::App& root) {
   struct Flags {
@@ -20,6 +71,10 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     bool stdio = false;
     std::string metrics;
     std::string state_dir;
+    std::string listen;
+    std::string port_file;
+    std::string keys_file;
+    bool allow_no_auth = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
@@ -30,6 +85,12 @@ std::function<int()> AddServeCommand(CLI::App& root) {
                   "Prometheus metrics: unix:PATH (a socket answering HTTP) or PATH (a file rewritten every 5 s)");
   app->add_option("--state-dir", f->state_dir,
                   "Sessions and durable execution records live here (overrides sessions.state_dir)");
+  app->add_option("--listen", f->listen,
+                  "Serve HTTP/1.1 on ADDR:PORT too (IPv4, [IPv6] or localhost; docs/protocol.md, \"HTTP\")");
+  app->add_option("--listen-port-file", f->port_file, "Write the bound HTTP port here (useful with port 0)");
+  app->add_option("--keys-file", f->keys_file,
+                  "Bearer keys for HTTP, a JSON file of mode 0600 (or $CUBICLE_API_KEYS_FILE)");
+  app->add_flag("--allow-no-auth", f->allow_no_auth, "Serve HTTP on a non-loopback address without keys");
   return [f] {
     absl::StatusOr<rpc::DaemonConfig> config =
         f->config.empty() ? rpc::DefaultConfig() : rpc::LoadConfig(f->config);
@@ -50,7 +111,8 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     if (config->sessions.enabled()) options.max_line_bytes = std::max(options.max_line_bytes, max_file_line);
     options.socket_path = f->socket.empty() ? config->socket_path : f->socket;
     options.socket_mode = config->socket_mode;
-    options.stdio = options.socket_path.empty() || f->stdio;
+    options.stdio = (options.socket_path.empty() && f->listen.empty()) || f->stdio;
+    if (int refused = HttpOptions(*f, &options); refused != 0) return refused;
     // Serving its spawner's stdio, the daemon must not outlive it.
     options.die_with_parent = options.stdio;
     if (!f->metrics.empty()) {
@@ -62,6 +124,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       options.metrics = *target;
     }
     options.warn = [](const std::string& message) { LogWarning(message); };
+    options.info = [](const std::string& message) { LogInfo(message); };
     // Zygotes are made by fork servers of this very executable.
     config->fork_server = "/proc/self/exe";
     // Signals are taken by the daemon (drain, then clean up); a closed
@@ -72,8 +135,8 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       std::fprintf(stderr, "cubicle serve: %s\n", std::string(daemon.status().message()).c_str());
       return kExitSetupFailed;
     }
-    LogInfo(options.socket_path.empty() ? "serving JSON-RPC on stdio"
-                                        : "serving JSON-RPC on " + options.socket_path);
+    if (options.stdio) LogInfo("serving JSON-RPC on stdio");
+    if (!options.socket_path.empty()) LogInfo("serving JSON-RPC on " + options.socket_path);
     return (*daemon)->Serve(options);
   };
 }

@@ -6,6 +6,7 @@
 #include "rpc/daemon.h"
 
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -337,6 +338,29 @@ void Daemon::CancelEverything() {
 // ---------------------------------------------------------------------------
 // Serve
 
+namespace {
+
+// Written whole or not at all (a rename): whoever waits for the file never
+// reads half a number.
+absl::Status WritePortFile(const std::string& path, uint16_t port) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd) return ErrnoStatus(errno, absl::StrCat("open(", tmp, ")"));
+  const std::string text = absl::StrCat(port, "\n");
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(errno, absl::StrCat("write(", tmp, ")"));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, absl::StrCat("rename(", tmp, ", ", path, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // Serve's io loop: the transports, the signals, the parent watch and the
 // metrics, and the two ways it ends — a drain (SIGTERM, SIGINT, EOF on
 // stdin) bounded by DaemonConfig::drain_timeout, or an abandonment (the
@@ -355,6 +379,7 @@ class Daemon::Server {
   // Everything that may fail comes before the stdio transport reads a line.
   absl::Status Start() {
     CUBICLE_RETURN_IF_ERROR(ListenOnSocket());
+    CUBICLE_RETURN_IF_ERROR(ListenOnHttp());
     CUBICLE_RETURN_IF_ERROR(StartMetrics());
     WatchSignals();
     CUBICLE_RETURN_IF_ERROR(WatchParent());
@@ -384,6 +409,30 @@ class Daemon::Server {
     limits.on_disconnect = config.on_disconnect;
     listener_ = std::make_unique<SocketListener>(daemon_, *std::move(made), limits, options_.warn);
     listener_->Start();
+    return absl::OkStatus();
+  }
+
+  absl::Status ListenOnHttp() {
+    if (!options_.http.has_value()) return absl::OkStatus();
+    const DaemonConfig& config = daemon_->config_;
+    HttpLimits limits;
+    limits.max_body_bytes = options_.max_line_bytes;
+    limits.read_timeout = config.line_timeout;
+    limits.max_connections = daemon_->fds_.connections;
+    HttpBackend backend;
+    Daemon* d = daemon_;
+    backend.rpc = [d](const std::string& body, std::function<void(std::string)> reply) {
+      (void)d->HandleLine(body, std::move(reply));
+    };
+    backend.metrics = [d] { return d->MetricsText(); };
+    backend.readiness = [d] { return d->Readiness(); };
+    CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Start(io_, options_.http->endpoint, limits, options_.http->keys,
+                                                     std::move(backend), options_.warn));
+    const std::string where = absl::StrCat(options_.http->endpoint.address().to_string(), ":", http_->port());
+    options_.info(absl::StrCat("serving HTTP on ", where, options_.http->keys ? "" : " without authentication"));
+    if (!options_.http->port_file.empty()) {
+      CUBICLE_RETURN_IF_ERROR(WritePortFile(options_.http->port_file, http_->port()));
+    }
     return absl::OkStatus();
   }
 
@@ -441,6 +490,7 @@ class Daemon::Server {
   void BeginShutdown() {
     if (daemon_->stopping_.exchange(true)) return;
     if (listener_) listener_->Close();
+    if (http_) http_->Close();
     if (metrics_) metrics_->Stop();
     deadline_timer_.expires_after(absl::ToChronoMilliseconds(daemon_->config_.drain_timeout));
     deadline_timer_.async_wait([this](boost::system::error_code ec) {
@@ -480,6 +530,7 @@ class Daemon::Server {
   void TearDown() {
     stdio_.reset();
     listener_.reset();  // every connection closed
+    http_.reset();
     daemon_->queue_->Stop();
     if (!options_.socket_path.empty()) ::unlink(options_.socket_path.c_str());
     if (metrics_) metrics_->Finish();
@@ -494,6 +545,7 @@ class Daemon::Server {
   asio::steady_timer drain_timer_;     // polls in_flight while draining
   asio::steady_timer deadline_timer_;  // the drain's deadline
   std::unique_ptr<SocketListener> listener_;
+  std::unique_ptr<HttpFront> http_;
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<asio::posix::stream_descriptor> parent_watch_;
   std::unique_ptr<StdioTransport> stdio_;

@@ -32,6 +32,7 @@
 #include "rpc/config.h"
 #include "rpc/execution_queue.h"
 #include "rpc/fd_budget.h"
+#include "rpc/http_front.h"
 #include "rpc/in_flight.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/metrics.h"
@@ -60,8 +61,17 @@ struct ServeOptions {
   size_t max_line_bytes = 4 << 20;
   // Prometheus text (rpc/metrics.h) on a Unix socket or in a file.
   std::optional<MetricsTarget> metrics;
+  // Also HTTP/1.1 on a TCP address (rpc/http_front.h).
+  struct Http {
+    boost::asio::ip::tcp::endpoint endpoint;
+    std::shared_ptr<const ApiKeys> keys;  // null: no authentication
+    std::string port_file;                // the bound port is written here (port 0: an ephemeral one)
+  };
+  std::optional<Http> http;
   // Where the daemon's own warnings go (the CLI logs them as JSON lines).
   std::function<void(const std::string&)> warn = [](const std::string&) {};
+  // Where it says what it serves on (the bound HTTP port).
+  std::function<void(const std::string&)> info = [](const std::string&) {};
 };
 
 // Where a line came from.
@@ -102,6 +112,11 @@ class Daemon {
 
   // The operator metrics, Prometheus text format (rpc/metrics.h).
   std::string MetricsText();
+
+  // {"ready": bool, "pools": {NAME: {"idle", "min_idle"}}}: ready when
+  // every pool holds its min_idle and the daemon is not draining (HTTP's
+  // /readyz).
+  boost::json::object Readiness();
 
   // Requests accepted and not yet answered, and exec.start executions not
   // ended.

@@ -80,6 +80,18 @@ json::value Daemon::Health() {
                       {"pools", PoolStatsJson()}};
 }
 
+json::object Daemon::Readiness() {
+  bool ready = !stopping_;
+  json::object pools;
+  for (auto& [name, pool] : pools_) {
+    const uint64_t idle = pool->Stats().idle;
+    const uint64_t min_idle = pool->config().min_idle;
+    ready = ready && idle >= min_idle;
+    pools[name] = json::object{{"idle", idle}, {"min_idle", min_idle}};
+  }
+  return json::object{{"ready", ready}, {"draining", stopping_.load()}, {"pools", std::move(pools)}};
+}
+
 absl::Status Daemon::CheckFdBudget(const std::string& name, const runtime::PoolConfig& changed) {
   std::map<std::string, runtime::PoolConfig> configs;
   for (auto& [other, pool] : pools_) configs[other] = other == name ? changed : pool->config();

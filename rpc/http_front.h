@@ -1,0 +1,79 @@
+// The HTTP/1.1 front of `cubicle serve --listen ADDR:PORT` (docs/protocol.md,
+// "HTTP"): JSON-RPC over POST /rpc, and /healthz, /readyz, /metrics for
+// orchestrators and scrapers, with bearer keys (rpc/api_keys.h) in front of
+// everything but /healthz. One io thread (Beast over Asio) reads and writes
+// every connection; replies the daemon gives on other threads are posted
+// back to it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json/object.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rpc/api_keys.h"
+
+namespace cubicle::rpc {
+
+// "127.0.0.1:8080", "[::1]:0", "localhost:8080" (taken as 127.0.0.1: no
+// resolver is asked, so that what is bound is what was written).
+absl::StatusOr<boost::asio::ip::tcp::endpoint> ParseListenAddress(const std::string& spec);
+
+struct HttpLimits {
+  size_t max_header_bytes = 16 << 10;  // beyond: 431
+  size_t max_body_bytes = 4 << 20;     // beyond: 413 (the daemon's line limit)
+  // For a whole request (head and body) from its first byte, and for an
+  // idle keep-alive connection between requests; past it the connection
+  // is closed (a slow-loris client holds nothing for long).
+  absl::Duration read_timeout = absl::Seconds(30);
+  uint64_t max_connections = 1024;  // beyond: 503, closed
+};
+
+// What the front asks of the daemon.
+struct HttpBackend {
+  // One JSON-RPC body; `reply` gets the reply (maybe on another thread),
+  // or is dropped unanswered when there is none (notifications).
+  std::function<void(const std::string& body, std::function<void(std::string)> reply)> rpc;
+  std::function<std::string()> metrics;
+  // {"ready": bool, ...why}: /readyz's body.
+  std::function<boost::json::object()> readiness;
+};
+
+class HttpFront {
+ public:
+  // Listening on `endpoint` once this returns (port 0: an ephemeral one,
+  // see port()). `keys` null: no authentication.
+  static absl::StatusOr<std::unique_ptr<HttpFront>> Start(boost::asio::io_context& io,
+                                                          const boost::asio::ip::tcp::endpoint& endpoint,
+                                                          const HttpLimits& limits,
+                                                          std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
+                                                          std::function<void(const std::string&)> warn);
+  ~HttpFront();
+  HttpFront(const HttpFront&) = delete;
+  HttpFront& operator=(const HttpFront&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Stops accepting; open connections go on. On the io thread.
+  void Close();
+
+  struct Shared;  // what connections share with the front (rpc/http_front.cc)
+
+ private:
+  HttpFront(boost::asio::io_context& io, std::shared_ptr<Shared> shared);
+  void Accept();
+
+  std::shared_ptr<Shared> shared_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer retry_;
+  bool retrying_ = false;
+  uint16_t port_ = 0;
+};
+
+}  // namespace cubicle::rpc
