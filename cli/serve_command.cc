@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/log.h"
 #include "rpc/config.h"
@@ -62,6 +63,24 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
   return 0;
 }
 
+// --check-config: what would be served, once everything has been read
+// and checked, and nothing made.
+int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions& options) {
+  std::string profiles;
+  for (const auto& [name, profile] : config.profiles) {
+    absl::StrAppend(&profiles, profiles.empty() ? "" : ", ", name, profile.interpreter.has_value() ? " (warm)" : "",
+                    " min_idle ", profile.pool.min_idle);
+  }
+  std::printf("configuration OK: %zu profile(s): %s\n", config.profiles.size(), profiles.c_str());
+  std::printf("transports: %s%s%s\n", options.stdio ? "stdio " : "",
+              options.socket_path.empty() ? "" : absl::StrCat("socket ", options.socket_path, " ").c_str(),
+              options.http.has_value() ? "http" : "");
+  std::printf("sessions: %s\n", config.sessions.enabled()
+                                     ? absl::StrCat("state directory ", config.sessions.state_dir).c_str()
+                                     : "off (no state directory)");
+  return 0;
+}
+
 }  // namespace
 
 std::function<int()> AddServeCommand(CLI::App& root) {
@@ -75,6 +94,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     std::string port_file;
     std::string keys_file;
     bool allow_no_auth = false;
+    bool check_config = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
@@ -91,6 +111,8 @@ std::function<int()> AddServeCommand(CLI::App& root) {
   app->add_option("--keys-file", f->keys_file,
                   "Bearer keys for HTTP, a JSON file of mode 0600 (or $CUBICLE_API_KEYS_FILE)");
   app->add_flag("--allow-no-auth", f->allow_no_auth, "Serve HTTP on a non-loopback address without keys");
+  app->add_flag("--check-config", f->check_config,
+                "Validate the configuration and these flags, print a summary, and exit without serving");
   return [f] {
     absl::StatusOr<rpc::DaemonConfig> config =
         f->config.empty() ? rpc::DefaultConfig() : rpc::LoadConfig(f->config);
@@ -123,6 +145,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       }
       options.metrics = *target;
     }
+    if (f->check_config) return PrintConfigSummary(*config, options);
     options.warn = [](const std::string& message) { LogWarning(message); };
     options.info = [](const std::string& message) { LogInfo(message); };
     // Zygotes are made by fork servers of this very executable.

@@ -675,5 +675,29 @@ TEST_F(CoreCli, BwrapOverlaySourcesMayBeRelativeAndHaveAnyName) {
   EXPECT_EQ(ReadFile(upper + "/new.txt"), "written\n") << "the write lands in the upper layer";
 }
 
+// `cubicle serve --check-config` reads and checks everything a start
+// would, says what it would serve, and serves nothing: no socket, no
+// state directory made. A bad file is a usage error naming the value.
+TEST_F(CoreCli, ServeCheckConfigValidatesWithoutServing) {
+  TempDir dir;
+  const std::string config = dir.Join("config.json");
+  ASSERT_TRUE(WriteFile(config, absl::StrCat(R"({"socket": {"path": ")", dir.Join("s.sock"),
+                                            R"("}, "profiles": {"shell": {"pool": {"min_idle": 1}}}})")));
+  ProcessRun ok = RunCubicle({"serve", "--check-config", "--config", config, "--state-dir", dir.Join("state")});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(absl::StrContains(ok.out, "configuration OK: 1 profile(s): shell min_idle 1")) << ok.out;
+  EXPECT_TRUE(absl::StrContains(ok.out, absl::StrCat("socket ", dir.Join("s.sock")))) << ok.out;
+  EXPECT_TRUE(absl::StrContains(ok.out, absl::StrCat("state directory ", dir.Join("state")))) << ok.out;
+  struct stat st;
+  EXPECT_NE(::stat(dir.Join("s.sock").c_str(), &st), 0) << "--check-config listened";
+  EXPECT_NE(::stat(dir.Join("state").c_str(), &st), 0) << "--check-config made the state directory";
+
+  ASSERT_TRUE(WriteFile(config, R"({"profiles": {"shell": {"limits": {"memory": "12Q"}}}})"));
+  ProcessRun bad = RunCubicle({"serve", "--check-config", "--config", config});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(absl::StrContains(bad.err, "profiles.shell.limits.memory: '12Q' is not a size")) << bad.err;
+  EXPECT_EQ(bad.out, "");
+}
+
 }  // namespace
 }  // namespace cubicle::test_support
