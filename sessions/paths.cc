@@ -8,7 +8,9 @@
 #include <dirent.h>
 
 #include <cerrno>
+#include <limits>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -87,74 +89,116 @@ absl::StatusOr<UniqueFd> OpenParent(int root, const std::vector<std::string>& pa
 
 namespace {
 
-struct DirCloser {
-  void operator()(DIR* d) const { ::closedir(d); }
-};
+constexpr size_t kDirentBufferBytes = 32 << 10;
 
-// `each(dir_fd, name, st)` for every entry of `dir` but "." and "..";
-// `dir` stays open and owned by the caller.
-template <typename Each>
-absl::Status ForEachEntry(int dir, const std::string& what, Each each) {
-  int copy = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (copy < 0) return ErrnoStatus(errno, absl::StrCat("open(", what, ")"));
-  std::unique_ptr<DIR, DirCloser> d(::fdopendir(copy));
-  if (!d) {
-    int err = errno;
-    ::close(copy);
-    return ErrnoStatus(err, absl::StrCat("fdopendir(", what, ")"));
+absl::Status UnlinkAt(int dir, const std::string& name, const std::string& what, int flags) {
+  if (::unlinkat(dir, name.c_str(), flags) == 0 || errno == ENOENT) return absl::OkStatus();
+  return ErrnoStatus(errno, absl::StrCat(flags & AT_REMOVEDIR ? "rmdir(" : "unlink(", what, ")"));
+}
+
+// The entry `name` of `dir` as itself (lstat); nullopt when it is gone.
+absl::StatusOr<std::optional<struct stat>> StatChild(int dir, const std::string& name, const std::string& what) {
+  struct stat st;
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return st;
+  if (errno == ENOENT) return std::nullopt;  // removed since it was read
+  return ErrnoStatus(errno, absl::StrCat("stat(", what, ")"));
+}
+
+absl::Status RemoveTreeAt(int parent, const std::string& name, const std::string& what, size_t depth,
+                          const TreeBounds& bounds, size_t& budget);
+
+// Everything in `dir`; `budget` counts the entries still allowed.
+absl::Status RemoveChildren(int dir, const std::string& what, size_t depth, const TreeBounds& bounds,
+                            size_t& budget) {
+  CUBICLE_ASSIGN_OR_RETURN(std::vector<std::string> names, ReadNames(dir, what, budget));
+  if (names.size() > budget) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("more than ", bounds.max_entries, " entries to delete; stopped at ", what));
   }
-  while (struct dirent* e = ::readdir(d.get())) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    struct stat st;
-    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue;  // gone meanwhile
-      return ErrnoStatus(errno, absl::StrCat("stat(", what, "/", name, ")"));
+  budget -= names.size();
+  for (const std::string& child : names) {
+    const std::string child_what = ChildPath(what, child);
+    CUBICLE_ASSIGN_OR_RETURN(std::optional<struct stat> st, StatChild(dir, child, child_what));
+    if (!st.has_value()) continue;
+    if (S_ISDIR(st->st_mode)) {
+      CUBICLE_RETURN_IF_ERROR(RemoveTreeAt(dir, child, child_what, depth + 1, bounds, budget));
+    } else {
+      CUBICLE_RETURN_IF_ERROR(UnlinkAt(dir, child, child_what, 0));
     }
-    CUBICLE_RETURN_IF_ERROR(each(name, st));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<UniqueFd> OpenSubdir(int dir, const std::string& name, const std::string& what) {
-  UniqueFd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!sub) return ErrnoStatus(errno, absl::StrCat("open(", what, ")"));
-  return sub;
+// The directory `name` in `parent` and its tree. Beneath `parent` with no
+// symlink: a directory swapped for one mid-walk is ELOOP, never a way out.
+absl::Status RemoveTreeAt(int parent, const std::string& name, const std::string& what, size_t depth,
+                          const TreeBounds& bounds, size_t& budget) {
+  if (depth == bounds.max_depth) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " is deeper than ", bounds.max_depth, " levels; its tree was not deleted"));
+  }
+  CUBICLE_ASSIGN_OR_RETURN(UniqueFd dir, OpenBeneath(parent, name, O_RDONLY | O_DIRECTORY));
+  CUBICLE_RETURN_IF_ERROR(RemoveChildren(dir.get(), what, depth, bounds, budget));
+  return UnlinkAt(parent, name, what, AT_REMOVEDIR);
 }
 
-absl::Status RemoveContentsAt(int dir, const std::string& what, int depth) {
+absl::Status SumBytesAt(int dir, const std::string& what, size_t depth, uint64_t* total) {
   if (depth > kMaxWalkDepth) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " is more than ", kMaxWalkDepth, " levels deep"));
+    return absl::ResourceExhaustedError(absl::StrCat(what, " is more than ", kMaxWalkDepth, " levels deep"));
   }
-  return ForEachEntry(dir, what, [&](const std::string& name, const struct stat& st) -> absl::Status {
-    const std::string sub_what = absl::StrCat(what, "/", name);
-    if (S_ISDIR(st.st_mode)) {
-      CUBICLE_ASSIGN_OR_RETURN(UniqueFd sub, OpenSubdir(dir, name, sub_what));
-      CUBICLE_RETURN_IF_ERROR(RemoveContentsAt(sub.get(), sub_what, depth + 1));
-    }
-    if (::unlinkat(dir, name.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) != 0 && errno != ENOENT) {
-      return ErrnoStatus(errno, absl::StrCat("remove(", sub_what, ")"));
-    }
-    return absl::OkStatus();
-  });
-}
-
-absl::Status SumBytesAt(int dir, const std::string& what, int depth, uint64_t* total) {
-  if (depth > kMaxWalkDepth) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " is more than ", kMaxWalkDepth, " levels deep"));
+  CUBICLE_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                           ReadNames(dir, what, std::numeric_limits<size_t>::max() - 1));
+  for (const std::string& child : names) {
+    const std::string child_what = ChildPath(what, child);
+    CUBICLE_ASSIGN_OR_RETURN(std::optional<struct stat> st, StatChild(dir, child, child_what));
+    if (!st.has_value()) continue;
+    *total += static_cast<uint64_t>(st->st_blocks) * 512;
+    if (!S_ISDIR(st->st_mode)) continue;
+    CUBICLE_ASSIGN_OR_RETURN(UniqueFd sub, OpenBeneath(dir, child, O_RDONLY | O_DIRECTORY));
+    CUBICLE_RETURN_IF_ERROR(SumBytesAt(sub.get(), child_what, depth + 1, total));
   }
-  return ForEachEntry(dir, what, [&](const std::string& name, const struct stat& st) -> absl::Status {
-    *total += static_cast<uint64_t>(st.st_blocks) * 512;
-    if (!S_ISDIR(st.st_mode)) return absl::OkStatus();
-    const std::string sub_what = absl::StrCat(what, "/", name);
-    CUBICLE_ASSIGN_OR_RETURN(UniqueFd sub, OpenSubdir(dir, name, sub_what));
-    return SumBytesAt(sub.get(), sub_what, depth + 1, total);
-  });
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status RemoveTreeContents(int dir, const std::string& what) { return RemoveContentsAt(dir, what, 0); }
+std::string ChildPath(const std::string& dir, absl::string_view name) {
+  return dir.empty() ? std::string(name) : absl::StrCat(dir, "/", name);
+}
+
+absl::StatusOr<std::vector<std::string>> ReadNames(int dir, const std::string& what, size_t max_names) {
+  auto buffer = std::make_unique<char[]>(kDirentBufferBytes);
+  std::vector<std::string> names;
+  for (;;) {
+    ssize_t n = ::getdents64(dir, buffer.get(), kDirentBufferBytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, absl::StrCat("getdents(", what.empty() ? "." : what, ")"));
+    if (n == 0) return names;
+    for (ssize_t offset = 0; offset < n;) {
+      const auto* entry = reinterpret_cast<const struct dirent64*>(buffer.get() + offset);
+      offset += entry->d_reclen;
+      const absl::string_view name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      names.emplace_back(name);
+      if (names.size() > max_names) return names;
+    }
+  }
+}
+
+absl::Status RemoveEntry(int parent, const std::string& name, const std::string& what, const TreeBounds& bounds) {
+  CUBICLE_ASSIGN_OR_RETURN(std::optional<struct stat> st, StatChild(parent, name, what));
+  if (!st.has_value()) return absl::OkStatus();
+  if (!S_ISDIR(st->st_mode)) return UnlinkAt(parent, name, what, 0);
+  size_t budget = bounds.max_entries;
+  return RemoveTreeAt(parent, name, what, 0, bounds, budget);
+}
+
+absl::Status RemoveTreeContents(int dir, const std::string& what) {
+  // The store's own bound: as deep as kMaxWalkDepth below `dir`.
+  const TreeBounds bounds{kMaxWalkDepth + 1, std::numeric_limits<size_t>::max() - 1};
+  size_t budget = bounds.max_entries;
+  return RemoveChildren(dir, what, 0, bounds, budget);
+}
 
 absl::StatusOr<uint64_t> TreeBytes(int dir, const std::string& what) {
   uint64_t total = 0;

@@ -48,13 +48,36 @@ absl::StatusOr<UniqueFd> OpenParent(int root, const std::vector<std::string>& pa
 
 namespace cubicle::sessions {
 
-// Walks of a tree a payload wrote: through directory fds, never following
-// a symlink (one is removed or counted as itself), at most kMaxWalkDepth
-// levels (deeper is FailedPrecondition naming where it stopped).
-inline constexpr int kMaxWalkDepth = 256;
+// Walks of a tree a payload wrote, the files API's and the workspace
+// store's alike: through directory fds opened beneath their parent, never
+// following a symlink (one is removed or counted as itself), bounded.
+
+// `dir` and `name` joined, `name` alone under the root ("").
+std::string ChildPath(const std::string& dir, absl::string_view name);
+
+// The names in the readable directory `dir`, "." and ".." left out, at
+// most max_names + 1 of them: one more than the caller allows says "too
+// many" without reading on (a payload can make a directory as large as it
+// likes). `what` names it in errors.
+absl::StatusOr<std::vector<std::string>> ReadNames(int dir, const std::string& what, size_t max_names);
+
+struct TreeBounds {
+  size_t max_depth;    // levels of directories below the start
+  size_t max_entries;  // entries in all
+};
+
+// `name` in `parent`, named `what` in errors: a file, symlink (never its
+// target) or other entry unlinked; a directory removed with everything
+// below it. A tree deeper or larger than `bounds` is ResourceExhausted,
+// and its deepest directories are left whole.
+absl::Status RemoveEntry(int parent, const std::string& name, const std::string& what, const TreeBounds& bounds);
+
+// What the workspace store walks: as many levels as kMaxWalkDepth, any
+// number of entries (removing a session's own tree must not stop half
+// way for its size).
+inline constexpr size_t kMaxWalkDepth = 256;
 
 // Removes everything inside the directory `dir` (not `dir` itself).
-// `what` names it in errors.
 absl::Status RemoveTreeContents(int dir, const std::string& what);
 
 // The bytes the regular files under `dir` occupy (st_blocks, so a sparse

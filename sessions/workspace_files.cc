@@ -23,7 +23,6 @@ namespace cubicle::sessions {
 namespace {
 
 constexpr size_t kReadChunk = 64 << 10;
-constexpr size_t kDirentBufferBytes = 32 << 10;
 // A random temporary name collides only with a name a payload guessed;
 // a few fresh draws settle that.
 constexpr int kTempNameTries = 4;
@@ -263,32 +262,6 @@ absl::Status LinkReplacing(int fd, const Entry& target) {
 
 // ---- Walking trees -----------------------------------------------------
 
-// The names in a directory, "." and ".." left out, at most max_names + 1
-// of them: one more than the caller allows says "too many" without reading
-// on (a payload can make a directory as large as it likes).
-absl::StatusOr<std::vector<std::string>> ReadNames(int dir, const std::string& path, size_t max_names) {
-  auto buffer = std::make_unique<char[]>(kDirentBufferBytes);
-  std::vector<std::string> names;
-  for (;;) {
-    ssize_t n = ::getdents64(dir, buffer.get(), kDirentBufferBytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, absl::StrCat("getdents(", path.empty() ? "." : path, ")"));
-    if (n == 0) return names;
-    for (ssize_t offset = 0; offset < n;) {
-      const auto* entry = reinterpret_cast<const struct dirent64*>(buffer.get() + offset);
-      offset += entry->d_reclen;
-      const absl::string_view name = entry->d_name;
-      if (name == "." || name == "..") continue;
-      names.emplace_back(name);
-      if (names.size() > max_names) return names;
-    }
-  }
-}
-
-std::string ChildPath(const std::string& dir, absl::string_view name) {
-  return dir.empty() ? std::string(name) : absl::StrCat(dir, "/", name);
-}
-
 struct WalkedEntry {
   std::string path;
   struct stat st;
@@ -367,45 +340,6 @@ absl::StatusOr<Walk> WalkTree(int root, const std::vector<std::string>& dir, boo
 absl::StatusOr<std::vector<std::string>> SplitDir(absl::string_view dir) {
   if (dir.empty()) return std::vector<std::string>{};
   return SplitRelativePath(dir);
-}
-
-// ---- Deleting trees ----------------------------------------------------
-
-absl::Status UnlinkAt(int dir, const std::string& name, const std::string& path, int flags) {
-  if (::unlinkat(dir, name.c_str(), flags) == 0 || errno == ENOENT) return absl::OkStatus();
-  return ErrnoStatus(errno, absl::StrCat(flags & AT_REMOVEDIR ? "rmdir(" : "unlink(", path, ")"));
-}
-
-// `name` in `parent` and everything below it, through fds opened beneath
-// with no symlink followed: a directory swapped for a symlink mid-walk is
-// ELOOP, never a way out. `budget` counts the entries still allowed.
-absl::Status RemoveTree(int parent, const std::string& name, const std::string& path, size_t depth,
-                        size_t& budget) {
-  if (depth == kMaxDeleteDepth) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, " is deeper than ", kMaxDeleteDepth, " levels; its tree was not deleted"));
-  }
-  CUBICLE_ASSIGN_OR_RETURN(UniqueFd dir, OpenBeneath(parent, name, O_RDONLY | O_DIRECTORY));
-  CUBICLE_ASSIGN_OR_RETURN(std::vector<std::string> names, ReadNames(dir.get(), path, budget));
-  if (names.size() > budget) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("more than ", kMaxDeleteEntries, " entries to delete; stopped at ", path));
-  }
-  budget -= names.size();
-  for (const std::string& child : names) {
-    const std::string child_path = ChildPath(path, child);
-    struct stat st;
-    if (::fstatat(dir.get(), child.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) continue;
-      return ErrnoStatus(errno, absl::StrCat("stat(", child_path, ")"));
-    }
-    if (S_ISDIR(st.st_mode)) {
-      CUBICLE_RETURN_IF_ERROR(RemoveTree(dir.get(), child, child_path, depth + 1, budget));
-    } else {
-      CUBICLE_RETURN_IF_ERROR(UnlinkAt(dir.get(), child, child_path, 0));
-    }
-  }
-  return UnlinkAt(parent, name, path, AT_REMOVEDIR);
 }
 
 // ---- Collecting outputs ------------------------------------------------
@@ -536,12 +470,10 @@ absl::Status WorkspaceFiles::Delete(absl::string_view path, bool recursive) {
   if (path.empty()) return absl::InvalidArgumentError("refusing to delete the workspace root");
   CUBICLE_ASSIGN_OR_RETURN(Entry entry, LocateEntry(root_, path, /*make_parents=*/false, {}));
   CUBICLE_ASSIGN_OR_RETURN(struct stat st, StatEntry(entry));
-  if (!S_ISDIR(st.st_mode)) return UnlinkAt(entry.parent.get(), entry.name, entry.path, 0);
-  if (!recursive) {
+  if (S_ISDIR(st.st_mode) && !recursive) {
     return absl::FailedPreconditionError(absl::StrCat(entry.path, " is a directory; delete it with recursive"));
   }
-  size_t budget = kMaxDeleteEntries;
-  return RemoveTree(entry.parent.get(), entry.name, entry.path, 0, budget);
+  return RemoveEntry(entry.parent.get(), entry.name, entry.path, {kMaxDeleteDepth, kMaxDeleteEntries});
 }
 
 // ---- Outputs -----------------------------------------------------------
