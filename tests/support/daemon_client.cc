@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -20,6 +21,36 @@
 
 namespace cubicle::test_support {
 
+bool SendAll(int fd, absl::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool ReadSome(int fd, absl::Duration limit, std::string* into, bool* eof) {
+  const absl::Time deadline = absl::Now() + limit;
+  for (;;) {
+    const int64_t left = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    struct pollfd p = {fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    char buf[65536];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *eof = true;
+      return false;
+    }
+    into->append(buf, static_cast<size_t>(n));
+    return true;
+  }
+}
+
 DaemonClient::DaemonClient(const std::string& path) {
   fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   struct sockaddr_un addr = {};
@@ -32,31 +63,13 @@ bool DaemonClient::Send(const std::string& line) { return SendRaw(line + "\n"); 
 
 void DaemonClient::ShutdownWrite() { ::shutdown(fd_.get(), SHUT_WR); }
 
-bool DaemonClient::SendRaw(absl::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+bool DaemonClient::SendRaw(absl::string_view bytes) { return SendAll(fd_.get(), bytes); }
 
 // Reads what is there within `limit` into buffered_; false at EOF or when
 // nothing came.
 bool DaemonClient::Fill(absl::Duration limit) {
   if (eof_ || !fd_) return false;
-  struct pollfd p = {fd_.get(), POLLIN, 0};
-  int ready = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(limit)));
-  if (ready <= 0) return false;
-  char buf[65536];
-  ssize_t n = ::read(fd_.get(), buf, sizeof(buf));
-  if (n <= 0) {
-    eof_ = true;
-    return false;
-  }
-  buffered_.append(buf, static_cast<size_t>(n));
-  return true;
+  return ReadSome(fd_.get(), limit, &buffered_, &eof_);
 }
 
 std::optional<std::string> DaemonClient::ReadLine(absl::Duration limit) {

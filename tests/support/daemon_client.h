@@ -20,6 +20,13 @@
 
 namespace cubicle::test_support {
 
+// A stream socket's two chores, for this client and tests/support/http_client.h:
+// all of `bytes` written (no SIGPIPE; false once the peer is gone), and
+// what is there appended to `*into`, waiting at most `limit` for something
+// (false at EOF, which sets `*eof`, on an error, or when nothing came).
+bool SendAll(int fd, absl::string_view bytes);
+bool ReadSome(int fd, absl::Duration limit, std::string* into, bool* eof);
+
 // One connection: request lines out, reply lines in.
 class DaemonClient {
  public:

@@ -1,5 +1,7 @@
 #include "tests/support/http_client.h"
 
+#include "tests/support/daemon_client.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -27,37 +29,11 @@ HttpClient::HttpClient(uint16_t port) {
   connected_ = fd_ && ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
 }
 
-bool HttpClient::SendRaw(absl::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+bool HttpClient::SendRaw(absl::string_view bytes) { return SendAll(fd_.get(), bytes); }
 
-// Reads what is there, waiting at most `limit` for something; false at
-// EOF, on an error or when nothing came.
 bool HttpClient::Fill(absl::Duration limit) {
   if (eof_) return false;
-  const absl::Time deadline = absl::Now() + limit;
-  for (;;) {
-    const int64_t left = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
-    struct pollfd p = {fd_.get(), POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(left));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return false;
-    char buf[65536];
-    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      eof_ = true;
-      return false;
-    }
-    buffered_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
+  return ReadSome(fd_.get(), limit, &buffered_, &eof_);
 }
 
 std::optional<HttpReply> HttpClient::ReadReply(absl::Duration limit) {
