@@ -159,6 +159,25 @@ TEST_F(HttpFrontTest, ASlowClientIsCutOff) {
   EXPECT_EQ(health->status, 200);
 }
 
+// The idle bound runs from the last request, not the first: a connection
+// used for longer than the bound in all, never silent that long, stays
+// open; once silent past it, it is closed.
+TEST_F(HttpFrontTest, AKeptAliveConnectionLivesWhileUsedAndClosesWhenIdle) {
+  HttpDaemon daemon({"--config", Config(R"({"connections": {"line_timeout_ms": 300},
+      "profiles": {"shell": {"pool": {"min_idle": 1, "max_idle": 2, "max_total": 8}}}})")});
+  ASSERT_TRUE(daemon.up());
+  HttpClient client(daemon.port());
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 8; ++i) {
+    std::optional<HttpReply> health = client.Request("GET", "/healthz");
+    ASSERT_TRUE(health.has_value()) << "request " << i;
+    EXPECT_EQ(health->status, 200);
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_GT(absl::Now() - start, absl::Milliseconds(600));
+  EXPECT_TRUE(client.ClosedByPeer(absl::Seconds(10)));
+}
+
 TEST_F(HttpFrontTest, WithoutTheRightKeyNothingRuns) {
   TempDir dir;
   HttpDaemon daemon({"--config", Config(), "--keys-file", WriteKeys(dir)});
