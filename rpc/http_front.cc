@@ -84,15 +84,14 @@ Response ErrorResponse(const Request& req, http::status status, const std::strin
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(tcp::socket socket, std::shared_ptr<HttpFront::Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {}
+      : stream_(std::move(socket)), shared_(std::move(shared)), deadline_timer_(stream_.get_executor()) {}
   ~HttpSession() { shared_->open.fetch_sub(1); }
 
   void Read() {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
     parser_->body_limit(shared_->limits.max_body_bytes);
-    // A timeout closes the socket: the read ends with beast::error::timeout.
-    stream_.expires_after(absl::ToChronoNanoseconds(shared_->limits.read_timeout));
+    SetDeadline(Clock::now() + absl::ToChronoNanoseconds(shared_->limits.read_timeout));
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->OnRead(ec);
     });
@@ -101,7 +100,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Sends `res` (on the io thread), then reads on or closes.
   void Send(Response res) {
     res_ = std::move(res);
-    stream_.expires_after(absl::ToChronoNanoseconds(shared_->limits.read_timeout));
+    SetDeadline(Clock::now() + absl::ToChronoNanoseconds(shared_->limits.read_timeout));
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec || !self->res_.keep_alive()) return self->Close();
       self->Read();
@@ -133,7 +132,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       }
       return Close();
     }
-    stream_.expires_never();  // the daemon's answer may take as long as the run
+    SetDeadline(Clock::time_point::max());  // the daemon's answer may take as long as the run
     Route(parser_->release());
   }
 
@@ -225,7 +224,34 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     std::atomic<bool> answered_{false};
   };
 
+  // The read or write under way must end by `when` (max: no bound), or the
+  // connection is closed and the operation ends in error. One timer, armed
+  // lazily: a kept-alive connection moves its deadline on every request
+  // without a syscall (Beast's per-operation timeouts re-armed the
+  // reactor's timerfd twice per request), and the timer, when it fires,
+  // either closes or waits on for the deadline as it now stands. Every
+  // deadline set is now + the same timeout, so none comes before the one
+  // the timer waits for.
+  using Clock = std::chrono::steady_clock;
+  void SetDeadline(Clock::time_point when) {
+    deadline_ = when;
+    if (deadline_armed_ || when == Clock::time_point::max()) return;
+    deadline_armed_ = true;
+    deadline_timer_.expires_at(when);
+    deadline_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (std::shared_ptr<HttpSession> self = weak.lock()) self->OnDeadline(ec);
+    });
+  }
+
+  void OnDeadline(boost::system::error_code ec) {
+    deadline_armed_ = false;
+    if (ec) return;  // cancelled: closed
+    if (Clock::now() >= deadline_) return Close();
+    SetDeadline(deadline_);
+  }
+
   void Close() {
+    deadline_timer_.cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -236,6 +262,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Response res_;  // the response being written
+  asio::steady_timer deadline_timer_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  bool deadline_armed_ = false;
 };
 
 }  // namespace
