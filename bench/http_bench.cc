@@ -23,7 +23,11 @@
 //      `sandbox.run /bin/true`, then `health`.
 //
 // Latency is the client's: the request's bytes sent to the reply's last
-// byte read (the reply is checked after the clock stops). Both clients are
+// byte read (the reply is checked after the clock stops). Beside the
+// percentiles of each, phases 1 and 2 give the difference HTTP − socket of
+// the requests paired within a round, its median with a 95% interval: on
+// a busy machine a sandbox's run varies by milliseconds between rounds,
+// which the front's microseconds would drown in otherwise. Both clients are
 // the same code on raw sockets — one send per request, a poll and recv
 // loop for the reply — with TCP_NODELAY on the TCP one; they differ only
 // in framing (a line; an HTTP/1.1 message with Content-Length).
@@ -271,11 +275,14 @@ struct Series {
   }
 };
 
-void Sample(Wire& wire, const Call& call, Series& into) {
+// The request's latency, when its reply says what it should.
+std::optional<double> Sample(Wire& wire, const Call& call, Series& into) {
   const Clock::time_point t0 = Clock::now();
   absl::StatusOr<std::string> reply = wire.Exchange(call.wire, kCallTimeout);
   const double ms = MsBetween(t0, Clock::now());
+  const size_t before = into.ms.size();
   into.Add(std::move(reply), ms, call.expect);
+  return into.ms.size() > before ? std::optional<double>(ms) : std::nullopt;
 }
 
 std::string Failures(const std::map<std::string, int>& errors) {
@@ -391,8 +398,18 @@ std::string QuarterSpread(const Series& http, const Series& sock) {
   return absl::StrCat(Num(lo, 2), "–", Num(hi, 2));
 }
 
+// The median of `d` and a 95% confidence interval for it (the sign test's
+// order statistics: distribution-free).
+std::tuple<double, double, double> MedianWithInterval(std::vector<double> d) {
+  if (d.size() < 10) return {Percentile<50>(d), NAN, NAN};
+  std::sort(d.begin(), d.end());
+  const double n = static_cast<double>(d.size());
+  const size_t k = static_cast<size_t>(std::floor((n - 1.96 * std::sqrt(n)) / 2));
+  return {Percentile<50>(d), d[k], d[d.size() - 1 - k]};
+}
+
 void PrintSummary(const std::map<std::string, Series>& one, const std::map<std::string, std::vector<LoadRun>>& load,
-                  int rounds) {
+                  const std::map<std::string, std::vector<double>>& paired, int rounds) {
   static const Series kNone;
   auto s = [&](const char* k) -> const Series& {
     auto it = one.find(k);
@@ -455,11 +472,16 @@ void PrintSummary(const std::map<std::string, Series>& one, const std::map<std::
   };
   ratio_row("`sandbox.run /bin/true`, one client (aim ≤ 1.15 at P50)", "http_run", "sock_run");
   ratio_row("`health`, one client", "http_health", "sock_health");
-  std::printf("\n| HTTP − socket, one client, µs | P50 | mean |\n|---|---:|---:|\n");
-  for (const auto& [what, h, k] : std::vector<std::tuple<const char*, const char*, const char*>>{
-           {"`sandbox.run /bin/true`", "http_run", "sock_run"}, {"`health`", "http_health", "sock_health"}}) {
-    std::printf("| %s | %s | %s |\n", what, Num(1000 * (Percentile<50>(s(h).ms) - Percentile<50>(s(k).ms)), 0).c_str(),
-                Num(1000 * (s(h).Mean() - s(k).Mean()), 0).c_str());
+  std::printf("\n| HTTP − socket, one client, each HTTP request paired with its round's socket one | pairs | "
+              "median µs | 95%% interval µs | 1 + median ÷ socket P50 |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& [what, key, base] : std::vector<std::tuple<const char*, const char*, const char*>>{
+           {"`sandbox.run /bin/true`", "run", "sock_run"}, {"`health`", "health", "sock_health"}}) {
+    auto it = paired.find(key);
+    if (it == paired.end()) continue;
+    const auto [median, lo, hi] = MedianWithInterval(it->second);
+    std::printf("| %s | %zu | %s | %s – %s | %s |\n", what, it->second.size(), Num(1000 * median, 0).c_str(),
+                Num(1000 * lo, 0).c_str(), Num(1000 * hi, 0).c_str(),
+                Num(1 + Ratio(median, Percentile<50>(s(base).ms)), 3).c_str());
   }
   std::printf("\n| 8 clients, HTTP ÷ socket | requests/s | P50 | P99 |\n|---|---:|---:|---:|\n");
   for (const auto& [what, h, k] : std::vector<std::tuple<const char*, const char*, const char*>>{
@@ -525,6 +547,7 @@ int Run() {
   int status = 0;
   std::map<std::string, Series> one;
   std::map<std::string, std::vector<LoadRun>> load;
+  std::map<std::string, std::vector<double>> paired;  // HTTP − socket, ms
   const std::string warm_line = absl::StrCat(
       R"({"jsonrpc":"2.0","id":1,"method":"pool.warm","params":{"profile":"shell","count":)", warm,
       R"(,"timeout_ms":60000}})");
@@ -566,29 +589,34 @@ int Run() {
     // Phases 1 and 2, interleaved: in each round one sandbox.run on each
     // transport, then a burst of each of the three cheap calls, the order
     // of the transports swapped every round.
+    // Each round's HTTP sample is also paired with its socket sample (the
+    // health bursts element by element): the pairs' differences give the
+    // front's cost with the drift between rounds taken out.
     const Clock::time_point t0 = Clock::now();
     for (int r = 0; r < rounds && status == 0 && !g_stop.load(); ++r) {
       const bool http_first = r % 2 == 1;
+      std::optional<double> run_ms[2];  // socket, HTTP
       for (int i = 0; i < 2; ++i) {
         const bool use_http = (i == 0) == http_first;
         WaitQuiet(*control, std::chrono::seconds(10));
-        if (use_http) {
-          Sample(*http, http_run, one["http_run"]);
-        } else {
-          Sample(*sock, sock_run, one["sock_run"]);
-        }
+        run_ms[use_http] = use_http ? Sample(*http, http_run, one["http_run"]) : Sample(*sock, sock_run, one["sock_run"]);
       }
+      if (run_ms[0] && run_ms[1]) paired["run"].push_back(*run_ms[1] - *run_ms[0]);
       WaitQuiet(*control, std::chrono::seconds(10));
+      std::vector<std::optional<double>> health_ms[2];
       for (int i = 0; i < 2; ++i) {
         const bool use_http = (i == 0) == http_first;
         for (int b = 0; b < kBurst; ++b) {
           if (use_http) {
-            Sample(*http, http_health, one["http_health"]);
+            health_ms[1].push_back(Sample(*http, http_health, one["http_health"]));
             Sample(*http, http_healthz, one["http_healthz"]);
           } else {
-            Sample(*sock, sock_health, one["sock_health"]);
+            health_ms[0].push_back(Sample(*sock, sock_health, one["sock_health"]));
           }
         }
+      }
+      for (int b = 0; b < kBurst; ++b) {
+        if (health_ms[0][b] && health_ms[1][b]) paired["health"].push_back(*health_ms[1][b] - *health_ms[0][b]);
       }
       if ((r + 1) % 50 == 0) {
         std::fprintf(stderr, "http_bench: round %d of %d, %.0f s\n", r + 1, rounds, MsBetween(t0, Clock::now()) / 1000);
@@ -622,7 +650,7 @@ int Run() {
               "shell pool warmed to %d; %d rounds; 8 clients × %d requests (health × %d) per run, %d runs each.\n\n",
               started.c_str(), start_load.c_str(), end_load.c_str(), binary.c_str(), warm, rounds, load_n,
               10 * load_n, load_runs);
-  PrintSummary(one, load, rounds);
+  PrintSummary(one, load, paired, rounds);
   return 0;
 }
 
