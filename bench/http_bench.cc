@@ -236,7 +236,9 @@ struct Call {
   Expect expect;
 };
 
-std::string Check(const std::string& body, Expect expect) {
+// Why the reply does not count ("" when it does); `wall_ms` gets an
+// execution's own wall time.
+std::string Check(const std::string& body, Expect expect, double* wall_ms) {
   try {
     const json::value v = json::parse(body);
     const json::object& o = v.as_object();
@@ -247,6 +249,7 @@ std::string Check(const std::string& body, Expect expect) {
     if (r.at("reason").as_string() != "exited" || r.at("exit_code").to_number<int64_t>() != 0) {
       return absl::StrCat("ended ", json::serialize(r.at("reason")));
     }
+    *wall_ms = r.at("wall_ms").to_number<double>();
     return "";
   } catch (const std::exception& e) {
     return absl::StrCat("unexpected reply (", e.what(), ")");
@@ -255,17 +258,21 @@ std::string Check(const std::string& body, Expect expect) {
 
 struct Series {
   std::vector<double> ms;
+  std::vector<double> outside;  // executions: ms − the run's own wall_ms
   std::map<std::string, int> errors;
   void Add(absl::StatusOr<std::string> reply, double ms_taken, Expect expect) {
-    const std::string why = reply.ok() ? Check(*reply, expect) : std::string(reply.status().message());
+    double wall_ms = NAN;
+    const std::string why = reply.ok() ? Check(*reply, expect, &wall_ms) : std::string(reply.status().message());
     if (!why.empty()) {
       ++errors[why];
       return;
     }
     ms.push_back(ms_taken);
+    if (!std::isnan(wall_ms)) outside.push_back(ms_taken - wall_ms);
   }
   void Merge(const Series& o) {
     ms.insert(ms.end(), o.ms.begin(), o.ms.end());
+    outside.insert(outside.end(), o.outside.begin(), o.outside.end());
     for (const auto& [why, n] : o.errors) errors[why] += n;
   }
   double Mean() const {
@@ -415,8 +422,8 @@ void PrintSummary(const std::map<std::string, Series>& one, const std::map<std::
     auto it = one.find(k);
     return it == one.end() ? kNone : it->second;
   };
-  std::printf("| one client, one request at a time, ms | n | P50 | P90 | P99 | mean | failed |\n"
-              "|---|---:|---:|---:|---:|---:|---|\n");
+  std::printf("| one client, one request at a time, ms | n | P50 | P90 | P99 | mean | round trip − the run's "
+              "`wall_ms`, P50 | failed |\n|---|---:|---:|---:|---:|---:|---:|---|\n");
   const std::vector<std::pair<const char*, const char*>> rows = {
       {"sock_run", "socket: `sandbox.run /bin/true` (quiet warm pool)"},
       {"http_run", "HTTP `POST /rpc`: the same"},
@@ -426,9 +433,9 @@ void PrintSummary(const std::map<std::string, Series>& one, const std::map<std::
   };
   for (const auto& [key, label] : rows) {
     const Series& x = s(key);
-    std::printf("| %s | %zu | %s | %s | %s | %s | %s |\n", label, x.ms.size(), Num(Percentile<50>(x.ms)).c_str(),
+    std::printf("| %s | %zu | %s | %s | %s | %s | %s | %s |\n", label, x.ms.size(), Num(Percentile<50>(x.ms)).c_str(),
                 Num(Percentile<90>(x.ms)).c_str(), Num(Percentile<99>(x.ms)).c_str(), Num(x.Mean()).c_str(),
-                Failures(x.errors).c_str());
+                x.outside.empty() ? "" : Num(Percentile<50>(x.outside)).c_str(), Failures(x.errors).c_str());
   }
 
   std::printf("\n| 8 clients back to back | runs | requests | requests/s (runs' median, min–max) | P50 ms | P99 ms | "
@@ -475,7 +482,9 @@ void PrintSummary(const std::map<std::string, Series>& one, const std::map<std::
   std::printf("\n| HTTP − socket, one client, each HTTP request paired with its round's socket one | pairs | "
               "median µs | 95%% interval µs | 1 + median ÷ socket P50 |\n|---|---:|---:|---:|---:|\n");
   for (const auto& [what, key, base] : std::vector<std::tuple<const char*, const char*, const char*>>{
-           {"`sandbox.run /bin/true`", "run", "sock_run"}, {"`health`", "health", "sock_health"}}) {
+           {"`sandbox.run /bin/true`", "run", "sock_run"},
+           {"the same, less the run's own `wall_ms`", "run_outside", "sock_run"},
+           {"`health`", "health", "sock_health"}}) {
     auto it = paired.find(key);
     if (it == paired.end()) continue;
     const auto [median, lo, hi] = MedianWithInterval(it->second);
@@ -601,7 +610,10 @@ int Run() {
         WaitQuiet(*control, std::chrono::seconds(10));
         run_ms[use_http] = use_http ? Sample(*http, http_run, one["http_run"]) : Sample(*sock, sock_run, one["sock_run"]);
       }
-      if (run_ms[0] && run_ms[1]) paired["run"].push_back(*run_ms[1] - *run_ms[0]);
+      if (run_ms[0] && run_ms[1]) {
+        paired["run"].push_back(*run_ms[1] - *run_ms[0]);
+        paired["run_outside"].push_back(one["http_run"].outside.back() - one["sock_run"].outside.back());
+      }
       WaitQuiet(*control, std::chrono::seconds(10));
       std::vector<std::optional<double>> health_ms[2];
       for (int i = 0; i < 2; ++i) {
