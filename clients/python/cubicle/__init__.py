@@ -1,6 +1,6 @@
 """A client for `cubicle serve`, the cubicle sandbox daemon (docs/protocol.md).
 
-Standard library only. Two ways to reach a daemon, one API:
+Standard library only. Three ways to reach a daemon, one API:
 
     import cubicle
     with cubicle.connect_unix("/run/cubicle.sock") as client:      # --socket
@@ -9,6 +9,7 @@ Standard library only. Two ways to reach a daemon, one API:
         with client.session() as s:
             s.put_file("uploads/a.txt", "1 2 3")
             print(s.exec(["sh", "-c", "wc -w uploads/a.txt"]).stdout)
+    client = cubicle.connect_http("http://127.0.0.1:8080", api_key="...")  # --listen
 """
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ import shutil
 from typing import Any, Dict, Optional, Sequence
 
 from .client import Client, ExecStream, Session
-from .errors import (BusyError, CallTimeout, Conflict, CubicleError, InternalError,
+from .errors import (AuthError, BusyError, CallTimeout, Conflict, CubicleError, HttpError, InternalError,
                      InvalidParams, InvalidRequest, LimitExceeded, LineTooLong, MethodNotFound, NotFoundError,
                      ParseError, RpcError, SetupError, ShuttingDown, SkillAnswerError, SkillFailed, TransportError)
+from .http_transport import HttpTransport, signature
 from .results import (ExecInfo, ExecList, ExecStatus, FileInfo, Health, LogPage, OutputChunk, OutputFile, PoolStats,
                       RunResult, SessionInfo, SkillResult)
 from .transport import StdioTransport, UnixTransport
@@ -46,12 +48,21 @@ def spawn(args: Sequence[str] = (), *, binary: Optional[str] = None, prefix: Seq
     return Client(StdioTransport(argv, stderr=stderr, env=env, close_timeout=close_timeout), timeout=timeout)
 
 
+def connect_http(url: str, *, api_key: Optional[str] = None, key_name: Optional[str] = None,
+                 secret: Optional[str] = None, timeout: Optional[float] = None, ssl_context: Any = None) -> Client:
+    """A client on `cubicle serve --listen`, e.g. "http://127.0.0.1:8080".
+    Credentials: `api_key` (sent as a bearer key), or `key_name` and `secret`
+    (each request signed with HMAC-SHA256; the secret is never sent)."""
+    return Client(HttpTransport(url, api_key=api_key, key_name=key_name, secret=secret, timeout=timeout,
+                                ssl_context=ssl_context), timeout=timeout)
+
+
 __all__ = [
-    "connect_unix", "spawn",
+    "connect_unix", "spawn", "connect_http", "signature",
     "Client", "Session", "ExecStream",
     "RunResult", "SkillResult", "ExecStatus", "ExecInfo", "ExecList", "LogPage", "OutputChunk", "OutputFile",
     "SessionInfo", "FileInfo", "Health", "PoolStats",
-    "CubicleError", "RpcError", "TransportError", "CallTimeout",
+    "CubicleError", "RpcError", "TransportError", "CallTimeout", "HttpError", "AuthError",
     "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError", "BusyError", "SetupError",
     "LimitExceeded", "Conflict", "NotFoundError", "ShuttingDown", "LineTooLong", "SkillFailed", "SkillAnswerError",
 ]

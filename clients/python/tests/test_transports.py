@@ -1,5 +1,6 @@
 """The client against a real daemon, the same cases over each transport:
-the Unix socket and stdio (a daemon the client spawns itself)."""
+the Unix socket and HTTP (one daemon serving both) and stdio (a daemon the
+client spawns itself)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import time
 import unittest
 
 import cubicle
-from daemon_fixture import (ROOT, SocketDaemon, Workdir, alive, cgroups_made_by, descendants,
+from daemon_fixture import (ADMIN_KEY, ROOT, SocketDaemon, Workdir, alive, cgroups_made_by, descendants,
                             isolation_prefix, require_binary, BINARY)
 
 DAEMON: SocketDaemon
@@ -32,7 +33,7 @@ def setUpModule() -> None:
     global DAEMON, WORKDIR
     require_binary()
     WORKDIR = Workdir()
-    DAEMON = SocketDaemon(WORKDIR, http=False)
+    DAEMON = SocketDaemon(WORKDIR)
 
 
 def tearDownModule() -> None:
@@ -221,6 +222,13 @@ class UnixSocketTest(ClientCases, unittest.TestCase):
         with self.assertRaises(cubicle.TransportError) as caught:
             cubicle.connect_unix(WORKDIR.join("nobody.sock"))
         self.assertIn("nobody.sock", str(caught.exception))
+
+
+class HttpTest(ClientCases, unittest.TestCase):
+    def connect(self) -> cubicle.Client:
+        client = cubicle.connect_http(DAEMON.url, api_key=ADMIN_KEY, timeout=WAIT)
+        self.addCleanup(client.close)
+        return client
 
 
 class StdioTest(ClientCases, unittest.TestCase):
