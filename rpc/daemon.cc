@@ -168,7 +168,7 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
       replies->Add(e.NeedsReply() ? ErrorReply(e.call.id, *e.error) : "");
       continue;
     }
-    Start(Request{std::move(e.call), replies, std::make_shared<Cancellation>(), origin.connection});
+    Start(Request{std::move(e.call), replies, std::make_shared<Cancellation>(), origin.connection, origin.notify});
   }
   return {};
 }
@@ -197,6 +197,7 @@ void Daemon::Start(Request request) {
                         });
   }
   if (method == "exec.wait") return ExecWait(std::move(request));
+  if (method == "exec.follow") return ExecFollow(std::move(request));
   if (method == "session.exec") return SessionExec(std::move(request));
   if (method == "session.destroy") return SessionDestroy(std::move(request));
   if (method == "files.put" || method == "files.get" || method == "files.list" || method == "files.stat" ||

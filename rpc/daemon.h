@@ -82,6 +82,10 @@ struct Origin {
   // Over stdio: a lone sandbox run may run on the calling thread
   // (Daemon::HandleLine).
   bool may_run_here = false;
+  // Where notifications for the line's requests go (exec.follow's
+  // exec.output), each a whole JSON-RPC line without "\n"; null: they are
+  // dropped (an HTTP client that asked for one JSON reply).
+  std::function<void(std::string)> notify;
 };
 
 class Daemon {
@@ -132,6 +136,7 @@ class Daemon {
     std::shared_ptr<LineReplies> replies;
     std::shared_ptr<Cancellation> cancel = std::make_shared<Cancellation>();
     std::shared_ptr<Connection> connection;  // null over stdio
+    std::function<void(std::string)> notify;  // Origin::notify
   };
   // An execution's work once its params are read, given its cancel fd.
   using RunWork = absl::AnyInvocable<Expected<boost::json::value>(int cancel_fd) &&>;
@@ -195,9 +200,12 @@ class Daemon {
   // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   // An execution's output so far (exec.status, exec.logs), as its capture
   // keeps it.
+  // exec.follow's watchers are told (under `mu`, so each must only post
+  // work elsewhere) whenever output is kept.
   struct LiveOutput {
     std::mutex mu;
     std::string out, err;
+    std::map<uint64_t, std::function<void()>> watchers;
   };
   struct RunParams {
     std::shared_ptr<LiveOutput> live;  // optional
@@ -289,6 +297,13 @@ class Daemon {
   // The stream so far (running) or as kept (ended): live or recorded.
   Expected<std::string> ExecOutput(const std::string& id, bool stdout_stream, bool* ended);
   Expected<boost::json::value> ExecLogs(const boost::json::value& params);
+  // exec.follow (rpc/exec_follow.cc): output as notifications while it
+  // runs, then exec.status's result once it has ended.
+  struct Follower;
+  void ExecFollow(Request request);
+  void FollowRecorded(Request request, const std::string& id, const size_t offsets[2]);
+  // Sends what `f` has not sent yet; at the end (`final`), all of it.
+  void Pump(Follower& f, bool final);
   Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key,
                                                     const std::optional<std::string>& client_id,
                                                     const std::string& session);

@@ -129,7 +129,7 @@ Daemon::Work StdioTransport::Read() {
         discarding_ = false;
         continue;
       }
-      Daemon::Work work = daemon_->HandleLine(line, reply, Origin{nullptr, /*may_run_here=*/true});
+      Daemon::Work work = daemon_->HandleLine(line, reply, Origin{nullptr, /*may_run_here=*/true, reply});
       if (work) return work;
     }
     if (pending_.size() > max_line_) {
@@ -156,7 +156,8 @@ Daemon::Work StdioTransport::Read() {
 Daemon::Work StdioTransport::Stop(bool eof) {
   if (eof) {
     if (!pending_.empty() && !discarding_) {
-      (void)daemon_->HandleLine(pending_, [this](std::string reply) { Write(reply); });
+      auto reply = [this](std::string reply) { Write(reply); };
+      (void)daemon_->HandleLine(pending_, reply, Origin{nullptr, false, reply});
     }
     pending_.clear();
     scanned_ = 0;
@@ -262,13 +263,12 @@ class SocketSession : public std::enable_shared_from_this<SocketSession> {
     for (size_t nl; (nl = pending_.find('\n', std::max(start, scanned))) != std::string::npos; start = nl + 1) {
       std::string line = pending_.substr(start, nl - start);
       last_activity_ = line_started_ = now;  // the next line starts no earlier
-      daemon_->HandleLine(
-          line,
-          [self = shared_from_this()](std::string reply) {
-            asio::post(self->socket_.get_executor(),
-                       [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
-          },
-          Origin{connection_, false});
+      // Replies and notifications go out alike, in the order they come.
+      auto send = [self = shared_from_this()](std::string reply) {
+        asio::post(self->socket_.get_executor(),
+                   [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
+      };
+      daemon_->HandleLine(line, send, Origin{connection_, false, send});
     }
     pending_.erase(0, start);
     if (pending_.size() > limits_.max_line) {
