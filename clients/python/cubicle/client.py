@@ -72,11 +72,14 @@ class Client(RpcClient):
                    exec_id: Optional[str] = None, profile: Optional[str] = None, env: Optional[Dict[str, str]] = None,
                    cwd: Optional[str] = None, stdin: Optional[str] = None, timeout_ms: Optional[int] = None,
                    output_bytes: Optional[int] = None, limits: Optional[Dict[str, Any]] = None,
-                   workspace: Optional[str] = None, network: Any = None, **more: Any) -> ExecStatus:
-        """exec.start: queued at once; its id and state."""
+                   workspace: Optional[str] = None, network: Any = None, wait: Optional[bool] = None,
+                   **more: Any) -> ExecStatus:
+        """exec.start: queued at once; its id and state. In a `session` it runs
+        in the session's profile and workspace (`wait`: False refuses at once,
+        BusyError, when another execution holds the session)."""
         params = _run_params(argv, stdin, session=session, key=key, exec_id=exec_id, profile=profile, env=env,
                              cwd=cwd, timeout_ms=timeout_ms, output_bytes=output_bytes, limits=limits,
-                             workspace=workspace, network=network, more=more)
+                             workspace=workspace, network=network, wait=wait, more=more)
         return ExecStatus.from_json(self.call("exec.start", params))
 
     def exec_status(self, exec_id: str) -> ExecStatus:

@@ -4,6 +4,8 @@ client spawns itself)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
 import unittest
@@ -52,6 +54,10 @@ class ClientCases:
 
     def setUp(self) -> None:
         self.client = self.connect()
+
+    def workspace_root(self) -> str:
+        """Under the daemon's workspace_roots (docs/config.md; root only)."""
+        return WORKDIR.roots
 
     def test_run_returns_the_status_and_both_streams(self) -> None:
         r = self.client.run(["sh", "-c", r"printf 'hi\n'; printf '\377' >&2; exit 3"])
@@ -196,6 +202,71 @@ class ClientCases:
         finally:
             self.client.destroy_session(s.id, archive=False)
 
+    def test_a_busy_session_refuses_without_waiting_and_cancel_kills(self) -> None:
+        require_root_for_sessions()
+        with self.client.session(profile="shell") as s:
+            started = self.client.exec_start(["sleep", "30"], session=s.id)
+            try:
+                running = wait_for(lambda: self.client.exec_status(started.exec_id).state == "running")
+                self.assertTrue(running, "the long execution never ran")
+                with self.assertRaises(cubicle.BusyError):
+                    s.exec(["true"], wait=False)
+            finally:
+                self.client.exec_cancel(started.exec_id)
+            ended = self.client.exec_wait(started.exec_id, timeout_ms=30000)
+            self.assertEqual(ended.result.reason, "killed")
+
+    # ---- streaming (exec.follow) --------------------------------------
+
+    def test_streamed_chunks_follow_on_and_add_up_to_the_result(self) -> None:
+        script = r"echo one; printf '\377\n'; echo two >&2; echo three"
+        with self.client.stream(["sh", "-c", script]) as stream:
+            chunks = list(stream)
+        self.assertEqual(stream.status.state, "done")
+        result = stream.result
+        self.assertEqual((result.exit_code, result.stdout_data, result.stderr), (0, b"one\n\xff\nthree\n", "two\n"))
+        self.assertEqual((stream.stdout, stream.stderr), (result.stdout_data, result.stderr_data))
+        for name in ("stdout", "stderr"):
+            offset = 0
+            for chunk in (c for c in chunks if c.stream == name):
+                self.assertEqual(chunk.offset, offset, "pieces of one stream follow on")
+                offset += len(chunk.data)
+
+    def test_following_an_ended_execution_from_an_offset_sends_the_rest(self) -> None:
+        started = self.client.exec_start(["echo", "0123456789"])
+        self.client.exec_wait(started.exec_id, timeout_ms=30000)
+        with self.client.follow(started.exec_id, stdout_offset=4) as stream:
+            rest = [(c.stream, c.offset, c.data) for c in stream]
+        self.assertEqual(rest, [("stdout", 4, b"456789\n")])
+        self.assertEqual(stream.result.stdout, "0123456789\n")
+
+    def test_chunks_arrive_while_the_execution_runs(self) -> None:
+        # The payload prints, then waits for a file that the test makes
+        # only once the first chunk is here: the chunk came before the end.
+        require_root_for_sessions()
+        workspace = tempfile.mkdtemp(dir=self.workspace_root())
+        os.chmod(workspace, 0o755)
+        self.addCleanup(shutil.rmtree, workspace)
+        script = ("echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done;"
+                  " if [ -e /workspace/go ]; then echo second; else echo gave up; fi")
+        with self.client.stream(["sh", "-c", script], workspace=workspace) as stream:
+            chunks = iter(stream)
+            first = next(chunks)
+            self.assertEqual((first.stream, first.offset, first.text), ("stdout", 0, "first\n"))
+            self.assertIsNone(stream.status, "the execution had not ended")
+            open(os.path.join(workspace, "go"), "w").close()
+            rest = b"".join(c.data for c in chunks)
+        self.assertEqual(rest, b"second\n")
+        self.assertEqual(stream.result.stdout, "first\nsecond\n")
+
+    def test_a_session_stream_writes_what_the_next_execution_reads(self) -> None:
+        require_root_for_sessions()
+        with self.client.session(profile="shell") as s:
+            with s.stream(["sh", "-c", "echo streamed | tee note"]) as stream:
+                self.assertEqual(b"".join(c.data for c in stream), b"streamed\n")
+            self.assertEqual(stream.result.exit_code, 0)
+            self.assertEqual(s.exec(["cat", "note"]).stdout, "streamed\n")
+
 
 def require_root_for_sessions() -> None:
     if not ROOT:
@@ -255,6 +326,9 @@ class StdioTest(ClientCases, unittest.TestCase):
 
     def connect(self) -> cubicle.Client:
         return self.shared
+
+    def workspace_root(self) -> str:
+        return self.workdir.roots
 
     def test_a_daemon_that_exits_at_once_says_so(self) -> None:
         with cubicle.spawn(["--no-such-flag"], binary=BINARY, stderr=self.log, timeout=WAIT) as client:
