@@ -204,3 +204,22 @@ class SocketDaemon:
         except subprocess.TimeoutExpired:
             self.process.kill()
             return self.process.wait()
+
+
+def leftovers(pid: int, below: List[Tuple[int, str]]) -> List[str]:
+    """What a daemon that has exited left: its processes, its cgroups."""
+    left = [f"process {p}" for p in alive(below)]
+    left += cgroups_made_by([pid] + [p for p, _ in below])
+    return left
+
+
+def workspace_mounts(pid: int, under: str) -> List[str]:
+    """The session workspaces (cubicle-workspace tmpfs) mounted below `under`
+    in the mount namespace of process `pid`."""
+    try:
+        with open(f"/proc/{pid}/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    return [line.split()[4] for line in lines
+            if "cubicle-workspace" in line and line.split()[4].startswith(under + "/")]

@@ -11,8 +11,8 @@ import time
 import unittest
 
 import cubicle
-from daemon_fixture import (ADMIN_KEY, ROOT, SocketDaemon, Workdir, alive, cgroups_made_by, descendants,
-                            isolation_prefix, require_binary, BINARY)
+from daemon_fixture import (ADMIN_KEY, BINARY, ROOT, SocketDaemon, Workdir, descendants, isolation_prefix, leftovers,
+                            require_binary)
 
 DAEMON: SocketDaemon
 WORKDIR: Workdir
@@ -39,9 +39,12 @@ def setUpModule() -> None:
 
 
 def tearDownModule() -> None:
+    below = descendants(DAEMON.process.pid)
     status = DAEMON.stop()
     WORKDIR.remove()
     assert status == 0, f"the daemon exited with status {status}"
+    left = leftovers(DAEMON.process.pid, below)
+    assert not left, f"the daemon left {left}"
 
 
 class ClientCases:
@@ -321,8 +324,8 @@ class StdioTest(ClientCases, unittest.TestCase):
         cls.log.close()
         cls.workdir.remove()
         assert process.returncode == 0, f"cubicle serve exited with status {process.returncode}"
-        assert not alive(below), f"processes of the daemon outlived it: {alive(below)}"
-        assert not cgroups_made_by([process.pid] + [p for p, _ in below]), "cgroups outlived the daemon"
+        left = leftovers(process.pid, below)
+        assert not left, f"the daemon left {left}"
 
     def connect(self) -> cubicle.Client:
         return self.shared
