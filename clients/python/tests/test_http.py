@@ -2,12 +2,17 @@
 statuses that are not JSON-RPC replies, and what a dead port looks like."""
 from __future__ import annotations
 
+import http.client
+import json
 import socket
 import time
 import unittest
+from unittest import mock
 
 import cubicle
-from daemon_fixture import ADMIN_KEY, CONFIG, HEALTH_KEY, SocketDaemon, Workdir, require_binary
+from cubicle import http_transport
+from daemon_fixture import (ADMIN_KEY, CONFIG, HEALTH_KEY, SIGNING_NAME, SIGNING_SECRET, SocketDaemon, Workdir,
+                            require_binary)
 
 DAEMON: SocketDaemon
 WORKDIR: Workdir
@@ -69,6 +74,54 @@ class HttpAuthTest(unittest.TestCase):
         client = self.admin()
         self.assertIsNone(client.notify("health"))
         self.assertEqual(client.health().status, "ok", "the connection serves on")
+
+
+class HmacSigningTest(unittest.TestCase):
+    """Requests signed with a key's secret (X-Cubicle-Signature), which never
+    crosses the wire."""
+
+    def signed(self, secret: str = SIGNING_SECRET, name: str = SIGNING_NAME) -> cubicle.Client:
+        client = cubicle.connect_http(DAEMON.url, key_name=name, secret=secret, timeout=WAIT)
+        self.addCleanup(client.close)
+        return client
+
+    def test_a_signed_request_runs(self) -> None:
+        client = self.signed()
+        self.assertEqual(client.run(["echo", "signed"]).stdout, "signed\n")
+        self.assertEqual(client.health().status, "ok", "each request is signed afresh")
+
+    def test_a_wrong_secret_or_an_unknown_name_is_auth_error(self) -> None:
+        for name, secret in ((SIGNING_NAME, SIGNING_SECRET + "x"), ("nobody", SIGNING_SECRET)):
+            with self.subTest(name=name):
+                with self.assertRaises(cubicle.AuthError) as caught:
+                    self.signed(secret, name).health()
+                self.assertEqual(caught.exception.status, 401)
+
+    def test_a_timestamp_off_the_servers_clock_is_refused(self) -> None:
+        for skew in (-120, 120):
+            with self.subTest(skew=skew):
+                with mock.patch.object(http_transport, "_now", lambda: time.time() + skew):
+                    with self.assertRaises(cubicle.AuthError) as caught:
+                        self.signed().health()
+                self.assertEqual(caught.exception.status, 401)
+        with mock.patch.object(http_transport, "_now", lambda: time.time() - 5):
+            self.assertEqual(self.signed().health().status, "ok", "a small skew is within the window")
+
+    def test_a_replayed_or_altered_request_is_refused(self) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": time.monotonic_ns(), "method": "health"}).encode()
+        timestamp = str(int(time.time()))
+        headers = {"Content-Type": "application/json", "X-Cubicle-Key-Name": SIGNING_NAME,
+                   "X-Cubicle-Timestamp": timestamp,
+                   "X-Cubicle-Signature": cubicle.signature(SIGNING_SECRET, timestamp, "POST", "/rpc", body)}
+        statuses = []
+        for sent in (body, body, body.replace(b"health", b"pool.stats")):
+            conn = http.client.HTTPConnection("127.0.0.1", DAEMON.port, timeout=WAIT)
+            conn.request("POST", "/rpc", body=sent, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            statuses.append(response.status)
+            conn.close()
+        self.assertEqual(statuses, [200, 401, 401], "signed once; replayed; the body changed under the signature")
 
 
 class HttpConnectionTest(unittest.TestCase):
