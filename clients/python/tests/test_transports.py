@@ -254,7 +254,7 @@ class ClientCases:
         probe = self.client.run(["true"], workspace=workspace)
         if not probe.ok:  # an idmapped mount of it, say, that this host's filesystem cannot make
             self.skipTest(f"no host workspace on this host: {probe.reason}: {probe.error}")
-        script = ("echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done;"
+        script = ("echo first; i=0; while [ ! -e /workspace/go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done;"
                   " if [ -e /workspace/go ]; then echo second; else echo gave up; fi")
         with self.client.stream(["sh", "-c", script], workspace=workspace) as stream:
             chunks = iter(stream)
