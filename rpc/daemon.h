@@ -64,10 +64,13 @@ struct ServeOptions {
   // Also HTTP/1.1 on a TCP address (rpc/http_front.h).
   struct Http {
     boost::asio::ip::tcp::endpoint endpoint;
-    std::shared_ptr<const ApiKeys> keys;  // null: no authentication
-    std::string port_file;                // the bound port is written here (port 0: an ephemeral one)
+    std::string port_file;  // the bound port is written here (port 0: an ephemeral one)
   };
   std::optional<Http> http;
+  // The keys file (rpc/api_keys.h): HTTP's keys (null: HTTP without
+  // authentication), and the "uid" entries that let other users on the
+  // socket (null: the socket's mode alone decides).
+  std::shared_ptr<const ApiKeys> keys;
   // Where the daemon's own warnings go (the CLI logs them as JSON lines).
   std::function<void(const std::string&)> warn = [](const std::string&) {};
   // Where it says what it serves on (the bound HTTP port).
@@ -86,6 +89,9 @@ struct Origin {
   // exec.output), each a whole JSON-RPC line without "\n"; null: they are
   // dropped (an HTTP client that asked for one JSON reply).
   std::function<void(std::string)> notify;
+  // What the caller may do (a socket client of another user, by its
+  // "uid" entry in the keys file); null: every right.
+  std::shared_ptr<const ApiKey> scope;
 };
 
 class Daemon {
@@ -121,6 +127,11 @@ class Daemon {
   // every pool holds its min_idle and the daemon is not draining (HTTP's
   // /readyz).
   boost::json::object Readiness();
+
+  // The profile a call would run in, for a caller's profile scope
+  // (rpc/api_keys.h ProfileOf): the one it names, the default, or its
+  // session's; nullopt for a call that uses none. Thread-safe.
+  std::optional<std::string> ProfileOf(const std::string& method, const boost::json::value& params);
 
   // Requests accepted and not yet answered, and exec.start executions not
   // ended.
