@@ -18,7 +18,7 @@ import shutil
 from typing import Any, Dict, Optional, Sequence
 
 from .client import Client, ExecStream, Session
-from .errors import (AuthError, BusyError, CallTimeout, Conflict, CubicleError, HttpError, InternalError,
+from .errors import (AuthError, BusyError, CallTimeout, Conflict, CubicleError, Forbidden, HttpError, InternalError,
                      InvalidParams, InvalidRequest, LimitExceeded, LineTooLong, MethodNotFound, NotFoundError,
                      ParseError, RpcError, SetupError, ShuttingDown, SkillAnswerError, SkillFailed, TransportError)
 from .http_transport import HttpTransport, signature
@@ -64,5 +64,6 @@ __all__ = [
     "SessionInfo", "FileInfo", "Health", "PoolStats",
     "CubicleError", "RpcError", "TransportError", "CallTimeout", "HttpError", "AuthError",
     "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError", "BusyError", "SetupError",
-    "LimitExceeded", "Conflict", "NotFoundError", "ShuttingDown", "LineTooLong", "SkillFailed", "SkillAnswerError",
+    "LimitExceeded", "Conflict", "NotFoundError", "ShuttingDown", "LineTooLong", "SkillFailed", "Forbidden",
+    "SkillAnswerError",
 ]

@@ -135,6 +135,12 @@ class SkillFailed(RpcError):
     code = -32007
 
 
+class Forbidden(RpcError):
+    """-32008: the caller's key or uid entry (a keys file's scope) leaves this
+    method or profile out; nothing ran. Over HTTP the front says 403 (AuthError)."""
+    code = -32008
+
+
 class SkillAnswerError(RpcError):
     """The skill itself answered with a JSON-RPC error (SkillResult.unwrap)."""
 
@@ -142,5 +148,5 @@ class SkillAnswerError(RpcError):
 _BY_CODE: Dict[int, Type[RpcError]] = {
     cls.code: cls
     for cls in (ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError, BusyError, SetupError,
-                LimitExceeded, Conflict, NotFoundError, ShuttingDown, LineTooLong, SkillFailed)
+                LimitExceeded, Conflict, NotFoundError, ShuttingDown, LineTooLong, SkillFailed, Forbidden)
 }

@@ -266,6 +266,20 @@ class ClientCases:
         self.assertEqual(rest, b"second\n")
         self.assertEqual(stream.result.stdout, "first\nsecond\n")
 
+    def test_a_stream_closed_early_leaves_the_client_usable(self) -> None:
+        with self.client.stream(["sh", "-c", "echo a; sleep 30; echo b"]) as stream:
+            first = next(iter(stream))
+        self.assertEqual(first.text, "a\n")
+        self.assertIsNone(stream.status)
+        self.assertEqual(self.client.health().status, "ok", "what the abandoned follow still sends is dropped")
+        self.assertEqual(stream.cancel().exec_id, stream.exec_id)
+        self.assertEqual(self.client.exec_wait(stream.exec_id, timeout_ms=30000).result.reason, "killed")
+
+    def test_a_client_side_timeout_raises_and_the_client_serves_on(self) -> None:
+        with self.assertRaises(cubicle.CallTimeout):
+            self.client.run(["sleep", "2"], timeout=0.2)
+        self.assertEqual(self.client.run(["echo", "after"]).stdout, "after\n")
+
     def test_a_session_stream_writes_what_the_next_execution_reads(self) -> None:
         require_root_for_sessions()
         with self.client.session(profile="shell") as s:
