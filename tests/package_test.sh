@@ -17,6 +17,8 @@ for tool in dpkg dpkg-deb dpkg-shlibdeps readelf; do
   command -v "$tool" >/dev/null || skip "no $tool on this host (scripts/install-deps.sh installs dpkg-dev)"
 done
 
+# CPack makes the packages' directories with mkdir, which the umask narrows.
+umask 022
 scratch=$(mktemp -d /tmp/cubicle-package-test.XXXXXX)
 # CPack's staging install writes its manifests into the build directory.
 made=()
