@@ -36,7 +36,7 @@ trap cleanup EXIT
   { cat "$scratch/cpack.log"; fail "cpack -G DEB"; }
 version=$("$build/cli/cubicle" --version | awk '{print $2}')
 deb=$scratch/out/cubicle_${version}-1_$(dpkg --print-architecture).deb
-bwrap_deb=$scratch/out/cubicle-bwrap_${version}-1_$(dpkg --print-architecture).deb
+bwrap_deb=$scratch/out/cubicle-bwrap_${version}-1_all.deb
 [[ -f $deb && -f $bwrap_deb ]] || { ls -l "$scratch/out"; fail "expected $deb and $bwrap_deb"; }
 echo "package_test: $(basename "$deb"): $(stat -c %s "$deb") bytes"
 
