@@ -96,10 +96,12 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     std::string keys_file;
     bool allow_no_auth = false;
     bool check_config = false;
+    bool print_default_config = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
-  app->add_option("--config", f->config, "JSON config file (default: the built-in shell and python profiles)");
+  CLI::Option* config =
+      app->add_option("--config", f->config, "JSON config file (default: the built-in shell and python profiles)");
   app->add_option("--socket", f->socket, "Serve on this Unix socket (mode 0600) instead of stdio");
   app->add_flag("--stdio", f->stdio, "With --socket, serve stdio too");
   app->add_option("--metrics", f->metrics,
@@ -114,7 +116,16 @@ std::function<int()> AddServeCommand(CLI::App& root) {
   app->add_flag("--allow-no-auth", f->allow_no_auth, "Serve HTTP on a non-loopback address without keys");
   app->add_flag("--check-config", f->check_config,
                 "Validate the configuration and these flags, print a summary, and exit without serving");
+  app->add_flag("--print-default-config", f->print_default_config,
+                "Print the built-in configuration (the JSON used without --config) and exit")
+      ->excludes(config);
   return [f] {
+    // The packages install this as /etc/cubicle/config.json, made from
+    // the binary itself so the two cannot differ.
+    if (f->print_default_config) {
+      std::fputs(rpc::DefaultConfigJson(), stdout);
+      return std::fflush(stdout) == 0 ? 0 : kExitSetupFailed;
+    }
     absl::StatusOr<rpc::DaemonConfig> config =
         f->config.empty() ? rpc::DefaultConfig() : rpc::LoadConfig(f->config);
     if (!config.ok()) {

@@ -18,6 +18,9 @@ packages=(
   python3        # the example skills and the in-sandbox syscall probes of the tests
   util-linux     # setpriv, for the rootless test run
   bubblewrap     # only the baseline of bench/ and the differential tests
+  help2man       # the manual pages, made from each command's --help (packaging/)
+  dpkg-dev       # dpkg-shlibdeps: the .deb's computed dependencies (cpack -G DEB; the package test)
+  lintian        # the package test fails on lintian's errors
 )
 
 missing=()
