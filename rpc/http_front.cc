@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <optional>
 #include <sstream>
@@ -59,6 +60,20 @@ absl::StatusOr<tcp::endpoint> ParseListenAddress(const std::string& spec) {
         absl::StrCat("--listen ", spec, ": '", host, "' is not an IPv4 or IPv6 address (nor localhost)"));
   }
   return tcp::endpoint(address, static_cast<uint16_t>(port));
+}
+
+absl::StatusOr<tcp::endpoint> LocalEndpoint(int listening_fd) {
+  struct sockaddr_storage address {};
+  socklen_t length = sizeof(address);
+  if (::getsockname(listening_fd, reinterpret_cast<struct sockaddr*>(&address), &length) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): getsockname: ",
+                                                   std::strerror(errno)));
+  }
+  tcp::endpoint endpoint;
+  if (length > endpoint.capacity()) return absl::InvalidArgumentError("the activated HTTP socket: not TCP");
+  std::memcpy(endpoint.data(), &address, length);
+  endpoint.resize(length);
+  return endpoint;
 }
 
 struct HttpFront::Shared {
@@ -524,16 +539,26 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(asio::io_context& io, const tcp::endpoint& endpoint,
-                                                            const HttpLimits& limits,
-                                                            std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
-                                                            std::function<void(const std::string&)> warn) {
-  auto shared = std::make_shared<Shared>();
+namespace {
+
+std::shared_ptr<HttpFront::Shared> MakeShared(const HttpLimits& limits, std::shared_ptr<const ApiKeys> keys,
+                                              HttpBackend backend, std::function<void(const std::string&)> warn) {
+  auto shared = std::make_shared<HttpFront::Shared>();
   shared->limits = limits;
   shared->keys = std::move(keys);
   shared->backend = std::move(backend);
   shared->warn = std::move(warn);
-  std::unique_ptr<HttpFront> front(new HttpFront(io, std::move(shared)));
+  return shared;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(asio::io_context& io, const tcp::endpoint& endpoint,
+                                                            const HttpLimits& limits,
+                                                            std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
+                                                            std::function<void(const std::string&)> warn) {
+  std::unique_ptr<HttpFront> front(
+      new HttpFront(io, MakeShared(limits, std::move(keys), std::move(backend), std::move(warn))));
   boost::system::error_code ec;
   const std::string where = absl::StrCat("listen on ", endpoint.address().to_string(), ":", endpoint.port());
   front->acceptor_.open(endpoint.protocol(), ec);
@@ -544,6 +569,26 @@ absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(asio::io_context& io
   if (ec) return absl::UnavailableError(absl::StrCat(where, ": ", ec.message()));
   front->port_ = front->acceptor_.local_endpoint(ec).port();
   if (ec) return absl::InternalError(absl::StrCat(where, ": getsockname: ", ec.message()));
+  front->Accept();
+  return front;
+}
+
+absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Adopt(asio::io_context& io, int listening_fd,
+                                                            const HttpLimits& limits,
+                                                            std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
+                                                            std::function<void(const std::string&)> warn) {
+  std::unique_ptr<HttpFront> front(
+      new HttpFront(io, MakeShared(limits, std::move(keys), std::move(backend), std::move(warn))));
+  struct sockaddr_storage address {};
+  socklen_t length = sizeof(address);
+  if (::getsockname(listening_fd, reinterpret_cast<struct sockaddr*>(&address), &length) != 0) {
+    return absl::InternalError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): getsockname failed"));
+  }
+  boost::system::error_code ec;
+  front->acceptor_.assign(address.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), listening_fd, ec);
+  if (ec) return absl::InternalError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): ", ec.message()));
+  front->port_ = front->acceptor_.local_endpoint(ec).port();
+  if (ec) return absl::InternalError(absl::StrCat("the activated HTTP socket: getsockname: ", ec.message()));
   front->Accept();
   return front;
 }
