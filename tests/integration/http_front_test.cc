@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -249,30 +248,6 @@ TEST_F(HttpFrontTest, KeysAndAddressesAreCheckedBeforeServing) {
                                    {absl::StrCat("CUBICLE_API_KEYS_FILE=", dir.Join("missing.json"))});
   EXPECT_NE(env_keys.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(env_keys.err, "missing.json")) << env_keys.err;
-}
-
-TEST_F(HttpFrontTest, ThirtyTwoClientsAtOnceEachGetTheirOwnAnswer) {
-  HttpDaemon daemon({"--config", Config()});
-  ASSERT_TRUE(daemon.up());
-  constexpr int kClients = 32;
-  std::vector<std::string> outputs(kClients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      HttpClient client(daemon.port());
-      std::optional<HttpReply> reply =
-          client.Request("POST", "/rpc", RpcBody(i, "sandbox.run", absl::StrCat(R"({"argv":["echo",")", i, R"("]})")));
-      json::value v = Json(reply);
-      if (v.is_object() && v.as_object().contains("result")) {
-        outputs[i] = absl::StrCat(v.at("id").to_number<int64_t>(), ":",
-                                  std::string(v.at("result").at("stdout").as_string()));
-      } else {
-        outputs[i] = reply.has_value() ? reply->body : "no reply";
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int i = 0; i < kClients; ++i) EXPECT_EQ(outputs[i], absl::StrCat(i, ":", i, "\n"));
 }
 
 TEST_F(HttpFrontTest, ReadyzFollowsThePools) {
