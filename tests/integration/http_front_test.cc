@@ -1,6 +1,6 @@
 // `cubicle serve --listen`, end to end over loopback: the endpoints, keep-
 // alive, the bounds on heads, bodies and slow clients, bearer keys and
-// their scopes, and many clients at once. Waits are bounds for failures;
+// their scopes. Waits are bounds for failures;
 // nothing asserts how long anything took.
 #include <sys/stat.h>
 
