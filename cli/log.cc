@@ -33,6 +33,16 @@ spdlog::logger& Logger() {
 }  // namespace
 
 void LogWarning(absl::string_view message) { Logger().warn("{}", Quote(message)); }
+bool LogsInfo() { return Logger().should_log(spdlog::level::info); }
+
+void LogEvent(absl::string_view event, const boost::json::object& fields) {
+  spdlog::logger& logger = Logger();
+  if (!logger.should_log(spdlog::level::info)) return;
+  // The pattern's message slot holds JSON text: the event's name, then its
+  // fields as a member of the line.
+  logger.info("{},{}:{}", Quote(event), Quote(event), boost::json::serialize(fields));
+}
+
 void LogInfo(absl::string_view message) {
   spdlog::logger& logger = Logger();
   if (logger.should_log(spdlog::level::info)) logger.info("{}", Quote(message));

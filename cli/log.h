@@ -4,6 +4,8 @@
 // default) is read then.
 #pragma once
 
+#include <boost/json/object.hpp>
+
 #include "absl/strings/string_view.h"
 
 namespace cubicle::cli {
@@ -12,5 +14,9 @@ inline constexpr char kLogLevelEnv[] = "CUBICLE_LOG_LEVEL";
 
 void LogWarning(absl::string_view message);
 void LogInfo(absl::string_view message);
+// An info line `{"ts", "level", "msg": EVENT, EVENT: FIELDS}` (a request's
+// facts, say), when info is logged at all.
+void LogEvent(absl::string_view event, const boost::json::object& fields);
+bool LogsInfo();
 
 }  // namespace cubicle::cli

@@ -189,6 +189,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     if (f->check_config) return PrintConfigSummary(*config, options);
     options.warn = [](const std::string& message) { LogWarning(message); };
     options.info = [](const std::string& message) { LogInfo(message); };
+    if (LogsInfo()) options.request_log = [](const boost::json::object& fields) { LogEvent("request", fields); };
     // Zygotes are made by fork servers of this very executable.
     config->fork_server = "/proc/self/exe";
     // Signals are taken by the daemon (drain, then clean up); a closed

@@ -81,8 +81,21 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   return d;
 }
 
+namespace {
+
+// Every method, for the metrics' labels: anything else counts as "other".
+std::vector<std::string> KnownMethods() {
+  return {"sandbox.run", "skill.call", "exec.start", "exec.status", "exec.wait", "exec.follow", "exec.cancel",
+          "exec.list", "exec.logs", "session.create", "session.get", "session.list", "session.exec",
+          "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete", "health",
+          "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run"};
+}
+
+}  // namespace
+
 Daemon::Daemon(DaemonConfig config)
-    : warn_([](const std::string& m) { std::fprintf(stderr, "cubicle serve: %s\n", m.c_str()); }),
+    : request_metrics_(KnownMethods()),
+      warn_([](const std::string& m) { std::fprintf(stderr, "cubicle serve: %s\n", m.c_str()); }),
       config_(std::move(config)),
       control_work_(asio::make_work_guard(control_)) {}
 
@@ -107,7 +120,7 @@ void Daemon::Warn(const std::string& message) {
 std::string Daemon::MetricsText() {
   std::map<std::string, PoolMetrics> pools;
   for (auto& [name, pool] : pools_) pools[name] = PoolMetrics{pool->Stats(), pool->config()};
-  return PrometheusText(pools, in_flight_.load());
+  return PrometheusText(pools, in_flight_.load()) + request_metrics_.Text();
 }
 
 namespace {
@@ -179,7 +192,8 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
   if (origin.may_run_here && origin.scope == nullptr && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) &&
       !WorkspaceLeaseOf(in.entries[0].call).has_value() && !Refusal()) {
     if (std::optional<ExecutionQueue::CallerSlot> slot = queue_->TryRunHere()) {
-      Request request{std::move(in.entries[0].call), replies, std::make_shared<Cancellation>(), nullptr};
+      std::shared_ptr<LineReplies> observed = Observed(in.entries[0].call, replies, line.size(), origin);
+      Request request{std::move(in.entries[0].call), observed, std::make_shared<Cancellation>(), nullptr};
       Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
       if (!work.ok()) {
         replies->Add(ReplyTo(request.call, std::move(work).error()));
@@ -203,9 +217,27 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
         continue;
       }
     }
-    Start(Request{std::move(e.call), replies, std::make_shared<Cancellation>(), origin.connection, origin.notify});
+    std::shared_ptr<LineReplies> observed = Observed(e.call, replies, in.batch ? 0 : line.size(), origin);
+    Start(Request{std::move(e.call), observed, std::make_shared<Cancellation>(), origin.connection, origin.notify});
   }
   return {};
+}
+
+std::shared_ptr<LineReplies> Daemon::Observed(const Call& call, std::shared_ptr<LineReplies> line, size_t bytes_in,
+                                              const Origin& origin) {
+  auto facts = std::make_shared<RequestFacts>(
+      FactsOf(call.id, call.method, call.params, bytes_in, origin.scope != nullptr ? origin.scope->name : ""));
+  const bool runs = call.method == "sandbox.run" || call.method == "session.exec";
+  return LineReplies::PassThrough([this, facts, line, runs](std::string reply) {
+    const absl::Duration took = absl::Now() - facts->started;
+    const Outcome outcome = OutcomeOf(reply, runs);
+    request_metrics_.Observe(facts->method, outcome, took);
+    {
+      std::lock_guard<std::mutex> lock(warn_mu_);
+      if (request_log_) request_log_(LogFields(*facts, outcome, took, reply.size()));
+    }
+    line->Add(std::move(reply));
+  });
 }
 
 void Daemon::Start(Request request) {
@@ -626,6 +658,7 @@ int Daemon::Serve(const ServeOptions& options) {
   {
     std::lock_guard<std::mutex> lock(warn_mu_);
     warn_ = options.warn;
+    request_log_ = options.request_log;
   }
   Server server(this, options);
   if (absl::Status started = server.Start(); !started.ok()) {

@@ -37,6 +37,7 @@
 #include "rpc/jsonrpc.h"
 #include "rpc/metrics.h"
 #include "rpc/npu_methods.h"
+#include "rpc/request_log.h"
 #include "rpc/running_executions.h"
 #include "rpc/session_table.h"
 #include "rpc/workspace_leases.h"
@@ -79,6 +80,9 @@ struct ServeOptions {
   std::function<void(const std::string&)> warn = [](const std::string&) {};
   // Where it says what it serves on (the bound HTTP port).
   std::function<void(const std::string&)> info = [](const std::string&) {};
+  // One log line's fields per answered request (rpc/request_log.h); null:
+  // none. Called under the daemon's log lock.
+  std::function<void(const boost::json::object&)> request_log;
 };
 
 // Where a line came from.
@@ -293,6 +297,12 @@ class Daemon {
   std::shared_ptr<WorkspaceLeases> leases_;
   std::unique_ptr<boost::asio::steady_timer> reaper_;
   absl::Time reaper_at_ = absl::InfiniteFuture();
+  // The line's replies for one of its calls, seen on their way out by the
+  // request log and metrics (rpc/request_log.h).
+  std::shared_ptr<LineReplies> Observed(const Call& call, std::shared_ptr<LineReplies> line, size_t bytes_in,
+                                        const Origin& origin);
+  RequestMetrics request_metrics_;
+  std::function<void(const boost::json::object&)> request_log_;
   // Where the daemon's own warnings go: stderr until Serve gives its own.
   void Warn(const std::string& message);
   std::mutex warn_mu_;

@@ -79,7 +79,14 @@ size_t Connection::outstanding() const {
 LineReplies::LineReplies(bool batch, size_t entries, std::function<void(std::string)> send)
     : batch_(batch), send_(std::move(send)), left_(entries) {}
 
+std::shared_ptr<LineReplies> LineReplies::PassThrough(std::function<void(std::string)> send) {
+  auto replies = std::make_shared<LineReplies>(false, 1, std::move(send));
+  replies->pass_through_ = true;
+  return replies;
+}
+
 void LineReplies::Add(std::string reply) {
+  if (pass_through_) return send_(std::move(reply));
   std::string out;
   {
     std::lock_guard<std::mutex> lock(mu_);

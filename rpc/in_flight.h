@@ -75,10 +75,14 @@ class Connection {
 class LineReplies {
  public:
   LineReplies(bool batch, size_t entries, std::function<void(std::string)> send);
+  // One entry's reply handed to `send` as it is, "" included (a
+  // notification's): a stage in front of the line's own LineReplies.
+  static std::shared_ptr<LineReplies> PassThrough(std::function<void(std::string)> send);
   void Add(std::string reply);
 
  private:
   const bool batch_;
+  bool pass_through_ = false;
   std::function<void(std::string)> send_;
   std::mutex mu_;
   size_t left_;

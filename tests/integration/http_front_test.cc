@@ -116,6 +116,9 @@ TEST_F(HttpFrontTest, KeepAliveNotificationsParseErrorsAndWrongPaths) {
   EXPECT_EQ(metrics->status, 200);
   EXPECT_TRUE(absl::StartsWith(metrics->headers["content-type"], "text/plain"));
   EXPECT_TRUE(absl::StrContains(metrics->body, "cubicle_requests_in_flight")) << metrics->body;
+  // Three calls and one notification of health, counted by method and outcome.
+  EXPECT_TRUE(absl::StrContains(metrics->body, "cubicle_requests_total{method=\"health\",outcome=\"ok\"} 4\n"))
+      << metrics->body;
 }
 
 TEST_F(HttpFrontTest, OversizedHeadAndBodyAreRefusedAndTheDaemonServesOn) {
