@@ -384,6 +384,7 @@ class Daemon::Server {
     WatchSignals();
     CUBICLE_RETURN_IF_ERROR(WatchParent());
     StartStdio();
+    StartFront();
     return absl::OkStatus();
   }
 
@@ -485,6 +486,11 @@ class Daemon::Server {
                                               [this] { asio::post(io_, [this] { BeginShutdown(); }); });
   }
 
+  void StartFront() {
+    if (!options_.front) return;
+    front_ = options_.front(daemon_, [this] { asio::post(io_, [this] { BeginShutdown(); }); });
+  }
+
   // Shutdown: stop taking requests, let in-flight ones finish — until the
   // drain's deadline, which cancels what is left — then stop.
   void BeginShutdown() {
@@ -528,6 +534,7 @@ class Daemon::Server {
 
   // What ~Daemon promises, done here while the io loop's objects live.
   void TearDown() {
+    front_.reset();
     stdio_.reset();
     listener_.reset();  // every connection closed
     http_.reset();
@@ -549,6 +556,7 @@ class Daemon::Server {
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<asio::posix::stream_descriptor> parent_watch_;
   std::unique_ptr<StdioTransport> stdio_;
+  std::unique_ptr<ServeFront> front_;
   int exit_code_ = 0;
 };
 

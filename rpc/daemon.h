@@ -46,6 +46,15 @@
 
 namespace cubicle::rpc {
 
+class Daemon;
+
+// A front of the caller's own beside the transports (`cubicle mcp`'s,
+// rpc/mcp_stdio.h), made by ServeOptions::front.
+class ServeFront {
+ public:
+  virtual ~ServeFront() = default;
+};
+
 struct ServeOptions {
   bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
   // End when the parent process exits (the orchestrator that spawned a
@@ -68,6 +77,9 @@ struct ServeOptions {
     std::string port_file;                // the bound port is written here (port 0: an ephemeral one)
   };
   std::optional<Http> http;
+  // Made once everything that may fail has started; `end` begins the
+  // drain as EOF on stdin does. Destroyed first at the teardown.
+  std::function<std::unique_ptr<ServeFront>(Daemon* daemon, std::function<void()> end)> front;
   // Where the daemon's own warnings go (the CLI logs them as JSON lines).
   std::function<void(const std::string&)> warn = [](const std::string&) {};
   // Where it says what it serves on (the bound HTTP port).
