@@ -31,6 +31,12 @@ namespace {
 
 constexpr char kServerVersion[] = "0.1.0";
 
+// A SIGTERM or SIGINT that comes before the daemon takes its signals (while
+// its pools are made): noted, and acted on once it serves, so that the
+// private state directory is still removed.
+volatile sig_atomic_t stop_noted = 0;
+void NoteStop(int) { stop_noted = 1; }
+
 // A state directory of this process's own (no --state-dir, none in the
 // config), removed at exit with everything in it: each workspace the daemon
 // left behind (its tmpfs unmounted), the records, the archives.
@@ -139,10 +145,14 @@ std::function<int()> AddMcpCommand(CLI::App& root) {
     options.info = [](const std::string& message) { LogInfo(message); };
     const size_t max_line = options.max_line_bytes;
     options.front = [mcp, max_line, warn = options.warn](rpc::Daemon* daemon, std::function<void()> end) {
-      return std::make_unique<rpc::McpStdio>(daemon, mcp, max_line, std::move(end), warn);
+      auto front = std::make_unique<rpc::McpStdio>(daemon, mcp, max_line, end, warn);
+      if (stop_noted) end();
+      return front;
     };
     config->fork_server = "/proc/self/exe";
     ::signal(SIGPIPE, SIG_IGN);
+    ::signal(SIGTERM, NoteStop);
+    ::signal(SIGINT, NoteStop);
     int status;
     {
       absl::StatusOr<std::unique_ptr<rpc::Daemon>> daemon = rpc::Daemon::Create(*std::move(config));

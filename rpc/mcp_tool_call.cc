@@ -7,6 +7,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -198,10 +200,20 @@ void McpToolCall::StartRun(McpListing before) {
 }
 
 void McpToolCall::WaitForRun(McpListing before) {
+  const absl::Time asked = absl::Now();
   Daemon("exec.wait", json::object{{"exec_id", exec_id_}, {"timeout_ms", kWaitMs}},
-         [self = shared_from_this(), before = std::move(before)](Expected<json::value> status) mutable {
+         [self = shared_from_this(), before = std::move(before), asked](Expected<json::value> status) mutable {
            if (!status.ok()) return self->Fail(status.error());
-           if (!Ended(*status)) return self->WaitForRun(std::move(before));
+           if (!Ended(*status)) {
+             // A wait that ends long before its timeout without the run's
+             // end: the daemon ends every wait when it is cut off (a
+             // drain's deadline), and would answer the next one at once.
+             if (absl::Now() - asked < absl::Milliseconds(kWaitMs / 2)) {
+               return self->Fail(Error{kShuttingDown, "the daemon stopped waiting for the run: it is shutting down",
+                                       nullptr});
+             }
+             return self->WaitForRun(std::move(before));
+           }
            const json::object& s = status->as_object();
            const json::value* result = s.if_contains("result");
            if (result == nullptr) {
