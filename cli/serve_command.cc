@@ -28,9 +28,18 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
   if (keys_file.empty()) {
     if (const char* env = ::getenv("CUBICLE_API_KEYS_FILE"); env != nullptr) keys_file = env;
   }
+  if (!keys_file.empty()) {
+    // HTTP's keys, and the socket's other users ("uid" entries).
+    absl::StatusOr<rpc::ApiKeys> keys = rpc::ApiKeys::Load(keys_file);
+    if (!keys.ok()) {
+      std::fprintf(stderr, "cubicle serve: keys: %s\n", std::string(keys.status().message()).c_str());
+      return kExitUsage;
+    }
+    options->keys = std::make_shared<const rpc::ApiKeys>(*std::move(keys));
+  }
   if (f.listen.empty()) {
-    if (!f.port_file.empty() || !f.keys_file.empty() || f.allow_no_auth) {
-      std::fprintf(stderr, "cubicle serve: --listen-port-file, --keys-file and --allow-no-auth need --listen\n");
+    if (!f.port_file.empty() || f.allow_no_auth) {
+      std::fprintf(stderr, "cubicle serve: --listen-port-file and --allow-no-auth need --listen\n");
       return kExitUsage;
     }
     return 0;
@@ -40,15 +49,7 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(endpoint.status().message()).c_str());
     return kExitUsage;
   }
-  rpc::ServeOptions::Http http{*endpoint, nullptr, f.port_file};
-  if (!keys_file.empty()) {
-    absl::StatusOr<rpc::ApiKeys> keys = rpc::ApiKeys::Load(keys_file);
-    if (!keys.ok()) {
-      std::fprintf(stderr, "cubicle serve: keys: %s\n", std::string(keys.status().message()).c_str());
-      return kExitUsage;
-    }
-    http.keys = std::make_shared<const rpc::ApiKeys>(*std::move(keys));
-  } else if (!endpoint->address().is_loopback()) {
+  if (options->keys == nullptr && !endpoint->address().is_loopback()) {
     if (!f.allow_no_auth) {
       std::fprintf(stderr,
                    "cubicle serve: --listen %s is not a loopback address and no keys are given "
@@ -59,7 +60,7 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
     }
     LogWarning("--allow-no-auth: HTTP on " + f.listen + " without authentication: anyone who reaches it can run code");
   }
-  options->http = std::move(http);
+  options->http = rpc::ServeOptions::Http{*endpoint, f.port_file};
   return 0;
 }
 
@@ -109,7 +110,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
                   "Serve HTTP/1.1 on ADDR:PORT too (IPv4, [IPv6] or localhost; docs/protocol.md, \"HTTP\")");
   app->add_option("--listen-port-file", f->port_file, "Write the bound HTTP port here (useful with port 0)");
   app->add_option("--keys-file", f->keys_file,
-                  "Bearer keys for HTTP, a JSON file of mode 0600 (or $CUBICLE_API_KEYS_FILE)");
+                  "Keys for HTTP and the socket's other users, a JSON file of mode 0600 (or $CUBICLE_API_KEYS_FILE)");
   app->add_flag("--allow-no-auth", f->allow_no_auth, "Serve HTTP on a non-loopback address without keys");
   app->add_flag("--check-config", f->check_config,
                 "Validate the configuration and these flags, print a summary, and exit without serving");
