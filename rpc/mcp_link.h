@@ -50,8 +50,9 @@ class McpLinkGate {
 inline McpDaemonCall InProcessMcpLink(Daemon* daemon, std::shared_ptr<McpLinkGate> gate) {
   return [daemon, gate = std::move(gate)](const std::string& line, std::function<void(std::string)> reply,
                                           std::function<void(std::string)> notify) {
-    (void)notify;
-    const bool called = gate->Run([&] { (void)daemon->HandleLine(line, reply); });
+    Origin origin;
+    origin.notify = std::move(notify);
+    const bool called = gate->Run([&] { (void)daemon->HandleLine(line, reply, origin); });
     if (!called) reply(ErrorReply(nullptr, Error{kShuttingDown, "the MCP server is shutting down", nullptr}));
   };
 }

@@ -15,9 +15,8 @@ namespace json = boost::json;
 
 namespace {
 
-// What exec.wait waits at most per call: the run's own timeout ends it
-// first, and another wait follows until it has.
-constexpr int64_t kWaitMs = 600'000;
+// Progress notifications are rate-limited, as the spec asks.
+constexpr absl::Duration kProgressInterval = absl::Milliseconds(100);
 // A progress notification quotes at most this much of the latest output.
 constexpr size_t kProgressMessageBytes = 512;
 
@@ -92,14 +91,16 @@ void McpToolCall::Daemon(const std::string& method, json::object params, Then th
     }
   }
   const std::string line = Request(json::value(next_line_id.fetch_add(1)), method, raw);
-  auto notify = [on_notification = std::move(on_notification)](std::string note) {
-    if (!on_notification) return;
-    boost::system::error_code ec;
-    json::value v = json::parse(note, ec);
-    const json::object* o = ec ? nullptr : v.if_object();
-    const json::value* p = o == nullptr ? nullptr : o->if_contains("params");
-    if (p != nullptr && p->is_object()) on_notification(p->as_object());
-  };
+  std::function<void(std::string)> notify;  // null: the daemon sends none
+  if (on_notification) {
+    notify = [on_notification = std::move(on_notification)](std::string note) {
+      boost::system::error_code ec;
+      json::value v = json::parse(note, ec);
+      const json::object* o = ec ? nullptr : v.if_object();
+      const json::value* p = o == nullptr ? nullptr : o->if_contains("params");
+      if (p != nullptr && p->is_object()) on_notification(p->as_object());
+    };
+  }
   session_->daemon_(line, [then = std::move(then)](std::string reply) { then(ReadReply(reply)); }, std::move(notify));
 }
 
@@ -195,32 +196,27 @@ void McpToolCall::StartRun(McpListing before) {
            if (cancelled) {
              self->Daemon("exec.cancel", json::object{{"exec_id", self->exec_id_}}, [](Expected<json::value>) {});
            }
-           self->WaitForRun(std::move(before));
+           self->FollowRun(std::move(before));
          });
 }
 
-void McpToolCall::WaitForRun(McpListing before) {
-  const absl::Time asked = absl::Now();
-  Daemon("exec.wait", json::object{{"exec_id", exec_id_}, {"timeout_ms", kWaitMs}},
-         [self = shared_from_this(), before = std::move(before), asked](Expected<json::value> status) mutable {
-           if (!status.ok()) return self->Fail(status.error());
-           if (!Ended(*status)) {
-             // A wait that ends long before its timeout without the run's
-             // end: the daemon ends every wait when it is cut off (a
-             // drain's deadline), and would answer the next one at once.
-             if (absl::Now() - asked < absl::Milliseconds(kWaitMs / 2)) {
-               return self->Fail(Error{kShuttingDown, "the daemon stopped waiting for the run: it is shutting down",
-                                       nullptr});
-             }
-             return self->WaitForRun(std::move(before));
-           }
-           const json::object& s = status->as_object();
-           const json::value* result = s.if_contains("result");
-           if (result == nullptr) {
-             return self->Fail(Error{kShuttingDown, "the run was cancelled before it started", nullptr});
-           }
-           self->ListAfter(std::move(before), *result);
-         });
+void McpToolCall::FollowRun(McpListing before) {
+  std::function<void(const json::object&)> on_output;
+  if (!progress_token_.is_null()) on_output = [self = shared_from_this()](const json::object& o) { self->Progress(o); };
+  Daemon(
+      "exec.follow", json::object{{"exec_id", exec_id_}},
+      [self = shared_from_this(), before = std::move(before)](Expected<json::value> status) mutable {
+        if (!status.ok()) return self->Fail(status.error());
+        // A follow answered before the run ended: the daemon was cut off
+        // (a drain's deadline) and ends every follow at once.
+        if (!Ended(*status)) {
+          return self->Fail(Error{kShuttingDown, "the daemon stopped following the run: it is shutting down", nullptr});
+        }
+        const json::value* result = status->as_object().if_contains("result");
+        if (result == nullptr) return self->Fail(Error{kShuttingDown, "the run was cancelled before it started", nullptr});
+        self->ListAfter(std::move(before), *result);
+      },
+      std::move(on_output));
 }
 
 void McpToolCall::ListAfter(McpListing before, json::value run) {
@@ -233,7 +229,6 @@ void McpToolCall::ListAfter(McpListing before, json::value run) {
 }
 
 void McpToolCall::Progress(const json::object& output) {
-  if (progress_token_.is_null()) return;
   const json::value* data = output.if_contains("data");
   std::string text = data != nullptr && data->is_string() ? std::string(data->as_string()) : std::string();
   if (const json::value* b64 = output.if_contains("data_base64"); b64 != nullptr && b64->is_string()) {
@@ -246,6 +241,11 @@ void McpToolCall::Progress(const json::object& output) {
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_ || cancelled_ || bytes == 0) return;
   progress_ += bytes;
+  // At most one notification per kProgressInterval: the bytes of those
+  // skipped count in the next, and all of the output is in the result.
+  const absl::Time now = absl::Now();
+  if (now - last_progress_ < kProgressInterval) return;
+  last_progress_ = now;
   out_->Notify(Notification("notifications/progress", json::object{{"progressToken", progress_token_},
                                                                     {"progress", progress_},
                                                                     {"message", std::move(text)}}));

@@ -14,6 +14,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include "absl/time/time.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/mcp_server.h"
 #include "rpc/mcp_tools.h"
@@ -43,10 +44,11 @@ class McpToolCall : public std::enable_shared_from_this<McpToolCall> {
   // later, restored from its archive if the daemon reaped it meanwhile.
   void EnsureWorkspace(std::function<void()> then);
   void Dispatch();
-  // run_python, run_shell: listed, started, waited for, listed again.
+  // run_python, run_shell: listed, started, followed (its output the
+  // progress), listed again.
   void ListBefore();
   void StartRun(McpListing before);
-  void WaitForRun(McpListing before);
+  void FollowRun(McpListing before);
   void ListAfter(McpListing before, boost::json::value run);
   void Progress(const boost::json::object& output);
   // read_file, write_file, list_files: one files.* call each.
@@ -67,8 +69,9 @@ class McpToolCall : public std::enable_shared_from_this<McpToolCall> {
   bool cancelled_ = false;
   bool finished_ = false;
   std::string exec_id_;  // a run's, once started
-  // Progress: the bytes of output seen so far.
+  // Progress: the bytes of output seen so far, and when it was last sent.
   uint64_t progress_ = 0;
+  absl::Time last_progress_ = absl::InfinitePast();
 };
 
 }  // namespace cubicle::rpc

@@ -223,6 +223,31 @@ TEST_F(McpStdioTest, CancellationKillsTheRunAndSendsNoReply) {
   EndAndExpectNothingLeft();
 }
 
+TEST_F(McpStdioTest, ProgressNotificationsCarryTheOutputAsItComes) {
+  McpStdioServer& s = StartInitialized();
+  ASSERT_TRUE(s.Send(McpToolCallLine(
+      1, "run_python", R"j({"code":"import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.3)"})j",
+      R"({"progressToken":"p-1"})")));
+  std::vector<json::value> before;
+  json::value reply = s.ReadReply(1, &before);
+  ASSERT_FALSE(reply.is_null()) << Stderr();
+  EXPECT_FALSE(IsError(reply)) << json::serialize(reply);
+  EXPECT_EQ(ToolResult(reply).at("structuredContent").at("stdout"), "tick 0\ntick 1\ntick 2\n");
+  int64_t last = 0;
+  std::string seen;
+  for (const json::value& note : before) {
+    ASSERT_EQ(note.at("method"), "notifications/progress") << json::serialize(note);
+    EXPECT_EQ(note.at("params").at("progressToken"), "p-1");
+    const int64_t progress = note.at("params").at("progress").to_number<int64_t>();
+    EXPECT_GT(progress, last);  // it only grows
+    last = progress;
+    seen += std::string(note.at("params").at("message").as_string());
+  }
+  ASSERT_FALSE(before.empty()) << "no progress before the reply";
+  EXPECT_TRUE(absl::StrContains(seen, "tick 0")) << seen;
+  EndAndExpectNothingLeft();
+}
+
 TEST_F(McpStdioTest, EofLetsQueuedCallsFinishFirst) {
   McpStdioServer& s = StartInitialized();
   ASSERT_TRUE(s.Send(McpToolCallLine(1, "run_shell", R"({"command":"echo one"})")));

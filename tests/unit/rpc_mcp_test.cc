@@ -49,7 +49,8 @@ class FakeDaemon {
   explicit FakeDaemon(Answer answer) : answer_(std::move(answer)) {}
 
   McpDaemonCall Call() {
-    return [this](const std::string& line, std::function<void(std::string)> reply, std::function<void(std::string)>) {
+    return [this](const std::string& line, std::function<void(std::string)> reply,
+                  std::function<void(std::string)> notify) {
       json::object request = json::parse(line).as_object();
       const std::string method(request["method"].as_string());
       json::object params = request.contains("params") ? request["params"].as_object() : json::object();
@@ -57,6 +58,7 @@ class FakeDaemon {
       std::optional<json::value> answer = answer_(method, params);
       if (!answer.has_value()) {
         held.push_back([reply, id = request["id"]](json::value result) { reply(Result(id, result)); });
+        notifies.push_back(notify);
         return;
       }
       const json::object* o = answer->if_object();
@@ -77,6 +79,7 @@ class FakeDaemon {
 
   std::vector<std::pair<std::string, json::object>> calls;
   std::deque<std::function<void(json::value)>> held;
+  std::deque<std::function<void(std::string)>> notifies;  // each held call's (null: none wanted)
 
  private:
   Answer answer_;
@@ -93,7 +96,7 @@ std::optional<json::value> Workspace(const std::string& method, const json::obje
     return json::object{{"path", ""}, {"entries", entries}};
   }
   if (method == "exec.start") return json::object{{"exec_id", "e1"}, {"state", "queued"}};
-  if (method == "exec.wait") {
+  if (method == "exec.follow") {
     return json::object{{"exec_id", "e1"},
                         {"state", "done"},
                         {"result", json::object{{"reason", "exited"}, {"exit_code", exit_code}, {"signal", nullptr},
@@ -291,7 +294,7 @@ TEST_F(McpSessionTest, RunsInOneSessionAndTellsTheFilesChanged) {
   EXPECT_EQ(s.at("files_changed").as_array()[0].at("path"), "out.txt");
   EXPECT_EQ(s.at("files_changed").as_array()[0].at("change"), "created");
   EXPECT_EQ(daemon_->Methods(),
-            (std::vector<std::string>{"session.create", "files.list", "exec.start", "exec.wait", "files.list"}));
+            (std::vector<std::string>{"session.create", "files.list", "exec.start", "exec.follow", "files.list"}));
   EXPECT_EQ(daemon_->calls[0].second.at("profile"), "python");
   const json::object& start = daemon_->calls[2].second;
   EXPECT_EQ(start.at("session"), "s1");
@@ -350,7 +353,7 @@ TEST_F(McpSessionTest, DaemonErrorsAndRefusedKeysAreToolErrors) {
 
 TEST_F(McpSessionTest, CancelledRunIsKilledAndGetsNoReply) {
   MakeSession([this](const std::string& m, const json::object& p) -> std::optional<json::value> {
-    if (m == "exec.wait") return std::nullopt;  // held: the run goes on
+    if (m == "exec.follow") return std::nullopt;  // held: the run goes on
     if (m == "exec.cancel") return json::object{{"exec_id", "e1"}, {"state", "running"}};
     return Workspace(m, p, 0, &lists_);
   });
@@ -376,9 +379,46 @@ TEST_F(McpSessionTest, CancelledRunIsKilledAndGetsNoReply) {
   EXPECT_TRUE(session_->idle());
 }
 
+TEST_F(McpSessionTest, ProgressFollowsTheOutputWhenAskedFor) {
+  MakeSession([this](const std::string& m, const json::object& p) -> std::optional<json::value> {
+    if (m == "exec.follow") return std::nullopt;
+    return Workspace(m, p, 0, &lists_);
+  });
+  Initialize();
+  // Without a token the daemon is asked for no notifications at all.
+  std::shared_ptr<Sent> quiet = CallTool(1, "run_shell", R"({"command":"echo hi"})");
+  ASSERT_EQ(daemon_->notifies.size(), 1u);
+  EXPECT_EQ(daemon_->notifies.front(), nullptr);
+  daemon_->held.front()(json::object{{"exec_id", "e1"}, {"state", "done"},
+                                     {"result", json::object{{"reason", "exited"}, {"exit_code", 0}}}});
+  daemon_->held.clear();
+  daemon_->notifies.clear();
+  EXPECT_TRUE(quiet->notifications.empty());
+
+  std::shared_ptr<Sent> sent = CallTool(2, "run_shell", R"({"command":"echo hi"})", R"(,"_meta":{"progressToken":"tok"})");
+  ASSERT_EQ(daemon_->notifies.size(), 1u) << json::serialize(*sent->reply);
+  ASSERT_NE(daemon_->notifies.front(), nullptr);
+  daemon_->notifies.front()(
+      R"({"jsonrpc":"2.0","method":"exec.output","params":{"exec_id":"e1","stream":"stdout","offset":0,"data":"hello!"}})");
+  ASSERT_EQ(sent->notifications.size(), 1u);
+  const json::value& progress = sent->notifications[0];
+  EXPECT_EQ(progress.at("method"), "notifications/progress");
+  EXPECT_EQ(progress.at("params").at("progressToken"), "tok");
+  EXPECT_EQ(progress.at("params").at("progress"), 6);
+  EXPECT_EQ(progress.at("params").at("message"), "hello!");
+  EXPECT_FALSE(sent->reply.has_value());
+  daemon_->held.front()(json::object{{"exec_id", "e1"}, {"state", "done"},
+                                     {"result", json::object{{"reason", "exited"}, {"exit_code", 0}}}});
+  ASSERT_TRUE(sent->reply.has_value());
+  // None after the reply: the token is no longer in use.
+  daemon_->notifies.front()(
+      R"({"jsonrpc":"2.0","method":"exec.output","params":{"exec_id":"e1","stream":"stdout","offset":6,"data":"late"}})");
+  EXPECT_EQ(sent->notifications.size(), 1u);
+}
+
 TEST_F(McpSessionTest, CloseWithoutCancelLetsTheRunFinishFirst) {
   MakeSession([this](const std::string& m, const json::object& p) -> std::optional<json::value> {
-    if (m == "exec.wait") return std::nullopt;
+    if (m == "exec.follow") return std::nullopt;
     return Workspace(m, p, 0, &lists_);
   });
   Initialize();
