@@ -13,7 +13,6 @@
 #include <optional>
 #include <string>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
@@ -28,8 +27,6 @@
 namespace cubicle::cli {
 
 namespace {
-
-constexpr char kServerVersion[] = "0.1.0";
 
 // A SIGTERM or SIGINT that comes before the daemon takes its signals (while
 // its pools are made): noted, and acted on once it serves, so that the
@@ -76,18 +73,6 @@ class PrivateStateDir {
   std::string path_;
 };
 
-// run_python's command: the profile's warm interpreter where it is
-// Python's (the call is then served warm), else python3 from PATH.
-std::vector<std::string> PythonArgv(const rpc::DaemonConfig& config, const std::string& profile) {
-  auto it = config.profiles.find(profile);
-  if (it != config.profiles.end() && it->second.interpreter.has_value() && !it->second.interpreter->argv.empty()) {
-    const std::string& exe = it->second.interpreter->argv.front();
-    const std::string base = exe.substr(exe.rfind('/') + 1);
-    if (absl::StartsWith(base, "python")) return it->second.interpreter->argv;
-  }
-  return {"python3"};
-}
-
 }  // namespace
 
 std::function<int()> AddMcpCommand(CLI::App& root) {
@@ -108,7 +93,7 @@ std::function<int()> AddMcpCommand(CLI::App& root) {
       std::fprintf(stderr, "cubicle mcp: %s\n", std::string(config.status().message()).c_str());
       return kExitUsage;
     }
-    const std::string profile = !f->profile.empty() ? f->profile : config->mcp.profile;
+    const std::string& profile = f->profile;
     if (!profile.empty() && config->profiles.count(profile) == 0) {
       std::fprintf(stderr, "cubicle mcp: --profile: no profile named '%s'\n", profile.c_str());
       return kExitUsage;
@@ -131,10 +116,7 @@ std::function<int()> AddMcpCommand(CLI::App& root) {
       }
     }
     const std::string where = config->sessions.state_dir;
-    rpc::McpOptions mcp;
-    mcp.profile = profile;
-    mcp.python = PythonArgv(*config, profile.empty() ? config->sessions.default_profile : profile);
-    mcp.server_version = kServerVersion;
+    rpc::McpOptions mcp = rpc::McpOptionsFor(*config, profile);
     mcp.archive = private_dir == nullptr;  // a private directory goes at exit, archives too
     rpc::ServeOptions options;
     options.stdio = false;  // stdio speaks MCP: the front below

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "rpc/mcp_http.h"
 #include "rpc/metrics_server.h"
 #include "rpc/npu_methods.h"
 #include "rpc/results_json.h"
@@ -465,6 +466,13 @@ class Daemon::Server {
     backend.profile_of = [d](const std::string& method, const json::value& params) { return d->ProfileOf(method, params); };
     backend.metrics = [d] { return d->MetricsText(); };
     backend.readiness = [d] { return d->Readiness(); };
+    mcp_ = std::make_shared<McpHttp>(io_, config.mcp, McpOptionsFor(config), d, options_.warn);
+    mcp_->Start();
+    backend.mcp = [mcp = std::weak_ptr<McpHttp>(mcp_)](HttpRouteRequest request,
+                                                       std::shared_ptr<HttpRouteAnswer> answer) {
+      if (std::shared_ptr<McpHttp> live = mcp.lock()) return live->Serve(std::move(request), std::move(answer));
+      answer->Respond(503, "application/json", R"({"error":"the daemon is shutting down"})");
+    };
     CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Start(io_, options_.http->endpoint, limits, options_.keys,
                                                      std::move(backend), options_.warn));
     const std::string where = absl::StrCat(options_.http->endpoint.address().to_string(), ":", http_->port());
@@ -576,6 +584,8 @@ class Daemon::Server {
     stdio_.reset();
     listener_.reset();  // every connection closed
     http_.reset();
+    if (mcp_) mcp_->Stop();  // MCP sessions end with the daemon; their workspaces stay, reaped by their TTL
+    mcp_.reset();
     daemon_->queue_->Stop();
     if (!options_.socket_path.empty()) ::unlink(options_.socket_path.c_str());
     if (metrics_) metrics_->Finish();
@@ -591,6 +601,7 @@ class Daemon::Server {
   asio::steady_timer deadline_timer_;  // the drain's deadline
   std::unique_ptr<SocketListener> listener_;
   std::unique_ptr<HttpFront> http_;
+  std::shared_ptr<McpHttp> mcp_;  // /mcp on http_
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<asio::posix::stream_descriptor> parent_watch_;
   std::unique_ptr<StdioTransport> stdio_;

@@ -26,4 +26,12 @@ struct McpConfig {
 // Reads the "mcp" object into `out`; errors name the JSON path.
 absl::Status ParseMcpConfig(const boost::json::value& v, McpConfig* out);
 
+struct DaemonConfig;
+struct McpOptions;
+// The options of an MCP session served by a daemon of `config`: its
+// profile (`profile`, else mcp.profile; empty: the sessions profile), and
+// run_python's command — that profile's warm interpreter where it is
+// Python's (the call is then served warm), else python3.
+McpOptions McpOptionsFor(const DaemonConfig& config, const std::string& profile = "");
+
 }  // namespace cubicle::rpc

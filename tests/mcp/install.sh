@@ -11,8 +11,8 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   exit 77
 fi
 major=$(node -p 'process.versions.node.split(".")[0]')
-if ((major < 18)); then
-  echo "SKIP: node $(node --version) is older than the SDK's 18"
+if ((major < 20)); then
+  echo "SKIP: node $(node --version) is older than 20, which the SDK's dependencies need"
   exit 77
 fi
 stamp="$here/node_modules/.cubicle-lock.sha256"

@@ -110,13 +110,13 @@ async function overHttp() {
     const url = new URL(`http://127.0.0.1:${port}/mcp`);
     // Without the key: refused before anything is made.
     const anonymous = new Client({ name: 'cubicle-sdk-test', version: '1.0.0' });
-    let refused = false;
+    let refused = null;
     try {
       await anonymous.connect(new StreamableHTTPClientTransport(url));
     } catch (e) {
-      refused = /401/.test(String(e));
+      refused = e;
     }
-    check(refused, 'connecting without the bearer key must fail with 401');
+    check(refused?.code === 401, `connecting without the bearer key must fail with 401: ${refused}`);
 
     const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: { Authorization: `Bearer ${key}` } } });
     const client = new Client({ name: 'cubicle-sdk-test', version: '1.0.0' });
