@@ -14,6 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "rpc/mcp_tools.h"
 
@@ -60,6 +61,20 @@ bool AsksForAVersion(const Call& initialize) {
   const json::object* params = initialize.params.if_object();
   const json::value* version = params == nullptr ? nullptr : params->if_contains("protocolVersion");
   return version != nullptr && version->is_string();
+}
+
+// A browser's request from a page of another site (the spec's DNS
+// rebinding warning: such a page may reach a server on loopback) is
+// refused; a page served from loopback itself, and any client that is not
+// a browser (no Origin), are let through.
+bool FromAllowedOrigin(const std::string& origin) {
+  if (origin.empty()) return true;
+  absl::string_view rest = origin;
+  if (!absl::ConsumePrefix(&rest, "http://") && !absl::ConsumePrefix(&rest, "https://")) return false;
+  rest = rest.substr(0, rest.find('/'));
+  const size_t colon = rest.rfind(':');
+  if (colon != absl::string_view::npos && rest.find(']', colon) == absl::string_view::npos) rest = rest.substr(0, colon);
+  return rest == "localhost" || rest == "127.0.0.1" || rest == "[::1]";
 }
 
 }  // namespace
@@ -171,6 +186,10 @@ size_t McpHttp::sessions() const {
 }
 
 void McpHttp::Serve(HttpRouteRequest request, std::shared_ptr<HttpRouteAnswer> answer) {
+  if (!FromAllowedOrigin(Header(request, "origin"))) {
+    return Refuse(answer, 403, kInvalidRequest,
+                  absl::StrCat("Forbidden: Origin ", Header(request, "origin"), " is not a loopback one"));
+  }
   const std::string version = Header(request, "mcp-protocol-version");
   if (!version.empty() && !IsSupportedMcpVersion(version)) {
     return Refuse(answer, 400, kInvalidRequest, absl::StrCat("Bad Request: MCP-Protocol-Version ", version,

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "tests/support/daemon_client.h"
 #include "tests/support/http_client.h"
 #include "tests/support/mcp_client.h"
@@ -215,6 +216,9 @@ TEST_F(McpHttpTest, TheTransportsRulesAreEnforcedAndNothingIsMade) {
   EXPECT_EQ(anonymous->status, 401);
   EXPECT_EQ(Post(c, McpRequest(6, "tools/list"), id, kOtherKey).status, 404);
   EXPECT_EQ(Delete(c, id, kOtherKey).status, 404);
+  // A page of another site (DNS rebinding) is refused; one from loopback is not.
+  EXPECT_EQ(Post(c, McpRequest(7, "ping"), id, kAgentKey, {{"Origin", "http://evil.example"}}).status, 403);
+  EXPECT_EQ(Post(c, McpRequest(8, "ping"), id, kAgentKey, {{"Origin", "http://localhost:6274"}}).status, 200);
   // Nothing above made a workspace.
   EXPECT_EQ(Entries("workspaces"), std::vector<std::string>{});
   EXPECT_EQ(Delete(c, id).status, 200);

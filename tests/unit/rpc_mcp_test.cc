@@ -14,7 +14,10 @@
 #include <boost/json/serialize.hpp>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "rpc/config.h"
 #include "rpc/jsonrpc.h"
+#include "rpc/mcp_config.h"
 #include "rpc/mcp_server.h"
 #include "rpc/mcp_tools.h"
 
@@ -473,6 +476,39 @@ TEST(McpToolsTest, ReadFileGivesTextOrBase64) {
   json::object binary = McpReadFileResult(json::object{{"path", "b"}, {"size", 2}, {"data", "/w=="}});
   EXPECT_EQ(binary.at("structuredContent").at("content_base64"), "/w==");
   EXPECT_FALSE(binary.at("structuredContent").as_object().contains("content"));
+}
+
+TEST(McpConfigTest, ReadsTheMcpObjectAndRefusesWhatDoesNotFit) {
+  constexpr char kProfiles[] = R"("profiles": {"shell": {}, "python": {"interpreter": {"argv": ["python3", "-I"]}}})";
+  absl::StatusOr<DaemonConfig> plain = ParseConfig(absl::StrCat("{", kProfiles, "}"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->mcp.profile, "");
+  EXPECT_EQ(plain->mcp.max_sessions, 64u);
+  EXPECT_EQ(plain->mcp.idle_timeout, absl::Minutes(30));
+  // The sessions profile (python here) and its warm interpreter serve run_python.
+  McpOptions options = McpOptionsFor(*plain);
+  EXPECT_EQ(options.profile, "");
+  EXPECT_EQ(options.python, (std::vector<std::string>{"python3", "-I"}));
+  EXPECT_EQ(McpOptionsFor(*plain, "shell").python, (std::vector<std::string>{"python3"}));
+
+  absl::StatusOr<DaemonConfig> set = ParseConfig(absl::StrCat(
+      "{", kProfiles, R"(, "mcp": {"profile": "shell", "max_sessions": 3, "idle_timeout_ms": 60000}})"));
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->mcp.profile, "shell");
+  EXPECT_EQ(set->mcp.max_sessions, 3u);
+  EXPECT_EQ(set->mcp.idle_timeout, absl::Minutes(1));
+  EXPECT_EQ(McpOptionsFor(*set).profile, "shell");
+
+  for (const auto& [mcp, names] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"profile": "nope"})", "mcp.profile"},
+           {R"({"max_sessions": 0})", "mcp.max_sessions"},
+           {R"({"idle_timeout_ms": 10})", "mcp.idle_timeout_ms"},
+           {R"({"idle": 1})", "idle"},
+           {R"([])", "mcp"}}) {
+    absl::StatusOr<DaemonConfig> bad = ParseConfig(absl::StrCat("{", kProfiles, R"(, "mcp": )", mcp, "}"));
+    ASSERT_FALSE(bad.ok()) << mcp;
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), names)) << bad.status();
+  }
 }
 
 }  // namespace
