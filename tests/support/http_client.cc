@@ -100,7 +100,8 @@ std::optional<HttpReply> HttpClient::ReadReply(absl::Duration limit) {
 
 std::optional<HttpReply> HttpClient::Request(absl::string_view method, absl::string_view target,
                                              absl::string_view body,
-                                             const std::vector<std::pair<std::string, std::string>>& headers) {
+                                             const std::vector<std::pair<std::string, std::string>>& headers,
+                                             absl::Duration limit) {
   std::string request = absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1\r\n");
   for (const auto& [name, value] : headers) absl::StrAppend(&request, name, ": ", value, "\r\n");
   if (!body.empty() || method == "POST") {
@@ -108,7 +109,7 @@ std::optional<HttpReply> HttpClient::Request(absl::string_view method, absl::str
   }
   absl::StrAppend(&request, "\r\n", body);
   if (!SendRaw(request)) return std::nullopt;
-  return ReadReply();
+  return ReadReply(limit);
 }
 
 bool HttpClient::ClosedByPeer(absl::Duration limit) {

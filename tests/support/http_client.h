@@ -43,7 +43,8 @@ class HttpClient {
   std::optional<std::string> ReadChunk(absl::Duration limit = absl::Seconds(60));
   // A request (Content-Length set for a body), then its reply.
   std::optional<HttpReply> Request(absl::string_view method, absl::string_view target, absl::string_view body = "",
-                                   const std::vector<std::pair<std::string, std::string>>& headers = {});
+                                   const std::vector<std::pair<std::string, std::string>>& headers = {},
+                                   absl::Duration limit = absl::Seconds(60));
   // Whether the server closed the connection (EOF or a reset within
   // `limit`), after whatever it sent first.
   bool ClosedByPeer(absl::Duration limit = absl::Seconds(60));
