@@ -45,9 +45,19 @@ export const CONFIG = {
 };
 
 // A directory of this test's own: config.json, keys, and tmp/ (TMPDIR for
-// `cubicle mcp`, whose private state directory goes there).
+// `cubicle mcp`, whose private state directory goes there). Named as the
+// C++ tests name theirs ("itest-"), which tests that look for what
+// sandboxes leave in /tmp know to be a test's; removed at exit whatever
+// happened.
 export function makeScratch() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cubicle-mcp-test-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'itest-mcp-'));
+  process.on('exit', () => {
+    try {
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // a mount a failed server left: its namespace goes with this process
+    }
+  });
   const tmp = path.join(dir, 'tmp');
   fs.mkdirSync(tmp, { mode: 0o700 });
   const config = path.join(dir, 'config.json');
