@@ -19,5 +19,6 @@ std::function<int()> AddProbeCommand(CLI::App& app);
 std::function<int()> AddCleanupCommand(CLI::App& app);
 std::function<int()> AddServeCommand(CLI::App& app);
 std::function<int()> AddNpuCommand(CLI::App& app);
+std::function<int()> AddMcpCommand(CLI::App& app);
 
 }  // namespace cubicle::cli

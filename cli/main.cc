@@ -64,13 +64,15 @@ int main(int argc, char** argv) {
   // and a cold `cubicle run` pays for every page it touches. Anything else
   // (--help, --version, a typo) gets them all, so help and errors are whole.
   const std::string named = argc >= 2 ? argv[1] : "";
-  const bool all = named != "run" && named != "probe" && named != "cleanup" && named != "serve" && named != "npu";
-  std::function<int()> run, probe, cleanup, serve, npu;
+  const bool all = named != "run" && named != "probe" && named != "cleanup" && named != "serve" && named != "npu" &&
+                   named != "mcp";
+  std::function<int()> run, probe, cleanup, serve, npu, mcp;
   if (all || named == "run") run = cubicle::cli::AddRunCommand(app);
   if (all || named == "probe") probe = cubicle::cli::AddProbeCommand(app);
   if (all || named == "cleanup") cleanup = cubicle::cli::AddCleanupCommand(app);
   if (all || named == "serve") serve = cubicle::cli::AddServeCommand(app);
   if (all || named == "npu") npu = cubicle::cli::AddNpuCommand(app);
+  if (all || named == "mcp") mcp = cubicle::cli::AddMcpCommand(app);
   if (all) {
     // Listed for --help only: main() hands `bwrap` argv to RunBwrap above.
     app.add_subcommand("bwrap", "Run a bubblewrap 0.11 command line (bwrap ARGS...) in a sandbox")
@@ -94,5 +96,6 @@ int main(int argc, char** argv) {
   if (cleanup && app.got_subcommand("cleanup")) return cleanup();
   if (serve && app.got_subcommand("serve")) return serve();
   if (npu && app.got_subcommand("npu")) return npu();
+  if (mcp && app.got_subcommand("mcp")) return mcp();
   return cubicle::cli::kExitUsage;
 }

@@ -166,7 +166,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, json_read::ParseDocument(json_text, /*comments=*/true));
     CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "connections", "shutdown",
                                                                  "ceilings", "profiles", "workspace_roots", "sessions",
-                                                                 "npu"}));
+                                                                 "npu", "mcp"}));
     DaemonConfig config;
     // Unset, the memory and pids ceilings are the built-in defaults: no
     // sandbox runs without such limits unless the file says "unlimited".
@@ -184,6 +184,10 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     if (profiles == nullptr) return Error("profiles", "missing: at least one profile is needed");
     CUBICLE_RETURN_IF_ERROR(ParseProfiles(*profiles, &config));
     CUBICLE_RETURN_IF_ERROR(ResolveSessionProfile(&config));
+    if (const json::value* v = top.Find("mcp")) CUBICLE_RETURN_IF_ERROR(ParseMcpConfig(*v, &config.mcp));
+    if (!config.mcp.profile.empty() && config.profiles.count(config.mcp.profile) == 0) {
+      return Error("mcp.profile", absl::StrCat("no profile named '", config.mcp.profile, "'"));
+    }
     config.source = std::string(json_text);
     return config;
   } catch (const std::exception& e) {

@@ -23,6 +23,7 @@
 #include "cgroups/limits.h"
 #include "npu/broker.h"
 #include "rpc/in_flight.h"
+#include "rpc/mcp_config.h"
 #include "rpc/session_config.h"
 #include "runtime/fork_server.h"
 #include "runtime/pool.h"
@@ -87,6 +88,8 @@ struct DaemonConfig {
   // Sessions and the durable records (rpc/session_config.h).
   SessionsConfig sessions;
   NpuConfig npu;
+  // The MCP server (rpc/mcp_config.h).
+  McpConfig mcp;
   // The text this was parsed from: what a fork server is given, so that it
   // parses the same profiles (rpc/fork_server_main.h).
   std::string source;

@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "rpc/mcp_http.h"
 #include "rpc/metrics_server.h"
 #include "rpc/npu_methods.h"
 #include "rpc/results_json.h"
@@ -453,6 +454,7 @@ class Daemon::Server {
     WatchSignals();
     CUBICLE_RETURN_IF_ERROR(WatchParent());
     StartStdio();
+    StartFront();
     if (systemd::Notifying()) {
       systemd::Notify("STATUS=warming the pools");
       NotifyWhenReady();
@@ -519,6 +521,13 @@ class Daemon::Server {
     backend.profile_of = [d](const std::string& method, const json::value& params) { return d->ProfileOf(method, params); };
     backend.metrics = [d] { return d->MetricsText(); };
     backend.readiness = [d] { return d->Readiness(); };
+    mcp_ = std::make_shared<McpHttp>(io_, config.mcp, McpOptionsFor(config), d, options_.warn);
+    mcp_->Start();
+    backend.mcp = [mcp = std::weak_ptr<McpHttp>(mcp_)](HttpRouteRequest request,
+                                                       std::shared_ptr<HttpRouteAnswer> answer) {
+      if (std::shared_ptr<McpHttp> live = mcp.lock()) return live->Serve(std::move(request), std::move(answer));
+      answer->Respond(503, "application/json", R"({"error":"the daemon is shutting down"})");
+    };
     if (options_.http->fd >= 0) {
       CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Adopt(io_, options_.http->fd, limits, options_.keys,
                                                        std::move(backend), options_.warn));
@@ -583,6 +592,11 @@ class Daemon::Server {
                                               [this] { asio::post(io_, [this] { BeginShutdown(); }); });
   }
 
+  void StartFront() {
+    if (!options_.front) return;
+    front_ = options_.front(daemon_, [this] { asio::post(io_, [this] { BeginShutdown(); }); });
+  }
+
   // Shutdown: stop taking requests, let in-flight ones finish — until the
   // drain's deadline, which cancels what is left — then stop.
   void BeginShutdown() {
@@ -628,9 +642,12 @@ class Daemon::Server {
 
   // What ~Daemon promises, done here while the io loop's objects live.
   void TearDown() {
+    front_.reset();
     stdio_.reset();
     listener_.reset();  // every connection closed
     http_.reset();
+    if (mcp_) mcp_->Stop();  // MCP sessions end with the daemon; their workspaces stay, reaped by their TTL
+    mcp_.reset();
     daemon_->queue_->Stop();
     // An activated socket is systemd's, which keeps it for the next start.
     if (!options_.socket_path.empty() && options_.socket_fd < 0) ::unlink(options_.socket_path.c_str());
@@ -648,9 +665,11 @@ class Daemon::Server {
   asio::steady_timer ready_timer_;     // polls readiness until READY=1 is sent
   std::unique_ptr<SocketListener> listener_;
   std::unique_ptr<HttpFront> http_;
+  std::shared_ptr<McpHttp> mcp_;  // /mcp on http_
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<asio::posix::stream_descriptor> parent_watch_;
   std::unique_ptr<StdioTransport> stdio_;
+  std::unique_ptr<ServeFront> front_;
   int exit_code_ = 0;
 };
 

@@ -47,6 +47,15 @@
 
 namespace cubicle::rpc {
 
+class Daemon;
+
+// A front of the caller's own beside the transports (`cubicle mcp`'s,
+// rpc/mcp_stdio.h), made by ServeOptions::front.
+class ServeFront {
+ public:
+  virtual ~ServeFront() = default;
+};
+
 struct ServeOptions {
   bool stdio = true;          // serve on stdin/stdout; EOF on stdin ends the daemon
   // End when the parent process exits (the orchestrator that spawned a
@@ -72,6 +81,9 @@ struct ServeOptions {
     int fd = -1;            // a listening socket passed by socket activation, served as it is
   };
   std::optional<Http> http;
+  // Made once everything that may fail has started; `end` begins the
+  // drain as EOF on stdin does. Destroyed first at the teardown.
+  std::function<std::unique_ptr<ServeFront>(Daemon* daemon, std::function<void()> end)> front;
   // The keys file (rpc/api_keys.h): HTTP's keys (null: HTTP without
   // authentication), and the "uid" entries that let other users on the
   // socket (null: the socket's mode alone decides).

@@ -164,9 +164,16 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   // A streamed answer (chunked NDJSON), on the io thread: lines as they
   // come, then the end.
-  void StreamLine(const std::string& line) {
+  void StreamLine(const std::string& line) { StreamBytes(absl::StrCat(line, "\n")); }
+  void StreamBytes(const std::string& bytes) {
     if (!streaming_) StartStream();
-    Queue(absl::StrCat(absl::Hex(line.size() + 1), "\r\n", line, "\n\r\n"));
+    if (bytes.empty()) return;  // an empty chunk would end the stream
+    Queue(absl::StrCat(absl::Hex(bytes.size()), "\r\n", bytes, "\r\n"));
+  }
+  // The next stream's head: its content type and fields beyond the usual.
+  void set_stream_head(std::string content_type, HttpRouteAnswer::Headers headers) {
+    stream_type_ = std::move(content_type);
+    stream_headers_ = std::move(headers);
   }
   void EndStream() {
     if (!streaming_) StartStream();
@@ -216,11 +223,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Send(JsonResponse(req, http::status::ok, json::object{{"status", "ok"}}));
     }
     const bool rest = IsRestPath(target);
-    if (!rest && target != "/rpc" && target != "/readyz" && target != "/metrics") {
+    const bool mcp = target == "/mcp" && shared_->backend.mcp != nullptr;
+    if (!rest && !mcp && target != "/rpc" && target != "/readyz" && target != "/metrics") {
       return Send(ErrorResponse(req, http::status::not_found, absl::StrCat("no endpoint ", target)));
     }
     const bool post = req.method() == http::verb::post;
-    if (!rest && (target == "/rpc" ? !post : !get)) return Send(NotAllowed(req, target == "/rpc" ? "POST" : "GET"));
+    if (!rest && !mcp && (target == "/rpc" ? !post : !get)) {
+      return Send(NotAllowed(req, target == "/rpc" ? "POST" : "GET"));
+    }
     absl::StatusOr<const ApiKey*> key = Authenticate(req);
     if (!key.ok()) {
       const bool unknown = absl::IsUnauthenticated(key.status());
@@ -239,7 +249,25 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Send(JsonResponse(req, ok ? http::status::ok : http::status::service_unavailable, readiness));
     }
     if (rest) return Rest(std::move(req), *key);
+    if (mcp) return Mcp(std::move(req), *key);
     Rpc(std::move(req), *key);
+  }
+
+  // /mcp: handed over whole to rpc/mcp_http.h. A hang-up is not watched:
+  // MCP does not read a disconnect as a cancel.
+  void Mcp(HttpRequest req, const ApiKey* key) {
+    HttpRouteRequest route;
+    route.verb = std::string(req.method_string().data(), req.method_string().size());
+    for (const auto& field : req) {
+      route.headers[absl::AsciiStrToLower(absl::string_view(field.name_string().data(), field.name_string().size()))] =
+          std::string(field.value().data(), field.value().size());
+    }
+    route.body = std::move(req.body());
+    // The key lives as long as the keys it is one of.
+    if (key != nullptr) route.key = std::shared_ptr<const ApiKey>(shared_->keys, key);
+    stream_keep_alive_ = req.keep_alive();
+    shared_->backend.mcp(std::move(route), std::make_shared<RouteAnswer>(shared_from_this(), req.version(),
+                                                                          req.keep_alive()));
   }
 
   // The key the request proves; null without keys (no authentication).
@@ -424,12 +452,68 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     std::atomic<bool> notified_{false};
   };
 
+  // The answer of a route served elsewhere (/mcp).
+  class RouteAnswer : public HttpRouteAnswer {
+   public:
+    RouteAnswer(std::shared_ptr<HttpSession> session, unsigned version, bool keep_alive)
+        : session_(std::move(session)), version_(version), keep_alive_(keep_alive) {}
+    ~RouteAnswer() override {
+      if (streamed_) {
+        if (!ended_) session_->PostEnd(keep_alive_);
+      } else if (!answered_) {
+        Respond(500, "application/json", R"({"error":"no answer"})", {});
+      }
+    }
+    void Respond(int status, const std::string& content_type, std::string body, Headers headers) override {
+      if (answered_ || streamed_) return;
+      answered_ = true;
+      Response res(static_cast<http::status>(status), version_);
+      if (!content_type.empty()) res.set(http::field::content_type, content_type);
+      for (const auto& [name, value] : headers) res.set(name, value);
+      res.keep_alive(keep_alive_);
+      res.body() = std::move(body);
+      res.prepare_payload();
+      session_->Post(std::move(res));
+    }
+    void StartStream(const std::string& content_type, Headers headers) override {
+      if (answered_ || streamed_) return;
+      streamed_ = true;
+      asio::post(session_->stream_.get_executor(),
+                 [session = session_, type = content_type, headers = std::move(headers)]() mutable {
+                   session->set_stream_head(std::move(type), std::move(headers));
+                   session->StreamBytes("");  // the head now: the client knows a stream has begun
+                 });
+    }
+    void StreamPiece(std::string bytes) override {
+      if (!streamed_ || ended_) return;
+      asio::post(session_->stream_.get_executor(),
+                 [session = session_, bytes = std::move(bytes)] { session->StreamBytes(bytes); });
+    }
+    void EndStream() override {
+      if (!streamed_ || ended_) return;
+      ended_ = true;
+      session_->PostEnd(keep_alive_);
+    }
+
+   private:
+    std::shared_ptr<HttpSession> session_;
+    unsigned version_;
+    bool keep_alive_;
+    // Its user calls one at a time (rpc/mcp_http.cc holds a lock).
+    bool answered_ = false;
+    bool streamed_ = false;
+    bool ended_ = false;
+  };
+
   void StartStream() {
     streaming_ = true;
     stream_done_ = false;
     http::response<http::empty_body> head(http::status::ok, 11);
-    head.set(http::field::content_type, "application/x-ndjson");
+    head.set(http::field::content_type, stream_type_);
     head.set(http::field::cache_control, "no-store");
+    for (const auto& [name, value] : stream_headers_) head.set(name, value);
+    stream_type_ = "application/x-ndjson";
+    stream_headers_.clear();
     head.chunked(true);
     head.keep_alive(stream_keep_alive_);
     std::ostringstream text;
@@ -532,6 +616,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool streaming_ = false;
   bool stream_done_ = false;
   bool stream_keep_alive_ = true;
+  std::string stream_type_ = "application/x-ndjson";
+  HttpRouteAnswer::Headers stream_headers_;
   asio::steady_timer deadline_timer_;
   Clock::time_point deadline_ = Clock::time_point::max();
   bool deadline_armed_ = false;

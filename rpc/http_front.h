@@ -10,8 +10,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -56,6 +59,28 @@ struct HttpCall {
   std::shared_ptr<Connection> connection;
 };
 
+// A request for a route served outside the front (MCP's /mcp,
+// rpc/mcp_http.h), authenticated already.
+struct HttpRouteRequest {
+  std::string verb;  // "POST", "GET", "DELETE"...
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;
+  std::shared_ptr<const ApiKey> key;  // null without keys
+};
+
+// Its answer: one whole response, or a chunked stream of pieces. Any
+// thread; each call is carried out on the connection's io thread, in
+// order. Dropped without an answer: 500.
+class HttpRouteAnswer {
+ public:
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  virtual ~HttpRouteAnswer() = default;
+  virtual void Respond(int status, const std::string& content_type, std::string body, Headers headers = {}) = 0;
+  virtual void StartStream(const std::string& content_type, Headers headers = {}) = 0;
+  virtual void StreamPiece(std::string bytes) = 0;
+  virtual void EndStream() = 0;
+};
+
 // What the front asks of the daemon.
 struct HttpBackend {
   std::function<void(HttpCall)> rpc;
@@ -64,6 +89,8 @@ struct HttpBackend {
   std::function<boost::json::object()> readiness;
   // For keys scoped to profiles: the profile a call would use.
   ProfileOf profile_of;
+  // /mcp (rpc/mcp_http.h); null: no such endpoint.
+  std::function<void(HttpRouteRequest, std::shared_ptr<HttpRouteAnswer>)> mcp;
 };
 
 class HttpFront {

@@ -366,6 +366,20 @@ std::string Request(const boost::json::value& id, absl::string_view method, cons
   }
 }
 
+std::string Notification(absl::string_view method, const boost::json::value& params) {
+  try {
+    std::string out = absl::StrCat("{\"jsonrpc\":\"2.0\",\"method\":", boost::json::serialize(Bjv(method)));
+    if (!params.is_null()) absl::StrAppend(&out, ",\"params\":", Serialize(params));
+    out += '}';
+    RepairUtf8(out);
+    return out;
+  } catch (const std::exception&) {
+    return {};  // only bad_alloc gets here: nothing to send
+  }
+}
+
+bool IsValidUtf8(absl::string_view s) { return FirstInvalidUtf8(s) == absl::string_view::npos; }
+
 std::string Batch(const std::vector<std::string>& replies) {
   if (replies.empty()) return {};
   std::size_t size = replies.size() + 1;

@@ -124,6 +124,11 @@ std::string Request(const boost::json::value& id, absl::string_view method, cons
 // The replies to a batch as one array; the empty string for no replies
 // (a batch of notifications): send nothing.
 std::string Batch(const std::vector<std::string>& replies);
+// A notification (no id) to send: the MCP server's progress, for one.
+std::string Notification(absl::string_view method, const boost::json::value& params);
+
+// Whether `s` is valid UTF-8 (what the replies above repair when not).
+bool IsValidUtf8(absl::string_view s);
 
 // The skill protocol: a skill's stdout carries log lines and, eventually, its
 // response. Returns the response object (with "jsonrpc":"2.0", "id" equal to

@@ -24,11 +24,21 @@ packages=(
   lintian        # the package test fails on lintian's errors
 )
 
+# The official MCP clients the tests in tests/mcp drive (exact versions,
+# from its package-lock.json), where npm is installed; without them those
+# tests skip.
+install_mcp_clients() {
+  command -v npm >/dev/null 2>&1 || return 0
+  "$(dirname "$0")/../tests/mcp/install.sh" >/dev/null ||
+    echo "install-deps: the MCP clients of tests/mcp could not be installed; their tests will skip" >&2
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
+  install_mcp_clients
   exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -39,3 +49,4 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_mcp_clients
