@@ -3,9 +3,6 @@
 # give the daemon as a host would, then execs `cubicle "$@"`.
 set -eu
 
-# The socket's and the host cache's directory (docs/config.md, `socket`).
-mkdir -p -m 0700 /run/cubicle
-
 # A keys file still holding the placeholder of deploy/kubernetes/secret.yaml
 # would open the daemon to anyone who read that file: refuse to start.
 keys=${CUBICLE_API_KEYS_FILE:-}
@@ -19,6 +16,9 @@ if [ -n "$keys" ] && [ -r "$keys" ] && grep -q 'REPLACE-WITH-' "$keys"; then
   echo "entrypoint: $keys still holds a placeholder key (REPLACE-WITH-...); generate real ones (docs/operations.md, \"Keys\")" >&2
   exit 2
 fi
+
+# The socket's and the host cache's directory (docs/config.md, `socket`).
+mkdir -p -m 0700 /run/cubicle
 
 # cgroup v2 with a private cgroup namespace, as a container gets it: our
 # cgroup is the namespace's root and holds our processes, and v2 lets a
