@@ -185,6 +185,14 @@ class FakeCluster:
 
 
 class RoutingTest(unittest.TestCase):
+    @staticmethod
+    def live_session(key: str) -> tuple:
+        """Four fake nodes, a client, and session `key` made on its home node."""
+        c = FakeCluster()
+        client = c.client()
+        client.session(key)
+        return c, client, c.home(key)
+
     def test_a_sessions_calls_all_reach_its_home_node(self) -> None:
         c = FakeCluster()
         client = c.client()
@@ -239,10 +247,7 @@ class RoutingTest(unittest.TestCase):
         self.assertNotIn("session.exec", c.nodes[nodes[4]].calls)
 
     def test_a_restarting_node_is_waited_for_and_keeps_its_sessions(self) -> None:
-        c = FakeCluster()
-        client = c.client()
-        client.session("k2")
-        home = c.home("k2")
+        c, client, home = self.live_session("k2")
         home.down = True  # its pod is being replaced
         c.at(20.0, lambda: setattr(home, "down", False))
         fresh = c.client()  # knows nothing yet
@@ -253,10 +258,7 @@ class RoutingTest(unittest.TestCase):
         self.assertLess(c.slept, 90.0)
 
     def test_a_draining_node_is_waited_for_too(self) -> None:
-        c = FakeCluster()
-        client = c.client()
-        client.session("k3")
-        home = c.home("k3")
+        c, client, home = self.live_session("k3")
         home.draining = True
         c.at(5.0, lambda: setattr(home, "draining", False))
         client.session_exec("k3", ["true"])
@@ -298,10 +300,7 @@ class RoutingTest(unittest.TestCase):
             client.run(["true"])
 
     def test_a_request_that_reached_a_node_is_never_sent_again(self) -> None:
-        c = FakeCluster()
-        client = c.client()
-        client.session("k5")
-        home = c.home("k5")
+        c, client, home = self.live_session("k5")
         home.break_after_send = True
         with self.assertRaises(cubicle.TransportError):
             client.session_exec("k5", ["true"])
