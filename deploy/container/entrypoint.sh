@@ -3,7 +3,7 @@
 # give the daemon as a host would, then execs `cubicle "$@"`.
 set -eu
 
-# A keys file still holding the placeholder of deploy/kubernetes/secret.yaml
+# A keys file still holding the placeholder of deploy/kubernetes/base/secret.yaml
 # would open the daemon to anyone who read that file: refuse to start.
 keys=${CUBICLE_API_KEYS_FILE:-}
 prev=
