@@ -114,7 +114,8 @@ class LocalArchiveStore : public ArchiveStore {
  public:
   // Makes `dir` (0700) if missing; refuses it if it is a symlink, not a
   // directory, owned by another uid, or writable by group or others.
-  // Removes the temporaries a crashed Save left.
+  // Removes the temporaries a crashed Save left, once they are an hour
+  // old: younger ones may be the saves of another daemon sharing `dir`.
   static absl::StatusOr<std::unique_ptr<LocalArchiveStore>> Create(const std::string& dir);
 
   absl::StatusOr<ArchiveStats> Save(absl::string_view key, int root, const ArchiveOptions& options) override;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ constexpr size_t kMaxKeyBytes = 128;
 constexpr absl::string_view kSuffix = ".tar.zst";
 constexpr absl::string_view kTempMarker = ".tmp-";
 constexpr int kTempNameTries = 16;
+// A temporary untouched this long belongs to a save that died: a live save
+// writes its temporary without pause. Younger ones are left alone, since on
+// a directory several daemons share they may be another daemon's save in
+// progress.
+constexpr time_t kStaleTempSeconds = 3600;
 
 struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
@@ -101,8 +107,10 @@ absl::StatusOr<UniqueFd> OpenStoreDirectory(const std::string& dir) {
   return fd;
 }
 
-// The temporaries a Save that crashed left behind: ".<key>.tmp-*".
+// The temporaries a Save that crashed left behind: ".<key>.tmp-*" not
+// modified for kStaleTempSeconds.
 absl::Status RemoveStaleTemps(int dir_fd, const std::string& dir) {
+  const time_t now = ::time(nullptr);
   int dup_fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
   if (dup_fd < 0) return ErrnoStatus(errno, absl::StrCat("dup(", dir, ")"));
   std::unique_ptr<DIR, DirCloser> stream(::fdopendir(dup_fd));
@@ -115,7 +123,10 @@ absl::Status RemoveStaleTemps(int dir_fd, const std::string& dir) {
   for (struct dirent* d = ::readdir(stream.get()); d != nullptr;
        d = ::readdir(stream.get())) {  // ends at the listing's end
     absl::string_view name = d->d_name;
-    if (absl::StartsWith(name, ".") && absl::StrContains(name, kTempMarker)) stale.emplace_back(name);
+    if (!absl::StartsWith(name, ".") || !absl::StrContains(name, kTempMarker)) continue;
+    struct stat st;
+    if (::fstatat(dir_fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (now - st.st_mtime >= kStaleTempSeconds) stale.emplace_back(name);
   }
   stream.reset();
   for (const std::string& name : stale) {

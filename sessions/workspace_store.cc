@@ -6,6 +6,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +24,21 @@ namespace {
 
 constexpr size_t kMaxKeyBytes = 128;
 
+// Whether `path` is the root of a tmpfs mount: a workspace's own, not a
+// directory on a tmpfs the state directory happens to be on (/run, a
+// memory-backed volume), which statfs alone cannot tell apart.
 bool IsTmpfsMount(const std::string& path) {
   struct statfs fs;
-  return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+  if (::statfs(path.c_str(), &fs) != 0 || fs.f_type != TMPFS_MAGIC) return false;
+  struct statx self;
+  if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &self) != 0) return false;
+  if ((self.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0) {
+    return (self.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+  }
+  // Before Linux 5.8: every tmpfs mount is a device of its own.
+  struct stat parent;
+  return ::stat(absl::StrCat(path, "/..").c_str(), &parent) == 0 &&
+         (self.stx_dev_major != major(parent.st_dev) || self.stx_dev_minor != minor(parent.st_dev));
 }
 
 // The directory must be a real directory (not a symlink an attacker with

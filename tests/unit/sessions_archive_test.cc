@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -460,10 +461,25 @@ TEST_F(LocalArchiveStoreTest, CreateRemovesTheTemporariesOfACrashedSave) {
   WriteAll(StoreDir() + "/.s1.tmp-abc123", "half an archive");
   WriteAll(StoreDir() + "/.s2.tmp-zzzzzz", "");
   WriteAll(StoreDir() + "/s1.tar.zst", "the previous archive");
+  // Untouched for two hours: their saves died.
+  const struct timespec old[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  for (const char* name : {"/.s1.tmp-abc123", "/.s2.tmp-zzzzzz"}) {
+    ASSERT_EQ(::utimensat(AT_FDCWD, (StoreDir() + name).c_str(), old, 0), 0);
+  }
   auto store = LocalArchiveStore::Create(StoreDir());
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ(Names(StoreDir()), std::set<std::string>{"s1.tar.zst"});
   EXPECT_EQ(ReadAll(StoreDir() + "/s1.tar.zst"), "the previous archive");
+}
+
+// Daemons on several nodes may share one archive directory: one that
+// starts must not take away another's save in progress.
+TEST_F(LocalArchiveStoreTest, CreateLeavesATemporaryBeingWritten) {
+  ASSERT_EQ(::mkdir(StoreDir().c_str(), 0700), 0);
+  WriteAll(StoreDir() + "/.s1.tmp-live01", "an archive being written");
+  auto store = LocalArchiveStore::Create(StoreDir());
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(Names(StoreDir()), std::set<std::string>{".s1.tmp-live01"});
 }
 
 TEST_F(LocalArchiveStoreTest, ADirectoryOthersCouldWriteOrRedirectIsRefused) {

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -28,8 +29,8 @@ class WorkspaceStoreTest : public ::testing::Test {
   }
   void TearDown() override {
     // Whatever a failed test left mounted under the temp dir, then the dir.
-    for (const char* key : {"conv-1", "conv-2"}) {
-      std::string p = dir_ + "/workspaces/" + key;
+    for (const char* sub : {"/workspaces/conv-1", "/workspaces/conv-2", "/on-tmpfs/workspaces/conv-1", "/on-tmpfs"}) {
+      std::string p = dir_ + sub;
       for (int i = 0; i < 4 && ::umount2(p.c_str(), MNT_DETACH) == 0; ++i) {
       }
     }
@@ -113,6 +114,29 @@ TEST_F(WorkspaceStoreTest, RemoveUnmountsAndLeavesNothing) {
   EXPECT_FALSE(IsTmpfs(path));
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
   EXPECT_TRUE(store->Remove("conv-2").ok()) << "removing what is gone is not an error";
+}
+
+// A state directory may itself be on a tmpfs (/run, a memory-backed
+// volume): each workspace must still be a capped tmpfs of its own, and
+// removing it must unmount only that.
+TEST_F(WorkspaceStoreTest, OnATmpfsEachWorkspaceIsStillAMountOfItsOwn) {
+  if (!CanMount()) GTEST_SKIP() << "mounting a tmpfs needs root";
+  const std::string parent = dir_ + "/on-tmpfs";
+  ASSERT_EQ(::mkdir(parent.c_str(), 0700), 0);
+  ASSERT_EQ(::mount("tmpfs", parent.c_str(), "tmpfs", 0, "size=8m"), 0) << std::strerror(errno);
+  auto store = WorkspaceStore::Open(parent + "/workspaces", true);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto ws = store->Attach("conv-1", {.size_bytes = 1 << 20});
+  ASSERT_TRUE(ws.ok()) << ws.status();
+  EXPECT_TRUE(ws->capped);
+  auto usage = store->Usage("conv-1");
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_EQ(usage->size_bytes, 1u << 20) << "the workspace is the parent tmpfs, not a mount of its own";
+  ws->root.reset();
+  EXPECT_TRUE(store->Remove("conv-1").ok());
+  EXPECT_NE(::access(ws->path.c_str(), F_OK), 0);
+  EXPECT_TRUE(IsTmpfs(parent)) << "the parent tmpfs was unmounted too";
+  EXPECT_EQ(::umount2(parent.c_str(), MNT_DETACH), 0);
 }
 
 TEST_F(WorkspaceStoreTest, WithoutMountingAWorkspaceIsAPlainUncappedDirectory) {

@@ -10,6 +10,7 @@ Standard library only. Three ways to reach a daemon, one API:
             s.put_file("uploads/a.txt", "1 2 3")
             print(s.exec(["sh", "-c", "wc -w uploads/a.txt"]).stdout)
     client = cubicle.connect_http("http://127.0.0.1:8080", api_key="...")  # --listen
+    client = cubicle.connect_cluster(dns_name="cubicle-nodes.cubicle.svc", api_key="...")  # one daemon per node
 """
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ import shutil
 from typing import Any, Dict, Optional, Sequence
 
 from .client import Client, ExecStream, Session
-from .errors import (AuthError, BusyError, CallTimeout, Conflict, CubicleError, Forbidden, HttpError, InternalError,
-                     InvalidParams, InvalidRequest, LimitExceeded, LineTooLong, MethodNotFound, NotFoundError,
-                     ParseError, RpcError, SetupError, ShuttingDown, SkillAnswerError, SkillFailed, TransportError)
+from .cluster import ClusterClient, ClusterTransport
+from .errors import (AuthError, BusyError, CallTimeout, Conflict, ConnectError, CubicleError, Forbidden, HttpError,
+                     InternalError, InvalidParams, InvalidRequest, LimitExceeded, LineTooLong, MethodNotFound,
+                     NotFoundError, ParseError, RpcError, SetupError, ShuttingDown, SkillAnswerError, SkillFailed,
+                     TransportError)
 from .http_transport import HttpTransport, signature
 from .results import (ExecInfo, ExecList, ExecStatus, FileInfo, Health, LogPage, OutputChunk, OutputFile, PoolStats,
                       RunResult, SessionInfo, SkillResult)
@@ -57,12 +60,31 @@ def connect_http(url: str, *, api_key: Optional[str] = None, key_name: Optional[
                                 ssl_context=ssl_context), timeout=timeout)
 
 
+def connect_cluster(*, dns_name: Optional[str] = None, endpoints: Optional[Sequence[str]] = None, port: int = 8080,
+                    scheme: str = "http", api_key: Optional[str] = None, key_name: Optional[str] = None,
+                    secret: Optional[str] = None, timeout: Optional[float] = None, ssl_context: Any = None,
+                    failover_after_s: float = 90.0, **options: Any) -> ClusterClient:
+    """A client of many daemons, one per node (deploy/kubernetes): `dns_name`,
+    a headless Service's name, resolved to the nodes' addresses on `port`
+    (again every few seconds), or `endpoints` ("host:port" each). Each
+    session's calls go to the node its key hashes to (rendezvous hashing),
+    and wait up to `failover_after_s` for that node while it cannot take
+    them (an upgrade restarting it) before the session moves to its next
+    node (clients/python/README.md, "Many nodes"). Credentials as for
+    connect_http. `options`: ClusterTransport's (refresh_s, probe_depth,
+    retry_interval_s, connect_timeout)."""
+    transport = ClusterTransport(endpoints=endpoints, dns_name=dns_name, port=port, scheme=scheme, api_key=api_key,
+                                 key_name=key_name, secret=secret, timeout=timeout, ssl_context=ssl_context,
+                                 failover_after_s=failover_after_s, **options)
+    return ClusterClient(transport, timeout=timeout)
+
+
 __all__ = [
-    "connect_unix", "spawn", "connect_http", "signature",
-    "Client", "Session", "ExecStream",
+    "connect_unix", "spawn", "connect_http", "connect_cluster", "signature",
+    "Client", "ClusterClient", "ClusterTransport", "Session", "ExecStream",
     "RunResult", "SkillResult", "ExecStatus", "ExecInfo", "ExecList", "LogPage", "OutputChunk", "OutputFile",
     "SessionInfo", "FileInfo", "Health", "PoolStats",
-    "CubicleError", "RpcError", "TransportError", "CallTimeout", "HttpError", "AuthError",
+    "CubicleError", "RpcError", "TransportError", "ConnectError", "CallTimeout", "HttpError", "AuthError",
     "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError", "BusyError", "SetupError",
     "LimitExceeded", "Conflict", "NotFoundError", "ShuttingDown", "LineTooLong", "SkillFailed", "Forbidden",
     "SkillAnswerError",

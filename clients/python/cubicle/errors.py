@@ -22,6 +22,12 @@ class TransportError(CubicleError):
     """The daemon could not be reached, or the connection ended without a reply."""
 
 
+class ConnectError(TransportError):
+    """No connection could be made (refused, unreachable, the connect timed
+    out): the request was never sent, so nothing ran and it may be sent
+    elsewhere."""
+
+
 class CallTimeout(TransportError):
     """No reply came within the client-side timeout (the call may still run)."""
 

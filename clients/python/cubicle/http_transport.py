@@ -20,7 +20,7 @@ import time
 import urllib.parse
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from .errors import AuthError, CallTimeout, HttpError, TransportError
+from .errors import AuthError, CallTimeout, ConnectError, HttpError, TransportError
 from .transport import Exchange, Message
 
 NDJSON = "application/x-ndjson"
@@ -180,6 +180,12 @@ class HttpTransport:
         target = self._prefix + path
         for attempt in range(2):
             conn, reused = self._checkout()
+            if conn.sock is None:
+                try:
+                    conn.connect()
+                except OSError as e:  # socket.timeout included: nothing was sent
+                    conn.close()
+                    raise ConnectError(f"{self.where}: connect: {e}") from e
             try:
                 self._set_timeout(conn, timeout)
                 conn.request(method, target, body=body, headers={**headers, **self._credentials(method, target, body)})

@@ -150,13 +150,14 @@ def cgroups_made_by(pids: List[int]) -> List[str]:
 class SocketDaemon:
     """`cubicle serve --socket` and `--listen 127.0.0.1:0`, keys and a state dir."""
 
-    def __init__(self, workdir: Workdir, http: bool = True) -> None:
+    def __init__(self, workdir: Workdir, http: bool = True, prefix: Optional[List[str]] = None) -> None:
+        """`prefix` replaces isolation_prefix() (it must isolate as well)."""
         require_binary()
         self.workdir = workdir
         self.socket = workdir.join("rpc.sock")
         self.port: Optional[int] = None
         port_file = workdir.join("port")
-        argv = [*isolation_prefix(), BINARY, "serve", "--socket", self.socket, "--config", workdir.config,
+        argv = [*(isolation_prefix() if prefix is None else prefix), BINARY, "serve", "--socket", self.socket, "--config", workdir.config,
                 "--state-dir", workdir.state]
         if http:
             argv += ["--listen", "127.0.0.1:0", "--listen-port-file", port_file, "--keys-file", workdir.keys]
