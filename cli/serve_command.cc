@@ -14,6 +14,7 @@
 #include "rpc/api_keys.h"
 #include "rpc/daemon.h"
 #include "rpc/http_front.h"
+#include "rpc/preload_check.h"
 
 namespace cubicle::cli {
 
@@ -144,6 +145,11 @@ std::function<int()> AddServeCommand(CLI::App& root) {
         return kExitUsage;
       }
       options.metrics = *target;
+    }
+    // Last: it runs a sandbox per warm profile.
+    if (absl::Status preloads = rpc::CheckPreloads(*config); !preloads.ok()) {
+      std::fprintf(stderr, "cubicle serve: %s\n", std::string(preloads.message()).c_str());
+      return kExitUsage;
     }
     if (f->check_config) return PrintConfigSummary(*config, options);
     options.warn = [](const std::string& message) { LogWarning(message); };
