@@ -102,7 +102,8 @@ void Daemon::Warn(const std::string& message) {
 
 std::string Daemon::MetricsText() {
   std::map<std::string, PoolMetrics> pools;
-  for (const auto& [name, served] : *profiles_.Current()) {
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [name, served] : *profiles) {
     pools[name] = PoolMetrics{served->pool->Stats(), served->pool->config()};
   }
   ReloadMetrics reloads;

@@ -35,7 +35,8 @@ constexpr absl::Duration kWarmPoll = absl::Milliseconds(10);
 
 json::value Daemon::PoolStatsJson() {
   json::object pools;
-  for (const auto& [name, served] : *profiles_.Current()) {
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [name, served] : *profiles) {
     const std::shared_ptr<runtime::Pool>& pool = served->pool;
     runtime::PoolStats s = pool->Stats();
     runtime::PoolConfig c = pool->config();
@@ -85,7 +86,8 @@ json::value Daemon::Health() {
 json::object Daemon::Readiness() {
   bool ready = !stopping_;
   json::object pools;
-  for (const auto& [name, served] : *profiles_.Current()) {
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [name, served] : *profiles) {
     const uint64_t idle = served->pool->Stats().idle;
     const uint64_t min_idle = served->pool->config().min_idle;
     ready = ready && idle >= min_idle;
@@ -96,7 +98,8 @@ json::object Daemon::Readiness() {
 
 absl::Status Daemon::CheckFdBudget(const std::string& name, const runtime::PoolConfig& changed) {
   std::map<std::string, runtime::PoolConfig> configs;
-  for (const auto& [other, served] : *profiles_.Current()) {
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [other, served] : *profiles) {
     configs[other] = other == name ? changed : served->pool->config();
   }
   return CheckFdBudget(std::move(configs));

@@ -29,7 +29,9 @@ class ServedProfiles {
  public:
   ServedProfiles() : current_(std::make_shared<const ProfileSet>()) {}
 
-  // The set now; it never changes under its holder.
+  // The set now; it never changes under its holder. Keep the pointer in a
+  // variable while using the set: `for (... : *Current())` lets it go
+  // before the loop's first step, and a reload may then free the set.
   std::shared_ptr<const ProfileSet> Current() const;
   // The profile named `name` now; null when there is none.
   std::shared_ptr<const ServedProfile> Find(const std::string& name) const;
