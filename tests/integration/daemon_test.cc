@@ -301,24 +301,6 @@ TEST_F(CoreDaemon, AStdioDaemonEndsWithItsParentAndSoDoItsSandboxes) {
   EXPECT_EQ(next.exit_code, 0) << next.err;
 }
 
-// A pidfd of `pid` and whether it has exited, without the doubt of a
-// reused pid.
-class ProcessWatch {
- public:
-  explicit ProcessWatch(pid_t pid) : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
-  pid_t pid() const { return pid_; }
-  bool valid() const { return fd_.valid(); }
-  // Waits at most `limit` (a bound for failures only).
-  bool Exited(absl::Duration limit = absl::ZeroDuration()) const {
-    struct pollfd p = {fd_.get(), POLLIN, 0};
-    return ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(limit))) == 1;
-  }
-
- private:
-  pid_t pid_;
-  UniqueFd fd_;
-};
-
 // The orchestrator that spawned `cubicle serve` (a shell here, whose stdin
 // is a pipe this test keeps open: no EOF) is SIGKILLed while the pools are
 // warm and a sandbox runs. The daemon kills the sandbox and tears down as

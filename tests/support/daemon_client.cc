@@ -130,7 +130,7 @@ SocketDaemon::SocketDaemon(Options options) : socket_(dir_.Join("rpc.sock")) {
     wrapped.insert(wrapped.end(), argv.begin(), argv.end());
     argv = std::move(wrapped);
   }
-  process_ = std::make_unique<RunningProcess>(argv);
+  process_ = std::make_unique<RunningProcess>(argv, "", options.env);
   for (int i = 0; i < 1000 && !up_ && process_->started(); ++i) {  // at most 10 s
     up_ = DaemonClient(socket_).connected();
     if (up_) break;

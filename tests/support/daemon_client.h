@@ -74,6 +74,7 @@ class SocketDaemon {
   struct Options {
     std::vector<std::string> flags;    // e.g. {"--config", path}
     std::optional<int> nofile;         // RLIMIT_NOFILE, soft and hard, for the daemon
+    std::vector<std::string> env;      // added to ours, e.g. {"CUBICLE_LOG_LEVEL=info"}
   };
   SocketDaemon() : SocketDaemon(Options{}) {}
   explicit SocketDaemon(std::vector<std::string> flags) : SocketDaemon(Options{std::move(flags), std::nullopt}) {}
