@@ -51,7 +51,7 @@ absl::StatusOr<rpc::DaemonConfig> ReadConfig(const Flags& f) {
 }
 
 // What SIGHUP reads again: everything ReadConfig and the preload check
-// read at start, and the keys when HTTP has keys.
+// read at start, and the keys file when one was given.
 template <typename Flags>
 std::function<absl::StatusOr<rpc::ReloadedConfig>()> Reloader(std::shared_ptr<Flags> f, std::string keys_file) {
   return [f = std::move(f), keys_file = std::move(keys_file)]() -> absl::StatusOr<rpc::ReloadedConfig> {
@@ -71,9 +71,18 @@ std::function<absl::StatusOr<rpc::ReloadedConfig>()> Reloader(std::shared_ptr<Fl
 template <typename Flags>
 int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
   const std::string keys_file = KeysFileOf(f);
+  if (!keys_file.empty()) {
+    // HTTP's keys, and the socket's other users ("uid" entries).
+    absl::StatusOr<std::shared_ptr<const rpc::ApiKeys>> keys = LoadKeys(keys_file);
+    if (!keys.ok()) {
+      std::fprintf(stderr, "cubicle serve: %s\n", std::string(keys.status().message()).c_str());
+      return kExitUsage;
+    }
+    options->keys = *std::move(keys);
+  }
   if (f.listen.empty()) {
-    if (!f.port_file.empty() || !f.keys_file.empty() || f.allow_no_auth) {
-      std::fprintf(stderr, "cubicle serve: --listen-port-file, --keys-file and --allow-no-auth need --listen\n");
+    if (!f.port_file.empty() || f.allow_no_auth) {
+      std::fprintf(stderr, "cubicle serve: --listen-port-file and --allow-no-auth need --listen\n");
       return kExitUsage;
     }
     return 0;
@@ -83,15 +92,7 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(endpoint.status().message()).c_str());
     return kExitUsage;
   }
-  rpc::ServeOptions::Http http{*endpoint, nullptr, f.port_file};
-  if (!keys_file.empty()) {
-    absl::StatusOr<std::shared_ptr<const rpc::ApiKeys>> keys = LoadKeys(keys_file);
-    if (!keys.ok()) {
-      std::fprintf(stderr, "cubicle serve: %s\n", std::string(keys.status().message()).c_str());
-      return kExitUsage;
-    }
-    http.keys = *std::move(keys);
-  } else if (!endpoint->address().is_loopback()) {
+  if (options->keys == nullptr && !endpoint->address().is_loopback()) {
     if (!f.allow_no_auth) {
       std::fprintf(stderr,
                    "cubicle serve: --listen %s is not a loopback address and no keys are given "
@@ -102,7 +103,7 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
     }
     LogWarning("--allow-no-auth: HTTP on " + f.listen + " without authentication: anyone who reaches it can run code");
   }
-  options->http = std::move(http);
+  options->http = rpc::ServeOptions::Http{*endpoint, f.port_file};
   return 0;
 }
 
@@ -152,7 +153,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
                   "Serve HTTP/1.1 on ADDR:PORT too (IPv4, [IPv6] or localhost; docs/protocol.md, \"HTTP\")");
   app->add_option("--listen-port-file", f->port_file, "Write the bound HTTP port here (useful with port 0)");
   app->add_option("--keys-file", f->keys_file,
-                  "Bearer keys for HTTP, a JSON file of mode 0600 (or $CUBICLE_API_KEYS_FILE)");
+                  "Keys for HTTP and the socket's other users, a JSON file of mode 0600 (or $CUBICLE_API_KEYS_FILE)");
   app->add_flag("--allow-no-auth", f->allow_no_auth, "Serve HTTP on a non-loopback address without keys");
   app->add_flag("--check-config", f->check_config,
                 "Validate the configuration and these flags, print a summary, and exit without serving");
@@ -185,7 +186,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     // Last: it runs a sandbox per warm profile.
     if (absl::Status preloads = rpc::CheckPreloads(*config); !preloads.ok()) return refuse(preloads);
     if (f->check_config) return PrintConfigSummary(*config, options);
-    options.reload = Reloader(f, options.http.has_value() && options.http->keys != nullptr ? KeysFileOf(*f) : "");
+    options.reload = Reloader(f, options.keys != nullptr ? KeysFileOf(*f) : "");
     options.warn = [](const std::string& message) { LogWarning(message); };
     options.info = [](const std::string& message) { LogInfo(message); };
     // Zygotes are made by fork servers of this very executable.

@@ -50,7 +50,7 @@ absl::StatusOr<ApiKey> ParseKey(const json::value& v, size_t index) {
   const json::object& o = v.as_object();
   for (const auto& member : o) {
     const std::string k(member.key());
-    if (k != "name" && k != "key" && k != "methods" && k != "profiles") {
+    if (k != "name" && k != "key" && k != "uid" && k != "methods" && k != "profiles") {
       return absl::InvalidArgumentError(absl::StrCat(where, ": unknown field '", k, "'"));
     }
   }
@@ -61,11 +61,18 @@ absl::StatusOr<ApiKey> ParseKey(const json::value& v, size_t index) {
     return absl::InvalidArgumentError(absl::StrCat(where, ".name: a non-empty string is required"));
   }
   key.name = std::string(name->as_string());
-  if (secret == nullptr || !secret->is_string() || secret->as_string().size() < kMinKeyLength) {
+  if (const json::value* uid = o.if_contains("uid")) {
+    // A socket client's user: no secret, the kernel vouches for it.
+    if (secret != nullptr) return absl::InvalidArgumentError(absl::StrCat(where, " (", key.name, "): key and uid exclude each other"));
+    if (!uid->is_int64() || uid->as_int64() < 0 || uid->as_int64() > 0xfffffffe) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " (", key.name, ").uid: a user id is required"));
+    }
+    key.uid = static_cast<uint32_t>(uid->as_int64());
+  } else if (secret == nullptr || !secret->is_string() || secret->as_string().size() < kMinKeyLength) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, " (", key.name, ").key: a string of at least ", kMinKeyLength, " characters is required"));
   }
-  key.key = std::string(secret->as_string());
+  if (!key.uid.has_value()) key.key = std::string(secret->as_string());
   CUBICLE_ASSIGN_OR_RETURN(key.methods, StringList(o, "methods", where));
   CUBICLE_ASSIGN_OR_RETURN(key.profiles, StringList(o, "profiles", where));
   return key;
@@ -106,6 +113,9 @@ absl::StatusOr<ApiKeys> ApiKeys::Parse(absl::string_view text) {
     if (!names.insert(key.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: the name '", key.name, "' is used twice"));
     }
+    if (key.uid.has_value() && keys.FindByUid(*key.uid) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: uid ", *key.uid, " has an entry already"));
+    }
     keys.keys_.push_back(std::move(key));
   }
   return keys;
@@ -139,32 +149,48 @@ absl::StatusOr<ApiKeys> ApiKeys::Load(const std::string& path) {
 const ApiKey* ApiKeys::Find(absl::string_view presented) const {
   const ApiKey* found = nullptr;
   for (const ApiKey& key : keys_) {  // no break: every key costs the same
-    if (SameKey(presented, key.key)) found = &key;
+    if (!key.uid.has_value() && SameKey(presented, key.key)) found = &key;
   }
   return found;
 }
 
-std::optional<std::string> ApiKeys::Refusal(const ApiKey& key, const std::string& method, const json::value& params) {
+const ApiKey* ApiKeys::FindByName(absl::string_view name) const {
+  for (const ApiKey& key : keys_) {
+    if (!key.uid.has_value() && key.name == name) return &key;
+  }
+  return nullptr;
+}
+
+const ApiKey* ApiKeys::FindByUid(uint32_t uid) const {
+  for (const ApiKey& key : keys_) {
+    if (key.uid == uid) return &key;
+  }
+  return nullptr;
+}
+
+std::optional<std::string> ApiKeys::Refusal(const ApiKey& key, const std::string& method, const json::value& params,
+                                            const ProfileOf& profile_of) {
   if (!Allowed(key.methods, method)) return absl::StrCat("key '", key.name, "' may not call ", method);
   if (key.profiles.empty()) return std::nullopt;
-  // A call names its profile in params.profile; without one it gets the
-  // daemon's default, "shell" (rpc/pool_methods.cc FindPool).
-  std::string profile = "shell";
   if (const json::object* o = params.if_object()) {
-    if (const json::value* p = o->if_contains("profile")) {
-      if (!p->is_string()) return absl::StrCat("key '", key.name, "': params.profile is not a string");
-      profile = std::string(p->as_string());
-    }
+    const json::value* p = o->if_contains("profile");
+    if (p != nullptr && !p->is_string()) return absl::StrCat("key '", key.name, "': params.profile is not a string");
   }
-  if (!Allowed(key.profiles, profile)) return absl::StrCat("key '", key.name, "' may not use profile ", profile);
+  // The profile the daemon would use: named, its default, or the
+  // session's own (a session.exec runs in its session's profile).
+  std::optional<std::string> profile = profile_of(method, params);
+  if (!profile.has_value()) return std::nullopt;  // the call uses no profile
+  if (!Allowed(key.profiles, *profile)) return absl::StrCat("key '", key.name, "' may not use profile ", *profile);
   return std::nullopt;
 }
 
-std::optional<std::string> ApiKeys::Refusal(const ApiKey& key, absl::string_view body) {
+std::optional<std::string> ApiKeys::Refusal(const ApiKey& key, absl::string_view body, const ProfileOf& profile_of) {
   // Elements in error are refused by the daemon without running anything.
   for (const Entry& entry : ParseLine(body, std::string::npos).entries) {
     if (entry.error) continue;
-    if (std::optional<std::string> refused = Refusal(key, entry.call.method, entry.call.params)) return refused;
+    if (std::optional<std::string> refused = Refusal(key, entry.call.method, entry.call.params, profile_of)) {
+      return refused;
+    }
   }
   return std::nullopt;
 }

@@ -28,6 +28,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json/object.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
@@ -135,6 +136,32 @@ std::optional<Daemon::WorkspaceLease> Daemon::WorkspaceLeaseOf(const json::value
                         wait == nullptr || !wait->is_bool() || wait->as_bool()};
 }
 
+std::optional<std::string> Daemon::ProfileOf(const std::string& method, const json::value& raw) {
+  const json::object* params = raw.if_object();
+  auto member = [&](const char* name) -> std::optional<std::string> {
+    const json::value* v = params == nullptr ? nullptr : params->if_contains(name);
+    if (v == nullptr || !v->is_string()) return std::nullopt;
+    return std::string(v->as_string());
+  };
+  const bool in_session = method == "session.exec" || method == "session.get" || method == "session.destroy" ||
+                          absl::StartsWith(method, "files.") || (method == "exec.start" && member("session"));
+  if (in_session) {
+    // The session's own profile; an unknown session is refused by the
+    // method itself, running nothing.
+    std::optional<std::string> key = member("session");
+    if (!key.has_value() || sessions_ == nullptr) return std::nullopt;
+    absl::StatusOr<SessionInfo> info = sessions_->Get(*key);
+    if (!info.ok()) return std::nullopt;
+    return info->profile;
+  }
+  if (method == "session.create") return member("profile").value_or(config_.sessions.default_profile);
+  if (method == "sandbox.run" || method == "skill.call" || method == "exec.start" || method == "pool.configure" ||
+      method == "pool.warm") {
+    return member("profile").value_or("shell");
+  }
+  return std::nullopt;
+}
+
 bool Daemon::RunsASandbox(const Call& call) const {
   return call.method == "sandbox.run" || call.method == "skill.call";
 }
@@ -154,7 +181,7 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
   // worker would put a wake-up of another thread (and of an idle CPU) on
   // its path. Only these: the reader watches stdin from the sandbox's wait
   // (WatchForTheReader), and nothing else here may block for long.
-  if (origin.may_run_here && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) &&
+  if (origin.may_run_here && origin.scope == nullptr && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) &&
       !WorkspaceLeaseOf(in.entries[0].call).has_value() && !Refusal()) {
     if (std::optional<ExecutionQueue::CallerSlot> slot = queue_->TryRunHere()) {
       Request request{std::move(in.entries[0].call), replies, std::make_shared<Cancellation>(), nullptr};
@@ -174,7 +201,14 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
       replies->Add(e.NeedsReply() ? ErrorReply(e.call.id, *e.error) : "");
       continue;
     }
-    Start(Request{std::move(e.call), replies, std::make_shared<Cancellation>(), origin.connection});
+    if (origin.scope != nullptr) {
+      rpc::ProfileOf profile_of = [this](const std::string& m, const json::value& p) { return this->ProfileOf(m, p); };
+      if (std::optional<std::string> refused = ApiKeys::Refusal(*origin.scope, e.call.method, e.call.params, profile_of)) {
+        replies->Add(ReplyTo(e.call, Error{kForbidden, *refused, nullptr}));
+        continue;
+      }
+    }
+    Start(Request{std::move(e.call), replies, std::make_shared<Cancellation>(), origin.connection, origin.notify});
   }
   return {};
 }
@@ -203,6 +237,7 @@ void Daemon::Start(Request request) {
                         });
   }
   if (method == "exec.wait") return ExecWait(std::move(request));
+  if (method == "exec.follow") return ExecFollow(std::move(request));
   if (method == "session.exec") return SessionExec(std::move(request));
   if (method == "session.destroy") return SessionDestroy(std::move(request));
   if (method == "files.put" || method == "files.get" || method == "files.list" || method == "files.stat" ||
@@ -414,6 +449,7 @@ class Daemon::Server {
     limits.idle_timeout = config.idle_timeout;
     limits.max_connections = daemon_->fds_.connections;
     limits.on_disconnect = config.on_disconnect;
+    limits.peers = options_.keys;
     listener_ = std::make_unique<SocketListener>(daemon_, *std::move(made), limits, options_.warn);
     listener_->Start();
     return absl::OkStatus();
@@ -426,17 +462,19 @@ class Daemon::Server {
     limits.max_body_bytes = options_.max_line_bytes;
     limits.read_timeout = config.line_timeout;
     limits.max_connections = daemon_->fds_.connections;
+    limits.on_disconnect = config.on_disconnect;
     HttpBackend backend;
     Daemon* d = daemon_;
-    backend.rpc = [d](const std::string& body, std::function<void(std::string)> reply) {
-      (void)d->HandleLine(body, std::move(reply));
+    backend.rpc = [d](HttpCall call) {
+      (void)d->HandleLine(call.line, std::move(call.reply), Origin{std::move(call.connection), false, std::move(call.notify)});
     };
+    backend.profile_of = [d](const std::string& method, const json::value& params) { return d->ProfileOf(method, params); };
     backend.metrics = [d] { return d->MetricsText(); };
     backend.readiness = [d] { return d->Readiness(); };
-    CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Start(io_, options_.http->endpoint, limits, options_.http->keys,
+    CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Start(io_, options_.http->endpoint, limits, options_.keys,
                                                      std::move(backend), options_.warn));
     const std::string where = absl::StrCat(options_.http->endpoint.address().to_string(), ":", http_->port());
-    options_.info(absl::StrCat("serving HTTP on ", where, options_.http->keys ? "" : " without authentication"));
+    options_.info(absl::StrCat("serving HTTP on ", where, options_.keys ? "" : " without authentication"));
     if (!options_.http->port_file.empty()) {
       CUBICLE_RETURN_IF_ERROR(WritePortFile(options_.http->port_file, http_->port()));
     }
@@ -482,15 +520,17 @@ class Daemon::Server {
     CUBICLE_ASSIGN_OR_RETURN(ReloadedConfig next, options_.reload());
     CUBICLE_ASSIGN_OR_RETURN(ReloadPlan plan, daemon_->Reload(next.config));
     std::string keys;
-    if (http_ != nullptr && next.keys != nullptr) {
-      // Swapped on the io thread, between two requests; said done once it is.
+    if (next.keys != nullptr) {
+      // Swapped on the io thread, between two requests or accepts; said
+      // done once it is.
       std::promise<void> swapped;
       asio::post(io_, [&] {
-        http_->SetKeys(next.keys);
+        if (http_ != nullptr) http_->SetKeys(next.keys);
+        if (listener_ != nullptr) listener_->SetPeers(next.keys);
         swapped.set_value();
       });
       swapped.get_future().wait();
-      keys = absl::StrCat("; HTTP keys reloaded (", next.keys->size(), ")");
+      keys = absl::StrCat("; keys reloaded (", next.keys->size(), ")");
     }
     options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys));
     return absl::OkStatus();

@@ -73,10 +73,13 @@ struct ServeOptions {
   // Also HTTP/1.1 on a TCP address (rpc/http_front.h).
   struct Http {
     boost::asio::ip::tcp::endpoint endpoint;
-    std::shared_ptr<const ApiKeys> keys;  // null: no authentication
-    std::string port_file;                // the bound port is written here (port 0: an ephemeral one)
+    std::string port_file;  // the bound port is written here (port 0: an ephemeral one)
   };
   std::optional<Http> http;
+  // The keys file (rpc/api_keys.h): HTTP's keys (null: HTTP without
+  // authentication), and the "uid" entries that let other users on the
+  // socket (null: the socket's mode alone decides).
+  std::shared_ptr<const ApiKeys> keys;
   // SIGHUP reads the configuration again with this and applies it, or
   // refuses it whole (Daemon::Reload); unset: SIGHUP is only logged.
   std::function<absl::StatusOr<ReloadedConfig>()> reload;
@@ -94,6 +97,13 @@ struct Origin {
   // Over stdio: a lone sandbox run may run on the calling thread
   // (Daemon::HandleLine).
   bool may_run_here = false;
+  // Where notifications for the line's requests go (exec.follow's
+  // exec.output), each a whole JSON-RPC line without "\n"; null: they are
+  // dropped (an HTTP client that asked for one JSON reply).
+  std::function<void(std::string)> notify;
+  // What the caller may do (a socket client of another user, by its
+  // "uid" entry in the keys file); null: every right.
+  std::shared_ptr<const ApiKey> scope;
 };
 
 class Daemon {
@@ -131,6 +141,11 @@ class Daemon {
   // /readyz).
   boost::json::object Readiness();
 
+  // The profile a call would run in, for a caller's profile scope
+  // (rpc/api_keys.h ProfileOf): the one it names, the default, or its
+  // session's; nullopt for a call that uses none. Thread-safe.
+  std::optional<std::string> ProfileOf(const std::string& method, const boost::json::value& params);
+
   // Requests accepted and not yet answered, and exec.start executions not
   // ended.
   size_t in_flight() const { return in_flight_.load(); }
@@ -145,6 +160,7 @@ class Daemon {
     std::shared_ptr<LineReplies> replies;
     std::shared_ptr<Cancellation> cancel = std::make_shared<Cancellation>();
     std::shared_ptr<Connection> connection;  // null over stdio
+    std::function<void(std::string)> notify;  // Origin::notify
   };
   // An execution's work once its params are read, given its cancel fd.
   using RunWork = absl::AnyInvocable<Expected<boost::json::value>(int cancel_fd) &&>;
@@ -234,9 +250,12 @@ class Daemon {
   // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   // An execution's output so far (exec.status, exec.logs), as its capture
   // keeps it.
+  // exec.follow's watchers are told (under `mu`, so each must only post
+  // work elsewhere) whenever output is kept.
   struct LiveOutput {
     std::mutex mu;
     std::string out, err;
+    std::map<uint64_t, std::function<void()>> watchers;
   };
   struct RunParams {
     std::shared_ptr<LiveOutput> live;  // optional
@@ -330,6 +349,13 @@ class Daemon {
   // The stream so far (running) or as kept (ended): live or recorded.
   Expected<std::string> ExecOutput(const std::string& id, bool stdout_stream, bool* ended);
   Expected<boost::json::value> ExecLogs(const boost::json::value& params);
+  // exec.follow (rpc/exec_follow.cc): output as notifications while it
+  // runs, then exec.status's result once it has ended.
+  struct Follower;
+  void ExecFollow(Request request);
+  void FollowRecorded(Request request, const std::string& id, const size_t offsets[2]);
+  // Sends what `f` has not sent yet; at the end (`final`), all of it.
+  void Pump(Follower& f, bool final);
   Expected<std::shared_ptr<Execution>> NewExecution(const std::optional<std::string>& key,
                                                     const std::optional<std::string>& client_id,
                                                     const std::string& session);

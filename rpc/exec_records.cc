@@ -5,6 +5,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/daemon.h"
 #include "rpc/execution.h"
@@ -24,6 +25,21 @@ json::value ParsedOrText(const std::string& text) {
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
   return ec ? json::value(text) : v;
+}
+
+// A stream's bytes as a sandbox.run result holds them: text, or base64
+// when they were not UTF-8.
+std::string StreamOfResult(const json::value& result, bool stdout_stream) {
+  const json::object* r = result.if_object();
+  if (r == nullptr) return "";
+  const char* name = stdout_stream ? "stdout" : "stderr";
+  if (const json::value* text = r->if_contains(name); text != nullptr && text->is_string()) {
+    return std::string(text->as_string());
+  }
+  std::string bytes;
+  const json::value* b64 = r->if_contains(absl::StrCat(name, "_base64"));
+  if (b64 != nullptr && b64->is_string() && absl::Base64Unescape(std::string(b64->as_string()), &bytes)) return bytes;
+  return "";
 }
 
 json::object RecordJson(const sessions::ExecRecord& r) {
@@ -86,9 +102,7 @@ Expected<std::string> Daemon::ExecOutput(const std::string& id, bool stdout_stre
         std::lock_guard<std::mutex> live_lock(e.live->mu);
         return stdout_stream ? e.live->out : e.live->err;
       }
-      const json::value* text = e.result.is_object() ? e.result.as_object().if_contains(stdout_stream ? "stdout" : "stderr")
-                                                     : nullptr;
-      return text != nullptr && text->is_string() ? std::string(text->as_string()) : std::string();
+      return StreamOfResult(e.result, stdout_stream);
     }
   }
   if (records_ == nullptr) return Error{kNotFound, absl::StrCat("no execution '", id, "'"), nullptr};
@@ -97,10 +111,7 @@ Expected<std::string> Daemon::ExecOutput(const std::string& id, bool stdout_stre
   if (!r->has_value()) return Error{kNotFound, absl::StrCat("no execution '", id, "'"), nullptr};
   const sessions::ExecRecord& rec = **r;
   *ended = rec.state != "queued" && rec.state != "running";
-  json::value result = ParsedOrText(rec.result);
-  const json::value* text = result.is_object() ? result.as_object().if_contains(stdout_stream ? "stdout" : "stderr")
-                                               : nullptr;
-  return text != nullptr && text->is_string() ? std::string(text->as_string()) : std::string();
+  return StreamOfResult(ParsedOrText(rec.result), stdout_stream);
 }
 
 Expected<json::value> Daemon::ExecLogs(const json::value& raw) {

@@ -1,24 +1,37 @@
 #include "rpc/http_front.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <deque>
 #include <optional>
+#include <sstream>
 #include <utility>
+#include <variant>
 
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/http_auth.h"
+#include "rpc/http_routes.h"
+#include "rpc/jsonrpc.h"
 
 namespace cubicle::rpc {
 namespace asio = boost::asio;
@@ -54,14 +67,15 @@ struct HttpFront::Shared {
   HttpBackend backend;
   std::function<void(const std::string&)> warn;
   std::atomic<uint64_t> open{0};
+  RequestVerifier verifier;
 };
 
 namespace {
 
-using Request = http::request<http::string_body>;
+using HttpRequest = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
-Response MakeResponse(const Request& req, http::status status, std::string body, const char* type) {
+Response MakeResponse(const HttpRequest& req, http::status status, std::string body, const char* type) {
   Response res(status, req.version());
   res.set(http::field::content_type, type);
   res.keep_alive(req.keep_alive());
@@ -70,24 +84,49 @@ Response MakeResponse(const Request& req, http::status status, std::string body,
   return res;
 }
 
-Response JsonResponse(const Request& req, http::status status, const json::value& body) {
+Response JsonResponse(const HttpRequest& req, http::status status, const json::value& body) {
   return MakeResponse(req, status, json::serialize(body), "application/json");
 }
 
-Response ErrorResponse(const Request& req, http::status status, const std::string& why) {
+Response ErrorResponse(const HttpRequest& req, http::status status, const std::string& why) {
   return JsonResponse(req, status, json::object{{"error", why}});
+}
+
+// The REST routes' errors carry a code, as the daemon's do.
+Response RestError(const HttpRequest& req, int status, int64_t code, const std::string& why) {
+  return JsonResponse(req, static_cast<http::status>(status),
+                      json::object{{"error", json::object{{"code", code}, {"message", why}}}});
+}
+
+absl::string_view Field(const HttpRequest& req, absl::string_view name) {
+  auto it = req.find(beast::string_view(name.data(), name.size()));
+  return it == req.end() ? absl::string_view() : absl::string_view(it->value().data(), it->value().size());
+}
+
+bool WantsNdjson(const HttpRequest& req) {
+  return req.version() >= 11 && absl::StrContains(Field(req, "Accept"), "application/x-ndjson");
+}
+
+std::string JsonRpcLine(const std::string& method, json::object params) {
+  return json::serialize(
+      json::object{{"jsonrpc", "2.0"}, {"id", 1}, {"method", method}, {"params", std::move(params)}});
 }
 
 // One client: a request read (bounded in size and time), answered, and
 // the next one read if the connection is kept alive. Requests on one
-// connection are answered in order, one at a time.
+// connection are answered in order, one at a time. While one is answered
+// the socket is watched for the client's hang-up, which stops it
+// (HttpLimits::on_disconnect).
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(tcp::socket socket, std::shared_ptr<HttpFront::Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {}
+      : stream_(std::move(socket)),
+        shared_(std::move(shared)),
+        connection_(std::make_shared<Connection>(shared_->limits.on_disconnect)) {}
   ~HttpSession() { shared_->open.fetch_sub(1); }
 
   void Read() {
+    ++generation_;  // a hang-up watch of the request before is stale
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
     parser_->body_limit(shared_->limits.max_body_bytes);
@@ -108,13 +147,27 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     });
   }
 
+  // A streamed answer (chunked NDJSON), on the io thread: lines as they
+  // come, then the end.
+  void StreamLine(const std::string& line) {
+    if (!streaming_) StartStream();
+    Queue(absl::StrCat(absl::Hex(line.size() + 1), "\r\n", line, "\n\r\n"));
+  }
+  void EndStream() {
+    if (!streaming_) StartStream();
+    stream_done_ = true;
+    Queue("0\r\n\r\n");
+  }
+
+  void set_stream_keep_alive(bool keep_alive) { stream_keep_alive_ = keep_alive; }
+
  private:
   void OnRead(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout) return Close();
     if (ec == http::error::header_limit || ec == http::error::body_limit) {
       // The rest of the request cannot be told from the next one: answered,
       // then closed.
-      Request req = parser_->get();
+      HttpRequest req = parser_->get();
       req.keep_alive(false);
       const bool head = ec == http::error::header_limit;
       Response res = ErrorResponse(
@@ -126,7 +179,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (ec) {
       if (ec.category() == http::make_error_code(http::error::bad_target).category() || ec == http::error::partial_message) {
-        Request req;
+        HttpRequest req;
         Response res = ErrorResponse(req, http::status::bad_request, absl::StrCat("bad request: ", ec.message()));
         res.keep_alive(false);
         return Send(std::move(res));
@@ -137,8 +190,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     Route(parser_->release());
   }
 
-  void Route(Request req) {
-    std::string_view target(req.target().data(), req.target().size());
+  void Route(HttpRequest req) {
+    absl::string_view target(req.target().data(), req.target().size());
     target = target.substr(0, target.find('?'));
     const bool get = req.method() == http::verb::get;
     if (target == "/healthz") {
@@ -147,22 +200,19 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       if (!get) return Send(NotAllowed(req, "GET"));
       return Send(JsonResponse(req, http::status::ok, json::object{{"status", "ok"}}));
     }
-    if (target != "/rpc" && target != "/readyz" && target != "/metrics") {
-      return Send(ErrorResponse(req, http::status::not_found, absl::StrCat("no endpoint ", absl::string_view(target.data(), target.size()))));
+    const bool rest = IsRestPath(target);
+    if (!rest && target != "/rpc" && target != "/readyz" && target != "/metrics") {
+      return Send(ErrorResponse(req, http::status::not_found, absl::StrCat("no endpoint ", target)));
     }
     const bool post = req.method() == http::verb::post;
-    if (target == "/rpc" ? !post : !get) return Send(NotAllowed(req, target == "/rpc" ? "POST" : "GET"));
-    const ApiKey* key = nullptr;
-    if (shared_->keys != nullptr) {
-      std::optional<absl::string_view> token = BearerToken(
-          absl::string_view(req[http::field::authorization].data(), req[http::field::authorization].size()));
-      key = token.has_value() ? shared_->keys->Find(*token) : nullptr;
-      if (key == nullptr) {
-        Response res = ErrorResponse(req, http::status::unauthorized,
-                                     token.has_value() ? "the bearer key is not known" : "a bearer key is required");
-        res.set(http::field::www_authenticate, "Bearer");
-        return Send(std::move(res));
-      }
+    if (!rest && (target == "/rpc" ? !post : !get)) return Send(NotAllowed(req, target == "/rpc" ? "POST" : "GET"));
+    absl::StatusOr<const ApiKey*> key = Authenticate(req);
+    if (!key.ok()) {
+      const bool unknown = absl::IsUnauthenticated(key.status());
+      Response res = ErrorResponse(req, unknown ? http::status::unauthorized : http::status::service_unavailable,
+                                   std::string(key.status().message()));
+      if (unknown) res.set(http::field::www_authenticate, "Bearer");
+      return Send(std::move(res));
     }
     if (target == "/metrics") {
       return Send(MakeResponse(req, http::status::ok, shared_->backend.metrics(), "text/plain; version=0.0.4"));
@@ -173,40 +223,173 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       const bool ok = ready != nullptr && ready->is_bool() && ready->as_bool();
       return Send(JsonResponse(req, ok ? http::status::ok : http::status::service_unavailable, readiness));
     }
-    Rpc(std::move(req), key);
+    if (rest) return Rest(std::move(req), *key);
+    Rpc(std::move(req), *key);
   }
 
-  Response NotAllowed(const Request& req, const char* allow) {
+  // The key the request proves; null without keys (no authentication).
+  absl::StatusOr<const ApiKey*> Authenticate(const HttpRequest& req) {
+    if (shared_->keys == nullptr) return nullptr;
+    HttpCredentials c;
+    c.authorization = Field(req, "Authorization");
+    c.key_name = Field(req, "X-Cubicle-Key-Name");
+    c.timestamp = Field(req, "X-Cubicle-Timestamp");
+    c.signature = Field(req, "X-Cubicle-Signature");
+    c.method = absl::string_view(req.method_string().data(), req.method_string().size());
+    c.target = absl::string_view(req.target().data(), req.target().size());
+    c.body = req.body();
+    return shared_->verifier.Verify(*shared_->keys, c, absl::Now());
+  }
+
+  Response NotAllowed(const HttpRequest& req, const char* allow) {
     Response res = ErrorResponse(req, http::status::method_not_allowed, absl::StrCat("only ", allow, " here"));
     res.set(http::field::allow, allow);
     return res;
   }
 
-  void Rpc(Request req, const ApiKey* key) {
+  void Rpc(HttpRequest req, const ApiKey* key) {
     if (absl::StripAsciiWhitespace(req.body()).empty()) {
       return Send(ErrorResponse(req, http::status::bad_request, "an empty body: a JSON-RPC request is expected"));
     }
     if (key != nullptr) {
-      if (std::optional<std::string> refused = ApiKeys::Refusal(*key, req.body())) {
+      if (std::optional<std::string> refused = ApiKeys::Refusal(*key, req.body(), shared_->backend.profile_of)) {
         return Send(ErrorResponse(req, http::status::forbidden, *refused));
       }
     }
-    auto pending = std::make_shared<PendingAnswer>(shared_from_this(), req.version(), req.keep_alive());
-    shared_->backend.rpc(req.body(), [pending](std::string reply) { pending->Answer(std::move(reply)); });
+    stream_keep_alive_ = req.keep_alive();
+    auto pending = std::make_shared<PendingAnswer>(shared_from_this(), req.version(), req.keep_alive(),
+                                                   WantsNdjson(req));
+    HttpCall call{std::move(req.body()), [pending](std::string reply) { pending->Answer(std::move(reply)); }, nullptr,
+                  connection_};
+    if (pending->streamed()) call.notify = [pending](std::string line) { pending->Notify(std::move(line)); };
+    WatchHangup();
+    shared_->backend.rpc(std::move(call));
   }
 
-  // The answer to one /rpc request: the daemon's reply, or 204 once the
-  // daemon has dropped its reply function unanswered (notifications).
+  void Rest(HttpRequest req, const ApiKey* key) {
+    const bool stream = WantsNdjson(req);
+    std::variant<RestCall, RestRefusal> matched =
+        MatchRest(absl::string_view(req.method_string().data(), req.method_string().size()),
+                  absl::string_view(req.target().data(), req.target().size()), req.body(), stream);
+    if (auto* refused = std::get_if<RestRefusal>(&matched)) {
+      Response res = RestError(req, refused->status, refused->status == 400 ? kInvalidParams : kMethodNotFound,
+                               refused->message);
+      if (!refused->allow.empty()) res.set(http::field::allow, refused->allow);
+      return Send(std::move(res));
+    }
+    RestCall call = std::get<RestCall>(std::move(matched));
+    if (key != nullptr) {
+      if (std::optional<std::string> refused =
+              ApiKeys::Refusal(*key, call.scope_method, json::value(call.params), shared_->backend.profile_of)) {
+        return Send(RestError(req, 403, kForbidden, *refused));
+      }
+    }
+    WatchHangup();
+    stream_keep_alive_ = req.keep_alive();
+    if (call.shape == RestShape::kStream) return StartFollowed(req, std::move(call));
+    auto self = shared_from_this();
+    const unsigned version = req.version();
+    const bool keep_alive = req.keep_alive();
+    shared_->backend.rpc(HttpCall{JsonRpcLine(call.method, std::move(call.params)),
+                                  [self, shape = call.shape, version, keep_alive](std::string reply) {
+                                    self->Post(RestResponse(AnswerOf(shape, reply), version, keep_alive));
+                                  },
+                                  nullptr, connection_});
+  }
+
+  // POST /sessions/ID/exec streamed: exec.start, then exec.follow's
+  // output as NDJSON lines. The execution is the request's: the client's
+  // disconnect cancels it (with on_disconnect "cancel").
+  void StartFollowed(const HttpRequest& req, RestCall call) {
+    auto self = shared_from_this();
+    const unsigned version = req.version();
+    const bool keep_alive = req.keep_alive();
+    auto started = [self, version, keep_alive](std::string reply) {
+      boost::system::error_code ec;
+      json::value v = json::parse(reply, ec);
+      const json::value* id = nullptr;
+      if (!ec && v.is_object() && v.as_object().contains("result") && v.at("result").is_object()) {
+        id = v.at("result").as_object().if_contains("exec_id");
+      }
+      if (id == nullptr || !id->is_string()) {
+        return self->Post(RestResponse(AnswerOf(RestShape::kJson, reply), version, keep_alive));
+      }
+      self->Follow(std::string(id->as_string()), keep_alive);
+    };
+    shared_->backend.rpc(HttpCall{JsonRpcLine(call.method, std::move(call.params)), started, nullptr, nullptr});
+  }
+
+  void Follow(const std::string& exec_id, bool keep_alive) {
+    auto stop = std::make_shared<Cancellation>();
+    HttpBackend* backend = &shared_->backend;
+    (void)stop->SetStop([shared = shared_, exec_id] {
+      shared->backend.rpc(HttpCall{JsonRpcLine("exec.cancel", json::object{{"exec_id", exec_id}}), [](std::string) {},
+                                   nullptr, nullptr});
+    });
+    connection_->Track(stop);
+    auto self = shared_from_this();
+    auto line = [self](std::string raw) {
+      if (std::optional<std::string> out = StreamLineOf(raw)) self->PostLine(*std::move(out));
+    };
+    backend->rpc(HttpCall{JsonRpcLine("exec.follow", json::object{{"exec_id", exec_id}}),
+                          [self, line, stop, keep_alive](std::string reply) {
+                            self->connection_->Forget(stop.get());
+                            stop->Clear();
+                            line(std::move(reply));
+                            self->PostEnd(keep_alive);
+                          },
+                          line, connection_});
+  }
+
+  static Response RestResponse(RestAnswer answer, unsigned version, bool keep_alive) {
+    Response res(static_cast<http::status>(answer.status), version);
+    res.set(http::field::content_type, answer.content_type);
+    res.keep_alive(keep_alive);
+    res.body() = std::move(answer.body);
+    res.prepare_payload();
+    return res;
+  }
+
+  void Post(Response res) {
+    asio::post(stream_.get_executor(),
+               [self = shared_from_this(), res = std::move(res)]() mutable { self->Send(std::move(res)); });
+  }
+  void PostLine(std::string line) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), line = std::move(line)] { self->StreamLine(line); });
+  }
+  void PostEnd(bool keep_alive) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), keep_alive] {
+      self->set_stream_keep_alive(keep_alive);
+      self->EndStream();
+    });
+  }
+
+  // The answer to one /rpc request: the daemon's reply as one JSON body,
+  // or, streamed, each notification then the reply as NDJSON; 204 once
+  // the daemon has dropped its reply function unanswered (notifications).
   class PendingAnswer {
    public:
-    PendingAnswer(std::shared_ptr<HttpSession> session, unsigned version, bool keep_alive)
-        : session_(std::move(session)), version_(version), keep_alive_(keep_alive) {}
+    PendingAnswer(std::shared_ptr<HttpSession> session, unsigned version, bool keep_alive, bool streamed)
+        : session_(std::move(session)), version_(version), keep_alive_(keep_alive), streamed_(streamed) {}
     ~PendingAnswer() {
-      if (!answered_.load()) Post(http::status::no_content, "");
+      if (answered_.load()) return;
+      if (notified_.load()) {
+        session_->PostEnd(keep_alive_);
+      } else {
+        Post(http::status::no_content, "");
+      }
+    }
+    bool streamed() const { return streamed_; }
+    void Notify(std::string line) {
+      if (answered_.load()) return;
+      notified_ = true;
+      session_->PostLine(std::move(line));
     }
     void Answer(std::string reply) {
       if (answered_.exchange(true)) return;
-      Post(http::status::ok, std::move(reply));
+      if (!streamed_) return Post(http::status::ok, std::move(reply));
+      session_->PostLine(std::move(reply));
+      session_->PostEnd(keep_alive_);
     }
 
    private:
@@ -216,26 +399,97 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       res.keep_alive(keep_alive_);
       res.body() = std::move(body);
       res.prepare_payload();
-      asio::post(session_->stream_.get_executor(),
-                 [session = session_, res = std::move(res)]() mutable { session->Send(std::move(res)); });
+      session_->Post(std::move(res));
     }
     std::shared_ptr<HttpSession> session_;
     unsigned version_;
     bool keep_alive_;
+    bool streamed_;
     std::atomic<bool> answered_{false};
+    std::atomic<bool> notified_{false};
   };
+
+  void StartStream() {
+    streaming_ = true;
+    stream_done_ = false;
+    http::response<http::empty_body> head(http::status::ok, 11);
+    head.set(http::field::content_type, "application/x-ndjson");
+    head.set(http::field::cache_control, "no-store");
+    head.chunked(true);
+    head.keep_alive(stream_keep_alive_);
+    std::ostringstream text;
+    text << head.base();
+    Queue(text.str());
+  }
+
+  void Queue(std::string bytes) {
+    out_.push_back(std::move(bytes));
+    if (!writing_) WriteNext();
+  }
+
+  void WriteNext() {
+    if (out_.empty()) {
+      writing_ = false;
+      if (!stream_done_) return;
+      streaming_ = false;
+      stream_done_ = false;
+      if (!stream_keep_alive_) return Close();
+      return Read();
+    }
+    writing_ = true;
+    // A client that stops reading a stream is cut off like a slow sender.
+    stream_.expires_after(absl::ToChronoNanoseconds(shared_->limits.read_timeout));
+    asio::async_write(stream_, asio::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        self->out_.clear();
+        self->writing_ = false;
+        self->connection_->Disconnect();
+        return self->Close();
+      }
+      self->out_.pop_front();
+      self->WriteNext();
+    });
+  }
+
+  // While a request is answered nothing is read, so a client that goes
+  // away would only be noticed at the first write: its hang-up (EOF, or a
+  // reset) is watched for instead. Bytes of a pipelined request end the
+  // watch; they are read after the answer.
+  void WatchHangup() {
+    const uint64_t generation = generation_;
+    stream_.socket().async_wait(tcp::socket::wait_read,
+                                [self = shared_from_this(), generation](boost::system::error_code ec) {
+                                  if (ec || generation != self->generation_) return;
+                                  char byte;
+                                  const ssize_t n = ::recv(self->stream_.socket().native_handle(), &byte, 1,
+                                                           MSG_PEEK | MSG_DONTWAIT);
+                                  if (n > 0) return;
+                                  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+                                    return self->WatchHangup();
+                                  }
+                                  self->connection_->Disconnect();
+                                });
+  }
 
   void Close() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
+    connection_->Disconnect();
   }
 
   beast::tcp_stream stream_;
   std::shared_ptr<HttpFront::Shared> shared_;
+  std::shared_ptr<Connection> connection_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   Response res_;  // the response being written
+  uint64_t generation_ = 0;  // requests read: tells a stale hang-up watch
+  std::deque<std::string> out_;  // a stream's bytes not yet written
+  bool writing_ = false;
+  bool streaming_ = false;
+  bool stream_done_ = false;
+  bool stream_keep_alive_ = true;
 };
 
 }  // namespace
@@ -295,7 +549,7 @@ void HttpFront::Accept() {
     shared_->open.fetch_add(1);
     auto session = std::make_shared<HttpSession>(std::move(socket), shared_);
     if (shared_->open.load() > shared_->limits.max_connections) {
-      Request req;
+      HttpRequest req;
       req.keep_alive(false);
       Response res = ErrorResponse(req, http::status::service_unavailable,
                                    absl::StrCat(shared_->limits.max_connections, " connections are open already"));

@@ -1,9 +1,11 @@
 // The HTTP/1.1 front of `cubicle serve --listen ADDR:PORT` (docs/protocol.md,
-// "HTTP"): JSON-RPC over POST /rpc, and /healthz, /readyz, /metrics for
-// orchestrators and scrapers, with bearer keys (rpc/api_keys.h) in front of
-// everything but /healthz. One io thread (Beast over Asio) reads and writes
-// every connection; replies the daemon gives on other threads are posted
-// back to it.
+// "HTTP"): JSON-RPC over POST /rpc (one JSON reply, or NDJSON with the
+// notifications streamed), the REST routes of rpc/http_routes.h, and
+// /healthz, /readyz, /metrics for orchestrators and scrapers, with bearer
+// keys or signatures (rpc/http_auth.h) in front of everything but
+// /healthz. One io thread (Beast over Asio) reads and writes every
+// connection; answers the daemon gives on other threads are posted back
+// to it.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rpc/api_keys.h"
+#include "rpc/in_flight.h"
 
 namespace cubicle::rpc {
 
@@ -34,16 +37,31 @@ struct HttpLimits {
   // is closed (a slow-loris client holds nothing for long).
   absl::Duration read_timeout = absl::Seconds(30);
   uint64_t max_connections = 1024;  // beyond: 503, closed
+  // What a client's disconnect does to its requests (a half-close counts:
+  // over TCP it cannot be told from a close).
+  OnDisconnect on_disconnect = OnDisconnect::kCancel;
+};
+
+// One JSON-RPC line for the daemon, and where its answers go (either may
+// be called on another thread).
+struct HttpCall {
+  std::string line;
+  // The reply; dropped unanswered when there is none (notifications).
+  std::function<void(std::string)> reply;
+  // Notification lines (exec.output); null: the client wants none.
+  std::function<void(std::string)> notify;
+  // The client's connection: its disconnect stops what it tracks.
+  std::shared_ptr<Connection> connection;
 };
 
 // What the front asks of the daemon.
 struct HttpBackend {
-  // One JSON-RPC body; `reply` gets the reply (maybe on another thread),
-  // or is dropped unanswered when there is none (notifications).
-  std::function<void(const std::string& body, std::function<void(std::string)> reply)> rpc;
+  std::function<void(HttpCall)> rpc;
   std::function<std::string()> metrics;
   // {"ready": bool, ...why}: /readyz's body.
   std::function<boost::json::object()> readiness;
+  // For keys scoped to profiles: the profile a call would use.
+  ProfileOf profile_of;
 };
 
 class HttpFront {

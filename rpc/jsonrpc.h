@@ -52,6 +52,9 @@ inline constexpr int kLineTooLong = -32006;
 // skill.call: the skill ended, timed out or wrote an over-long line without
 // answering; data holds reason, status and the tails of stderr and stdout.
 inline constexpr int kSkillFailed = -32007;
+// The caller's key or uid entry does not allow this method or profile
+// (rpc/api_keys.h); nothing ran.
+inline constexpr int kForbidden = -32008;
 
 // Nesting deeper than this is a parse error: a hostile `[[[[...` must cost a
 // bounded amount of memory and never recurse deeply anywhere downstream.

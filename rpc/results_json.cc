@@ -89,4 +89,30 @@ boost::json::object ProbeToJson(const runtime::ProbeReport& report) {
   return out;
 }
 
+bool ValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+size_t Utf8Boundary(absl::string_view s) {
+  // The last lead byte within the final 3 bytes, and whether what follows
+  // it is fewer continuation bytes than it announces.
+  for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c >> 6) == 0x2) continue;  // a continuation byte: look further back
+    const size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    return len > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
 }  // namespace cubicle::rpc

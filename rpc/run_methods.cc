@@ -27,20 +27,6 @@ namespace json = boost::json;
 
 namespace {
 
-bool ValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 // Text when it is UTF-8, else base64.
 json::value Text(const std::string& data) {
   return ValidUtf8(data) ? json::value(data) : json::value(absl::Base64Escape(data));
@@ -265,6 +251,7 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
     capture.on_kept = [live = p.live](int stream, absl::string_view kept) {
       std::lock_guard<std::mutex> lock(live->mu);
       (stream == 0 ? live->out : live->err).append(kept.data(), kept.size());
+      for (auto& [id, watcher] : live->watchers) watcher();
     };
   }
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, stdin_data, capture);

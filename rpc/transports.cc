@@ -129,7 +129,7 @@ Daemon::Work StdioTransport::Read() {
         discarding_ = false;
         continue;
       }
-      Daemon::Work work = daemon_->HandleLine(line, reply, Origin{nullptr, /*may_run_here=*/true});
+      Daemon::Work work = daemon_->HandleLine(line, reply, Origin{nullptr, /*may_run_here=*/true, reply});
       if (work) return work;
     }
     if (pending_.size() > max_line_) {
@@ -156,7 +156,8 @@ Daemon::Work StdioTransport::Read() {
 Daemon::Work StdioTransport::Stop(bool eof) {
   if (eof) {
     if (!pending_.empty() && !discarding_) {
-      (void)daemon_->HandleLine(pending_, [this](std::string reply) { Write(reply); });
+      auto reply = [this](std::string reply) { Write(reply); };
+      (void)daemon_->HandleLine(pending_, reply, Origin{nullptr, false, reply});
     }
     pending_.clear();
     scanned_ = 0;
@@ -225,8 +226,9 @@ namespace {
 class SocketSession : public std::enable_shared_from_this<SocketSession> {
  public:
   SocketSession(Daemon* daemon, asio::local::stream_protocol::socket socket, const SocketLimits& limits,
-                std::shared_ptr<std::atomic<size_t>> count)
+                std::shared_ptr<std::atomic<size_t>> count, std::shared_ptr<const ApiKey> scope)
       : daemon_(daemon),
+        scope_(std::move(scope)),
         socket_(std::move(socket)),
         limits_(limits),
         count_(std::move(count)),
@@ -262,13 +264,12 @@ class SocketSession : public std::enable_shared_from_this<SocketSession> {
     for (size_t nl; (nl = pending_.find('\n', std::max(start, scanned))) != std::string::npos; start = nl + 1) {
       std::string line = pending_.substr(start, nl - start);
       last_activity_ = line_started_ = now;  // the next line starts no earlier
-      daemon_->HandleLine(
-          line,
-          [self = shared_from_this()](std::string reply) {
-            asio::post(self->socket_.get_executor(),
-                       [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
-          },
-          Origin{connection_, false});
+      // Replies and notifications go out alike, in the order they come.
+      auto send = [self = shared_from_this()](std::string reply) {
+        asio::post(self->socket_.get_executor(),
+                   [self, reply = std::move(reply)]() mutable { self->Send(std::move(reply)); });
+      };
+      daemon_->HandleLine(line, send, Origin{connection_, false, send, scope_});
     }
     pending_.erase(0, start);
     if (pending_.size() > limits_.max_line) {
@@ -375,6 +376,7 @@ class SocketSession : public std::enable_shared_from_this<SocketSession> {
   }
 
   Daemon* daemon_;
+  std::shared_ptr<const ApiKey> scope_;  // null: every right
   asio::local::stream_protocol::socket socket_;
   const SocketLimits limits_;
   std::shared_ptr<std::atomic<size_t>> count_;  // the listener's count of open connections
@@ -388,6 +390,24 @@ class SocketSession : public std::enable_shared_from_this<SocketSession> {
   bool closing_ = false;  // answered a line too long: shut down once written
   bool closed_ = false;
 };
+
+// What a client of user `uid` may do: null for every right; an error when
+// it may not connect at all.
+absl::StatusOr<std::shared_ptr<const ApiKey>> PeerScope(const std::shared_ptr<const ApiKeys>& peers, int fd) {
+  if (peers == nullptr) return nullptr;
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("SO_PEERCRED: ", std::strerror(errno)));
+  }
+  if (cred.uid == 0 || cred.uid == ::geteuid()) return nullptr;
+  const ApiKey* entry = peers->FindByUid(cred.uid);
+  if (entry == nullptr) {
+    return absl::PermissionDeniedError(absl::StrCat("uid ", cred.uid, " has no entry in the keys file"));
+  }
+  // The entry outlives the connection even if the keys are reloaded.
+  return std::shared_ptr<const ApiKey>(peers, entry);
+}
 
 }  // namespace
 
@@ -432,9 +452,14 @@ void SocketListener::Start() {
                                     boost::json::object{{"resource", "connections"}}}) +
           "\n";
       (void)!::send(socket.native_handle(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    } else if (absl::StatusOr<std::shared_ptr<const ApiKey>> scope = PeerScope(limits_.peers, socket.native_handle());
+               !scope.ok()) {
+      const std::string line =
+          ErrorReply(nullptr, Error{kForbidden, std::string(scope.status().message()), nullptr}) + "\n";
+      (void)!::send(socket.native_handle(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     } else {
       open_->fetch_add(1);
-      std::make_shared<SocketSession>(daemon_, std::move(socket), limits_, open_)->Start();
+      std::make_shared<SocketSession>(daemon_, std::move(socket), limits_, open_, *std::move(scope))->Start();
     }
     Start();
   });

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/api_keys.h"
 #include "rpc/daemon.h"
 #include "rpc/in_flight.h"
 
@@ -81,6 +82,11 @@ struct SocketLimits {
   absl::Duration idle_timeout = absl::InfiniteDuration();       // silence with nothing in flight
   uint64_t max_connections = 1024;                              // rpc/fd_budget.h
   OnDisconnect on_disconnect = OnDisconnect::kCancel;
+  // Who may connect (SO_PEERCRED): the daemon's own user and root always,
+  // with every right; another user only with a "uid" entry in the keys
+  // file, scoped by it (docs/protocol.md, "Authentication"). Null: no keys
+  // file, and the socket's mode alone decides.
+  std::shared_ptr<const ApiKeys> peers;
 };
 
 // Serves each client of the socket until Close: lines in, replies out, in
@@ -97,11 +103,14 @@ class SocketListener {
   void Start();
   // Stops accepting; connections open go on (their replies still go out).
   void Close();
+  // Who may connect from now on (a reload); a connection open keeps the
+  // scope it was accepted with. On the io thread.
+  void SetPeers(std::shared_ptr<const ApiKeys> peers) { limits_.peers = std::move(peers); }
 
  private:
   Daemon* daemon_;
   std::unique_ptr<UnixAcceptor> acceptor_;
-  const SocketLimits limits_;
+  SocketLimits limits_;
   std::function<void(const std::string&)> warn_;
   boost::asio::steady_timer retry_;
   bool retrying_ = false;

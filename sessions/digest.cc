@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 namespace cubicle::sessions {
 namespace {
@@ -14,6 +15,7 @@ struct Evp {
   decltype(&EVP_DigestInit_ex) init = nullptr;
   decltype(&EVP_DigestUpdate) update = nullptr;
   decltype(&EVP_DigestFinal_ex) final = nullptr;
+  decltype(&HMAC) hmac = nullptr;
   bool ok() const { return ctx_new && ctx_free && sha256 && init && update && final; }
 };
 
@@ -34,6 +36,7 @@ const Evp& Crypto() {
     Resolve(lib, "EVP_DigestInit_ex", &e.init);
     Resolve(lib, "EVP_DigestUpdate", &e.update);
     Resolve(lib, "EVP_DigestFinal_ex", &e.final);
+    Resolve(lib, "HMAC", &e.hmac);
     return e;
   }();
   return evp;
@@ -60,6 +63,21 @@ void Sha256::Update(absl::string_view data) {
   failed_ = Crypto().update(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size()) != 1;
 }
 
+namespace {
+
+std::string Hex(const unsigned char* bytes, unsigned int length) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * length);
+  for (unsigned int i = 0; i < length; ++i) {
+    hex.push_back(kHex[bytes[i] >> 4]);
+    hex.push_back(kHex[bytes[i] & 0xf]);
+  }
+  return hex;
+}
+
+}  // namespace
+
 std::string Sha256::FinishHex() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
@@ -67,14 +85,19 @@ std::string Sha256::FinishHex() {
     failed_ = true;
     return "";
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * length);
-  for (unsigned int i = 0; i < length; ++i) {
-    hex.push_back(kHex[digest[i] >> 4]);
-    hex.push_back(kHex[digest[i] & 0xf]);
+  return Hex(digest, length);
+}
+
+std::string HmacSha256Hex(absl::string_view key, absl::string_view data) {
+  const Evp& evp = Crypto();
+  if (!evp.ok() || evp.hmac == nullptr || key.size() > static_cast<size_t>(INT32_MAX)) return "";
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (evp.hmac(evp.sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+               data.size(), mac, &length) == nullptr) {
+    return "";
   }
-  return hex;
+  return Hex(mac, length);
 }
 
 std::string Sha256Hex(absl::string_view data) {

@@ -33,4 +33,8 @@ class Sha256 {
 // 64 lowercase hex digits; "" where hashing failed (see Sha256).
 std::string Sha256Hex(absl::string_view data);
 
+// HMAC-SHA256 of `data` under `key` (OpenSSL's HMAC()), as 64 lowercase
+// hex digits; "" where libcrypto is missing or failed.
+std::string HmacSha256Hex(absl::string_view key, absl::string_view data);
+
 }  // namespace cubicle::sessions

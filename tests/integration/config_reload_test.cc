@@ -430,7 +430,7 @@ TEST(ConfigReloadHttp, KeysAreSwappedOnSighup) {
   write_keys(kNew, 0600);
   daemon.process().Signal(SIGHUP);
   ASSERT_TRUE(reloaded(1)) << daemon.process().StderrSoFar();
-  EXPECT_TRUE(absl::StrContains(daemon.process().StderrSoFar(), "HTTP keys reloaded (1)"));
+  EXPECT_TRUE(absl::StrContains(daemon.process().StderrSoFar(), "keys reloaded (1)"));
   EXPECT_EQ(status_with(kNew), 200);
   EXPECT_EQ(status_with(kOld), 401);
 

@@ -36,7 +36,7 @@ bool HttpClient::Fill(absl::Duration limit) {
   return ReadSome(fd_.get(), limit, &buffered_, &eof_);
 }
 
-std::optional<HttpReply> HttpClient::ReadReply(absl::Duration limit) {
+std::optional<HttpReply> HttpClient::ReadHead(absl::Duration limit) {
   const absl::Time deadline = absl::Now() + limit;
   size_t head_end;
   while ((head_end = buffered_.find("\r\n\r\n")) == std::string::npos) {
@@ -52,21 +52,56 @@ std::optional<HttpReply> HttpClient::ReadReply(absl::Duration limit) {
     reply.headers[absl::AsciiStrToLower(lines[i].substr(0, colon))] =
         std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1)));
   }
-  size_t length = 0;
-  if (auto it = reply.headers.find("content-length"); it != reply.headers.end()) {
-    if (!absl::SimpleAtoi(it->second, &length)) return std::nullopt;
-  }
-  while (buffered_.size() < head_end + 4 + length) {
+  buffered_.erase(0, head_end + 4);
+  return reply;
+}
+
+std::optional<std::string> HttpClient::ReadChunk(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  size_t line_end;
+  while ((line_end = buffered_.find("\r\n")) == std::string::npos) {
     if (!Fill(deadline - absl::Now())) return std::nullopt;
   }
-  reply.body = buffered_.substr(head_end + 4, length);
-  buffered_.erase(0, head_end + 4 + length);
+  size_t size = 0;
+  const std::string hex = buffered_.substr(0, buffered_.find_first_of(";\r"));
+  if (!absl::SimpleHexAtoi(hex, &size)) return std::nullopt;
+  while (buffered_.size() < line_end + 2 + size + 2) {
+    if (!Fill(deadline - absl::Now())) return std::nullopt;
+  }
+  std::string data = buffered_.substr(line_end + 2, size);
+  buffered_.erase(0, line_end + 2 + size + 2);  // no trailers are sent
+  return data;
+}
+
+std::optional<HttpReply> HttpClient::ReadReply(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  std::optional<HttpReply> reply = ReadHead(limit);
+  if (!reply.has_value()) return std::nullopt;
+  if (auto it = reply->headers.find("transfer-encoding"); it != reply->headers.end() && it->second == "chunked") {
+    for (int i = 0; i < 1000000; ++i) {
+      std::optional<std::string> chunk = ReadChunk(deadline - absl::Now());
+      if (!chunk.has_value()) return std::nullopt;
+      if (chunk->empty()) return reply;
+      reply->body += *chunk;
+    }
+    return std::nullopt;
+  }
+  size_t length = 0;
+  if (auto it = reply->headers.find("content-length"); it != reply->headers.end()) {
+    if (!absl::SimpleAtoi(it->second, &length)) return std::nullopt;
+  }
+  while (buffered_.size() < length) {
+    if (!Fill(deadline - absl::Now())) return std::nullopt;
+  }
+  reply->body = buffered_.substr(0, length);
+  buffered_.erase(0, length);
   return reply;
 }
 
 std::optional<HttpReply> HttpClient::Request(absl::string_view method, absl::string_view target,
                                              absl::string_view body,
-                                             const std::vector<std::pair<std::string, std::string>>& headers) {
+                                             const std::vector<std::pair<std::string, std::string>>& headers,
+                                             absl::Duration limit) {
   std::string request = absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1\r\n");
   for (const auto& [name, value] : headers) absl::StrAppend(&request, name, ": ", value, "\r\n");
   if (!body.empty() || method == "POST") {
@@ -74,7 +109,7 @@ std::optional<HttpReply> HttpClient::Request(absl::string_view method, absl::str
   }
   absl::StrAppend(&request, "\r\n", body);
   if (!SendRaw(request)) return std::nullopt;
-  return ReadReply();
+  return ReadReply(limit);
 }
 
 bool HttpClient::ClosedByPeer(absl::Duration limit) {

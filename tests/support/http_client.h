@@ -33,11 +33,18 @@ class HttpClient {
   bool connected() const { return connected_; }
   bool SendRaw(absl::string_view bytes);
   // The next reply, waiting at most `limit` (a bound for failures only);
-  // nullopt when none came whole.
+  // nullopt when none came whole. A chunked body is read to its end.
   std::optional<HttpReply> ReadReply(absl::Duration limit = absl::Seconds(60));
+  // The head of the next reply only (status and headers), for a streamed
+  // body read with ReadChunk.
+  std::optional<HttpReply> ReadHead(absl::Duration limit = absl::Seconds(60));
+  // The next chunk of a chunked body; "" for the last one; nullopt when
+  // none came whole in time.
+  std::optional<std::string> ReadChunk(absl::Duration limit = absl::Seconds(60));
   // A request (Content-Length set for a body), then its reply.
   std::optional<HttpReply> Request(absl::string_view method, absl::string_view target, absl::string_view body = "",
-                                   const std::vector<std::pair<std::string, std::string>>& headers = {});
+                                   const std::vector<std::pair<std::string, std::string>>& headers = {},
+                                   absl::Duration limit = absl::Seconds(60));
   // Whether the server closed the connection (EOF or a reset within
   // `limit`), after whatever it sent first.
   bool ClosedByPeer(absl::Duration limit = absl::Seconds(60));

@@ -116,9 +116,11 @@ void SessionDaemonTest::TearDown() {
   HostHygieneTest::TearDown();
 }
 
-SocketDaemon& SessionDaemonTest::StartDaemon(const std::string& config) {
+SocketDaemon& SessionDaemonTest::StartDaemon(const std::string& config, const std::vector<std::string>& flags) {
   config_ = WriteConfig(dir_, config);
-  daemons_.push_back(std::make_unique<SocketDaemon>(std::vector<std::string>{"--config", config_}));
+  std::vector<std::string> all = {"--config", config_};
+  all.insert(all.end(), flags.begin(), flags.end());
+  daemons_.push_back(std::make_unique<SocketDaemon>(all));
   return *daemons_.back();
 }
 

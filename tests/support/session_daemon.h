@@ -56,8 +56,9 @@ class SessionDaemonTest : public HostHygieneTest {
   // Whether the test needs root (skipped, saying why, when not).
   virtual bool RootOnly() const { return true; }
 
-  // A daemon on `config` (the text of config.json), kept until TearDown.
-  SocketDaemon& StartDaemon(const std::string& config);
+  // A daemon on `config` (the text of config.json) with `flags` too, kept
+  // until TearDown.
+  SocketDaemon& StartDaemon(const std::string& config, const std::vector<std::string>& flags = {});
   // `"state_dir": STATE` and `more` members, for SessionConfig.
   std::string StateMembers(const std::string& more = "") const;
   // One request on `c`, the reply parsed (null when none came).

@@ -37,11 +37,24 @@ TEST(ApiKeysTest, RefusesWeakOrMalformedFiles) {
   EXPECT_FALSE(ApiKeys::Parse("not json").ok());
 }
 
+// The daemon's resolution, as a test states it: a named profile, "shell"
+// by default for what runs, session "s1" in python and "s2" in shell.
+std::optional<std::string> TestProfileOf(const std::string& method, const boost::json::value& params) {
+  const boost::json::object& o = params.is_object() ? params.as_object() : boost::json::object();
+  if (o.contains("session")) {
+    const std::string key(o.at("session").as_string());
+    return key == "s1" ? std::optional<std::string>("python") : key == "s2" ? std::optional<std::string>("shell") : std::nullopt;
+  }
+  if (method == "health") return std::nullopt;
+  if (o.contains("profile")) return std::string(o.at("profile").as_string());
+  return "shell";
+}
+
 TEST(ApiKeysTest, ScopesCoverEveryElementOfABatch) {
   absl::StatusOr<ApiKeys> keys = ApiKeys::Parse(kKeys);
   ASSERT_TRUE(keys.ok());
   const ApiKey& b = *keys->Find("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
-  auto refusal = [&](const std::string& body) { return ApiKeys::Refusal(b, body); };
+  auto refusal = [&](const std::string& body) { return ApiKeys::Refusal(b, body, TestProfileOf); };
   EXPECT_EQ(refusal(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{"profile":"python"}})"), std::nullopt);
   EXPECT_NE(refusal(R"({"jsonrpc":"2.0","id":1,"method":"sandbox.run","params":{}})"), std::nullopt);  // shell
   EXPECT_NE(refusal(R"({"jsonrpc":"2.0","id":1,"method":"pool.configure","params":{"profile":"python"}})"),
@@ -53,7 +66,40 @@ TEST(ApiKeysTest, ScopesCoverEveryElementOfABatch) {
   // hide a call from the check.
   EXPECT_NE(refusal("\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pool.configure\"}\r"), std::nullopt);
   const ApiKey& a = *keys->Find("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
-  EXPECT_EQ(ApiKeys::Refusal(a, R"({"jsonrpc":"2.0","id":1,"method":"pool.configure"})"), std::nullopt);
+  EXPECT_EQ(ApiKeys::Refusal(a, R"({"jsonrpc":"2.0","id":1,"method":"pool.configure"})", TestProfileOf), std::nullopt);
+}
+
+TEST(ApiKeysTest, AProfileScopeFollowsTheSessionAndSkipsCallsThatUseNone) {
+  absl::StatusOr<ApiKeys> keys = ApiKeys::Parse(R"({"keys": [
+    {"name": "p", "key": "pppppppppppppppppppppppppppppppppppp", "profiles": ["python"]}]})");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  const ApiKey& p = *keys->Find("pppppppppppppppppppppppppppppppppppp");
+  auto refusal = [&](const std::string& method, const std::string& params) {
+    return ApiKeys::Refusal(p, method, boost::json::parse(params), TestProfileOf);
+  };
+  EXPECT_EQ(refusal("session.exec", R"({"session":"s1"})"), std::nullopt);  // a python session
+  ASSERT_NE(refusal("session.exec", R"({"session":"s2"})"), std::nullopt);  // a shell one
+  EXPECT_NE(refusal("session.exec", R"({"session":"s2"})")->find("profile shell"), std::string::npos);
+  EXPECT_EQ(refusal("health", "{}"), std::nullopt);  // uses no profile
+  EXPECT_NE(refusal("sandbox.run", "{}"), std::nullopt);  // the default, shell
+  EXPECT_NE(refusal("sandbox.run", R"({"profile": 7})"), std::nullopt);
+}
+
+TEST(ApiKeysTest, UidEntriesScopeSocketClientsAndHaveNoSecret) {
+  absl::StatusOr<ApiKeys> keys = ApiKeys::Parse(R"({"keys": [
+    {"name": "k", "key": "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"},
+    {"name": "agent", "uid": 1000, "methods": ["sandbox.run"]}]})");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_NE(keys->FindByUid(1000), nullptr);
+  EXPECT_EQ(keys->FindByUid(1000)->name, "agent");
+  EXPECT_EQ(keys->FindByUid(1001), nullptr);
+  EXPECT_EQ(keys->Find(""), nullptr) << "a uid entry's empty secret is no key";
+  EXPECT_EQ(keys->FindByName("agent"), nullptr) << "a uid entry signs nothing";
+  ASSERT_NE(keys->FindByName("k"), nullptr);
+  EXPECT_FALSE(ApiKeys::Parse(R"({"keys": [{"name": "a", "uid": -1}]})").ok());
+  EXPECT_FALSE(ApiKeys::Parse(R"({"keys": [{"name": "a", "uid": "1000"}]})").ok());
+  EXPECT_FALSE(ApiKeys::Parse(R"({"keys": [{"name": "a", "uid": 5, "key": "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"}]})").ok());
+  EXPECT_FALSE(ApiKeys::Parse(R"({"keys": [{"name": "a", "uid": 5}, {"name": "b", "uid": 5}]})").ok());
 }
 
 TEST(ApiKeysTest, BearerTokens) {
