@@ -89,10 +89,11 @@ class ConfigReload : public HostHygieneTest {
   }
 
   // A daemon on config.json, holding `text`, logging at info.
-  SocketDaemon& Start(const std::string& text) {
+  SocketDaemon& Start(const std::string& text, const std::vector<std::string>& more_flags = {}) {
     config_ = WriteConfig(dir_, text);
-    daemon_ = std::make_unique<SocketDaemon>(
-        SocketDaemon::Options{{"--config", config_}, std::nullopt, {"CUBICLE_LOG_LEVEL=info"}});
+    std::vector<std::string> flags = {"--config", config_};
+    flags.insert(flags.end(), more_flags.begin(), more_flags.end());
+    daemon_ = std::make_unique<SocketDaemon>(SocketDaemon::Options{flags, std::nullopt, {"CUBICLE_LOG_LEVEL=info"}});
     return *daemon_;
   }
 
@@ -310,6 +311,34 @@ TEST_F(ConfigReload, SighupNeitherEndsTheDaemonNorLeavesAnythingAfterSigterm) {
   for (const auto& w : watched) EXPECT_TRUE(w->Exited(absl::Seconds(30))) << "process " << w->pid() << " outlived it";
   EXPECT_EQ(cgroups(), std::vector<std::string>{}) << "cgroups outlived the daemon";
   EXPECT_NE(::stat(daemon_->socket().c_str(), &st), 0) << "the socket file was left behind";
+}
+
+// The keys file's "uid" entries decide who else may use the socket: an
+// entry a reload adds lets that user in from then on.
+TEST_F(ConfigReload, TheSocketsUidEntriesAreSwappedOnSighup) {
+  if (!IsRoot()) GTEST_SKIP() << "the test switches to another user: root only";
+  const std::string keys = dir_.Join("keys.json");
+  auto write_keys = [&](const std::string& entries) {
+    Replace(keys, absl::StrCat(R"({"keys": [{"name": "admin", "key": "admin-0123456789abcdef0123456789abcdef"})",
+                               entries, "]}"));
+    ::chmod(keys.c_str(), 0600);
+  };
+  write_keys("");
+  const std::string config = absl::StrCat(R"({"socket": {"mode": "0666"}, )", Profiles({{"shell", Shell()}}).substr(1));
+  ASSERT_TRUE(Start(config, {"--keys-file", keys}).up());
+  // The socket's directory is the test's own: let the other user in.
+  const std::string socket_dir = daemon_->socket().substr(0, daemon_->socket().rfind('/'));
+  ASSERT_EQ(::chmod(socket_dir.c_str(), 0755), 0);
+  const std::string before = AsUser(daemon_->socket(), 65534, {RequestLine(1, "health")});
+  EXPECT_TRUE(absl::StrContains(before, "uid 65534 has no entry")) << before;
+
+  write_keys(R"(, {"name": "nobody-agent", "uid": 65534, "methods": ["health"]})");
+  json::value reloads = Reload(config);
+  ASSERT_TRUE(reloads.is_object()) << Log();
+  EXPECT_EQ(reloads.at("ok"), 1) << Str(reloads.at("last_error"));
+  const std::string after = AsUser(daemon_->socket(), 65534, {RequestLine(1, "health")});
+  EXPECT_TRUE(HasResult(ParseJson(after.substr(0, after.find('\n'))))) << after;
+  EXPECT_TRUE(absl::StrContains(Log(), "no profile changed; keys reloaded (2)")) << Log();
 }
 
 // Clients keep sandbox.run going on the profile being reloaded — replaced,

@@ -96,6 +96,11 @@ class SocketDaemon {
   bool up_ = false;
 };
 
+// A client of another user on the socket, in a child process that drops
+// to `uid` (root only): the lines it got back ("" when none), or "EOF"
+// when the daemon closed the connection after them.
+std::string AsUser(const std::string& socket, uid_t uid, const std::vector<std::string>& lines);
+
 // Directories under /sys/fs/cgroup (any hierarchy) of the groups that
 // process `pid` made: cgroups/ names them "cubicle-PID-N" ("-dev-N").
 std::vector<std::string> CgroupsMadeBy(pid_t pid);
