@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
     ExitNow(cubicle::cli::RunBwrap(std::vector<std::string>(argv + 2, argv + argc), "cubicle bwrap"));
   }
   CLI::App app{"cubicle: run untrusted code in fresh, isolated Linux sandboxes"};
-  app.set_version_flag("--version", "cubicle 0.1.0");
+  // project()'s version (cli/CMakeLists.txt), which the packages carry too.
+  app.set_version_flag("--version", "cubicle " CUBICLE_VERSION);
   app.require_subcommand(1);
   // Only the subcommand named builds its options: CLI11 allocates each one,
   // and a cold `cubicle run` pays for every page it touches. Anything else

@@ -16,6 +16,7 @@
 #include "rpc/daemon.h"
 #include "rpc/http_front.h"
 #include "rpc/preload_check.h"
+#include "rpc/systemd.h"
 
 namespace cubicle::cli {
 
@@ -80,14 +81,20 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
     }
     options->keys = *std::move(keys);
   }
-  if (f.listen.empty()) {
+  const int activated = options->http.has_value() ? options->http->fd : -1;
+  if (f.listen.empty() && activated < 0) {
     if (!f.port_file.empty() || f.allow_no_auth) {
       std::fprintf(stderr, "cubicle serve: --listen-port-file and --allow-no-auth need --listen\n");
       return kExitUsage;
     }
     return 0;
   }
-  absl::StatusOr<boost::asio::ip::tcp::endpoint> endpoint = rpc::ParseListenAddress(f.listen);
+  if (!f.listen.empty() && activated >= 0) {
+    std::fprintf(stderr, "cubicle serve: --listen and an HTTP socket from socket activation exclude each other\n");
+    return kExitUsage;
+  }
+  absl::StatusOr<boost::asio::ip::tcp::endpoint> endpoint =
+      activated >= 0 ? rpc::LocalEndpoint(activated) : rpc::ParseListenAddress(f.listen);
   if (!endpoint.ok()) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(endpoint.status().message()).c_str());
     return kExitUsage;
@@ -103,7 +110,26 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
     }
     LogWarning("--allow-no-auth: HTTP on " + f.listen + " without authentication: anyone who reaches it can run code");
   }
-  options->http = rpc::ServeOptions::Http{*endpoint, f.port_file};
+  options->http = rpc::ServeOptions::Http{*endpoint, f.port_file, activated};
+  return 0;
+}
+
+// Sockets passed by systemd (cubicle.socket): the Unix one serves JSON-RPC
+// lines instead of --socket's path, the TCP one HTTP. 0 when fine.
+int ActivatedSockets(rpc::ServeOptions* options) {
+  absl::StatusOr<rpc::systemd::ActivatedSockets> sockets = rpc::systemd::TakeActivatedSockets();
+  if (!sockets.ok()) {
+    std::fprintf(stderr, "cubicle serve: %s\n", std::string(sockets.status().message()).c_str());
+    return kExitUsage;
+  }
+  if (sockets->unix_streams.size() > 1 || sockets->tcp_streams.size() > 1) {
+    std::fprintf(stderr, "cubicle serve: socket activation passed more than one Unix or TCP socket\n");
+    return kExitUsage;
+  }
+  if (!sockets->unix_streams.empty()) options->socket_fd = sockets->unix_streams[0];
+  if (!sockets->tcp_streams.empty()) {
+    options->http = rpc::ServeOptions::Http{{}, "", sockets->tcp_streams[0]};
+  }
   return 0;
 }
 
@@ -139,10 +165,12 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     std::string keys_file;
     bool allow_no_auth = false;
     bool check_config = false;
+    bool print_default_config = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
-  app->add_option("--config", f->config, "JSON config file (default: the built-in shell and python profiles)");
+  CLI::Option* config =
+      app->add_option("--config", f->config, "JSON config file (default: the built-in shell and python profiles)");
   app->add_option("--socket", f->socket, "Serve on this Unix socket (mode 0600) instead of stdio");
   app->add_flag("--stdio", f->stdio, "With --socket, serve stdio too");
   app->add_option("--metrics", f->metrics,
@@ -157,7 +185,16 @@ std::function<int()> AddServeCommand(CLI::App& root) {
   app->add_flag("--allow-no-auth", f->allow_no_auth, "Serve HTTP on a non-loopback address without keys");
   app->add_flag("--check-config", f->check_config,
                 "Validate the configuration and these flags, print a summary, and exit without serving");
+  app->add_flag("--print-default-config", f->print_default_config,
+                "Print the built-in configuration (the JSON used without --config) and exit")
+      ->excludes(config);
   return [f] {
+    // The packages install this as /etc/cubicle/config.json, made from
+    // the binary itself so the two cannot differ.
+    if (f->print_default_config) {
+      std::fputs(rpc::DefaultConfigJson(), stdout);
+      return std::fflush(stdout) == 0 ? 0 : kExitSetupFailed;
+    }
     auto refuse = [](const absl::Status& why) {
       std::fprintf(stderr, "cubicle serve: %s\n", std::string(why.message()).c_str());
       return kExitUsage;
@@ -171,7 +208,10 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     if (config->sessions.enabled()) options.max_line_bytes = std::max(options.max_line_bytes, max_file_line);
     options.socket_path = f->socket.empty() ? config->socket_path : f->socket;
     options.socket_mode = config->socket_mode;
-    options.stdio = (options.socket_path.empty() && f->listen.empty()) || f->stdio;
+    if (int refused = ActivatedSockets(&options); refused != 0) return refused;
+    options.stdio = (options.socket_path.empty() && options.socket_fd < 0 && f->listen.empty() &&
+                     !options.http.has_value()) ||
+                    f->stdio;
     if (int refused = HttpOptions(*f, &options); refused != 0) return refused;
     // Serving its spawner's stdio, the daemon must not outlive it.
     options.die_with_parent = options.stdio;
@@ -200,7 +240,11 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       return kExitSetupFailed;
     }
     if (options.stdio) LogInfo("serving JSON-RPC on stdio");
-    if (!options.socket_path.empty()) LogInfo("serving JSON-RPC on " + options.socket_path);
+    if (options.socket_fd >= 0) {
+      LogInfo("serving JSON-RPC on the socket systemd passed");
+    } else if (!options.socket_path.empty()) {
+      LogInfo("serving JSON-RPC on " + options.socket_path);
+    }
     return (*daemon)->Serve(options);
   };
 }

@@ -26,7 +26,10 @@ import tempfile
 import time
 
 here = pathlib.Path(__file__).resolve().parent
-cubicle = sys.argv[1] if len(sys.argv) > 1 else str(here.parent / "build" / "cli" / "cubicle")
+# The binary given, else the source tree's build, else (installed, as
+# /usr/share/doc/cubicle/examples) the one on PATH.
+built = here.parent / "build" / "cli" / "cubicle"
+cubicle = sys.argv[1] if len(sys.argv) > 1 else str(built) if built.exists() else shutil.which("cubicle") or str(built)
 
 state_dir = tempfile.mkdtemp(prefix="cubicle-examples-")
 daemon = subprocess.Popen([cubicle, "serve", "--state-dir", state_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

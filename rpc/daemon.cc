@@ -35,6 +35,7 @@
 #include "rpc/metrics_server.h"
 #include "rpc/npu_methods.h"
 #include "rpc/results_json.h"
+#include "rpc/systemd.h"
 #include "rpc/transports.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/defaults.h"
@@ -416,7 +417,8 @@ class Daemon::Server {
         work_(asio::make_work_guard(io_)),
         signals_(io_, SIGTERM, SIGINT, SIGHUP),
         drain_timer_(io_),
-        deadline_timer_(io_) {}
+        deadline_timer_(io_),
+        ready_timer_(io_) {}
 
   // Everything that may fail comes before the stdio transport reads a line.
   absl::Status Start() {
@@ -426,7 +428,27 @@ class Daemon::Server {
     WatchSignals();
     CUBICLE_RETURN_IF_ERROR(WatchParent());
     StartStdio();
+    if (systemd::Notifying()) {
+      systemd::Notify("STATUS=warming the pools");
+      NotifyWhenReady();
+    }
     return absl::OkStatus();
+  }
+
+  // Type=notify: READY=1 once every pool holds its min_idle (what /readyz
+  // says), so that what systemd starts after the daemon finds it warm.
+  void NotifyWhenReady() {
+    const json::value* ready = nullptr;
+    json::object readiness = daemon_->Readiness();
+    ready = readiness.if_contains("ready");
+    if (ready != nullptr && ready->is_bool() && ready->as_bool()) {
+      systemd::Notify(absl::StrCat("READY=1\nSTATUS=serving: every pool holds its min_idle\nMAINPID=", ::getpid()));
+      return;
+    }
+    ready_timer_.expires_after(std::chrono::milliseconds(20));
+    ready_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) NotifyWhenReady();
+    });
   }
 
   // Until drained; then the teardown. Returns the exit status.
@@ -438,9 +460,10 @@ class Daemon::Server {
 
  private:
   absl::Status ListenOnSocket() {
-    if (options_.socket_path.empty()) return absl::OkStatus();
+    if (options_.socket_path.empty() && options_.socket_fd < 0) return absl::OkStatus();
     absl::StatusOr<std::unique_ptr<UnixAcceptor>> made =
-        ListenUnix(io_, options_.socket_path, options_.socket_mode);
+        options_.socket_fd >= 0 ? AdoptUnix(io_, options_.socket_fd)
+                                : ListenUnix(io_, options_.socket_path, options_.socket_mode);
     if (!made.ok()) return absl::Status(made.status().code(), absl::StrCat("socket ", made.status().message()));
     const DaemonConfig& config = daemon_->config_;
     SocketLimits limits;
@@ -471,8 +494,13 @@ class Daemon::Server {
     backend.profile_of = [d](const std::string& method, const json::value& params) { return d->ProfileOf(method, params); };
     backend.metrics = [d] { return d->MetricsText(); };
     backend.readiness = [d] { return d->Readiness(); };
-    CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Start(io_, options_.http->endpoint, limits, options_.keys,
-                                                     std::move(backend), options_.warn));
+    if (options_.http->fd >= 0) {
+      CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Adopt(io_, options_.http->fd, limits, options_.keys,
+                                                       std::move(backend), options_.warn));
+    } else {
+      CUBICLE_ASSIGN_OR_RETURN(http_, HttpFront::Start(io_, options_.http->endpoint, limits, options_.keys,
+                                                       std::move(backend), options_.warn));
+    }
     const std::string where = absl::StrCat(options_.http->endpoint.address().to_string(), ":", http_->port());
     options_.info(absl::StrCat("serving HTTP on ", where, options_.keys ? "" : " without authentication"));
     if (!options_.http->port_file.empty()) {
@@ -575,6 +603,8 @@ class Daemon::Server {
   // drain's deadline, which cancels what is left — then stop.
   void BeginShutdown() {
     if (daemon_->stopping_.exchange(true)) return;
+    systemd::Notify("STOPPING=1\nSTATUS=draining");
+    ready_timer_.cancel();
     if (listener_) listener_->Close();
     if (http_) http_->Close();
     if (metrics_) metrics_->Stop();
@@ -618,7 +648,8 @@ class Daemon::Server {
     listener_.reset();  // every connection closed
     http_.reset();
     daemon_->queue_->Stop();
-    if (!options_.socket_path.empty()) ::unlink(options_.socket_path.c_str());
+    // An activated socket is systemd's, which keeps it for the next start.
+    if (!options_.socket_path.empty() && options_.socket_fd < 0) ::unlink(options_.socket_path.c_str());
     if (metrics_) metrics_->Finish();
     std::lock_guard<std::mutex> lock(daemon_->reload_mu_);
     daemon_->profiles_.Clear();  // every zygote killed, every cgroup removed
@@ -631,6 +662,7 @@ class Daemon::Server {
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;     // polls in_flight while draining
   asio::steady_timer deadline_timer_;  // the drain's deadline
+  asio::steady_timer ready_timer_;     // polls readiness until READY=1 is sent
   std::unique_ptr<SocketListener> listener_;
   std::unique_ptr<HttpFront> http_;
   std::unique_ptr<MetricsServer> metrics_;

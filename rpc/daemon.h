@@ -67,6 +67,9 @@ struct ServeOptions {
   bool die_with_parent = false;
   std::string socket_path;    // also (or only) on this Unix socket; empty: none
   uint32_t socket_mode = 0600;
+  // A listening Unix socket passed by socket activation (rpc/systemd.h),
+  // served instead of making socket_path; its owner removes it. -1: none.
+  int socket_fd = -1;
   size_t max_line_bytes = 4 << 20;
   // Prometheus text (rpc/metrics.h) on a Unix socket or in a file.
   std::optional<MetricsTarget> metrics;
@@ -74,6 +77,7 @@ struct ServeOptions {
   struct Http {
     boost::asio::ip::tcp::endpoint endpoint;
     std::string port_file;  // the bound port is written here (port 0: an ephemeral one)
+    int fd = -1;            // a listening socket passed by socket activation, served as it is
   };
   std::optional<Http> http;
   // The keys file (rpc/api_keys.h): HTTP's keys (null: HTTP without

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <optional>
 #include <sstream>
@@ -59,6 +60,20 @@ absl::StatusOr<tcp::endpoint> ParseListenAddress(const std::string& spec) {
         absl::StrCat("--listen ", spec, ": '", host, "' is not an IPv4 or IPv6 address (nor localhost)"));
   }
   return tcp::endpoint(address, static_cast<uint16_t>(port));
+}
+
+absl::StatusOr<tcp::endpoint> LocalEndpoint(int listening_fd) {
+  struct sockaddr_storage address {};
+  socklen_t length = sizeof(address);
+  if (::getsockname(listening_fd, reinterpret_cast<struct sockaddr*>(&address), &length) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): getsockname: ",
+                                                   std::strerror(errno)));
+  }
+  tcp::endpoint endpoint;
+  if (length > endpoint.capacity()) return absl::InvalidArgumentError("the activated HTTP socket: not TCP");
+  std::memcpy(endpoint.data(), &address, length);
+  endpoint.resize(length);
+  return endpoint;
 }
 
 struct HttpFront::Shared {
@@ -122,7 +137,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   HttpSession(tcp::socket socket, std::shared_ptr<HttpFront::Shared> shared)
       : stream_(std::move(socket)),
         shared_(std::move(shared)),
-        connection_(std::make_shared<Connection>(shared_->limits.on_disconnect)) {}
+        connection_(std::make_shared<Connection>(shared_->limits.on_disconnect)),
+        deadline_timer_(stream_.get_executor()) {}
   ~HttpSession() { shared_->open.fetch_sub(1); }
 
   void Read() {
@@ -130,8 +146,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header_bytes));
     parser_->body_limit(shared_->limits.max_body_bytes);
-    // A timeout closes the socket: the read ends with beast::error::timeout.
-    stream_.expires_after(absl::ToChronoNanoseconds(shared_->limits.read_timeout));
+    SetDeadline(Clock::now() + absl::ToChronoNanoseconds(shared_->limits.read_timeout));
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->OnRead(ec);
     });
@@ -140,7 +155,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Sends `res` (on the io thread), then reads on or closes.
   void Send(Response res) {
     res_ = std::move(res);
-    stream_.expires_after(absl::ToChronoNanoseconds(shared_->limits.read_timeout));
+    SetDeadline(Clock::now() + absl::ToChronoNanoseconds(shared_->limits.read_timeout));
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec || !self->res_.keep_alive()) return self->Close();
       self->Read();
@@ -186,7 +201,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       }
       return Close();
     }
-    stream_.expires_never();  // the daemon's answer may take as long as the run
+    SetDeadline(Clock::time_point::max());  // the daemon's answer may take as long as the run
     Route(parser_->release());
   }
 
@@ -430,7 +445,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void WriteNext() {
     if (out_.empty()) {
       writing_ = false;
-      if (!stream_done_) return;
+      if (!stream_done_) return SetDeadline(Clock::time_point::max());  // the daemon's next line may take long
       streaming_ = false;
       stream_done_ = false;
       if (!stream_keep_alive_) return Close();
@@ -438,7 +453,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     writing_ = true;
     // A client that stops reading a stream is cut off like a slow sender.
-    stream_.expires_after(absl::ToChronoNanoseconds(shared_->limits.read_timeout));
+    SetDeadline(Clock::now() + absl::ToChronoNanoseconds(shared_->limits.read_timeout));
     asio::async_write(stream_, asio::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec) {
         self->out_.clear();
@@ -471,7 +486,34 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                 });
   }
 
+  // The read or write under way must end by `when` (max: no bound), or the
+  // connection is closed and the operation ends in error. One timer, armed
+  // lazily: a kept-alive connection moves its deadline on every request
+  // without a syscall (Beast's per-operation timeouts re-armed the
+  // reactor's timerfd twice per request), and the timer, when it fires,
+  // either closes or waits on for the deadline as it now stands. Every
+  // deadline set is now + the same timeout, so none comes before the one
+  // the timer waits for.
+  using Clock = std::chrono::steady_clock;
+  void SetDeadline(Clock::time_point when) {
+    deadline_ = when;
+    if (deadline_armed_ || when == Clock::time_point::max()) return;
+    deadline_armed_ = true;
+    deadline_timer_.expires_at(when);
+    deadline_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      if (std::shared_ptr<HttpSession> self = weak.lock()) self->OnDeadline(ec);
+    });
+  }
+
+  void OnDeadline(boost::system::error_code ec) {
+    deadline_armed_ = false;
+    if (ec) return;  // cancelled: closed
+    if (Clock::now() >= deadline_) return Close();
+    SetDeadline(deadline_);
+  }
+
   void Close() {
+    deadline_timer_.cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
@@ -490,7 +532,24 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool streaming_ = false;
   bool stream_done_ = false;
   bool stream_keep_alive_ = true;
+  asio::steady_timer deadline_timer_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  bool deadline_armed_ = false;
 };
+
+}  // namespace
+
+namespace {
+
+std::shared_ptr<HttpFront::Shared> MakeShared(const HttpLimits& limits, std::shared_ptr<const ApiKeys> keys,
+                                              HttpBackend backend, std::function<void(const std::string&)> warn) {
+  auto shared = std::make_shared<HttpFront::Shared>();
+  shared->limits = limits;
+  shared->keys = std::move(keys);
+  shared->backend = std::move(backend);
+  shared->warn = std::move(warn);
+  return shared;
+}
 
 }  // namespace
 
@@ -498,12 +557,8 @@ absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(asio::io_context& io
                                                             const HttpLimits& limits,
                                                             std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
                                                             std::function<void(const std::string&)> warn) {
-  auto shared = std::make_shared<Shared>();
-  shared->limits = limits;
-  shared->keys = std::move(keys);
-  shared->backend = std::move(backend);
-  shared->warn = std::move(warn);
-  std::unique_ptr<HttpFront> front(new HttpFront(io, std::move(shared)));
+  std::unique_ptr<HttpFront> front(
+      new HttpFront(io, MakeShared(limits, std::move(keys), std::move(backend), std::move(warn))));
   boost::system::error_code ec;
   const std::string where = absl::StrCat("listen on ", endpoint.address().to_string(), ":", endpoint.port());
   front->acceptor_.open(endpoint.protocol(), ec);
@@ -514,6 +569,26 @@ absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Start(asio::io_context& io
   if (ec) return absl::UnavailableError(absl::StrCat(where, ": ", ec.message()));
   front->port_ = front->acceptor_.local_endpoint(ec).port();
   if (ec) return absl::InternalError(absl::StrCat(where, ": getsockname: ", ec.message()));
+  front->Accept();
+  return front;
+}
+
+absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Adopt(asio::io_context& io, int listening_fd,
+                                                            const HttpLimits& limits,
+                                                            std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
+                                                            std::function<void(const std::string&)> warn) {
+  std::unique_ptr<HttpFront> front(
+      new HttpFront(io, MakeShared(limits, std::move(keys), std::move(backend), std::move(warn))));
+  struct sockaddr_storage address {};
+  socklen_t length = sizeof(address);
+  if (::getsockname(listening_fd, reinterpret_cast<struct sockaddr*>(&address), &length) != 0) {
+    return absl::InternalError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): getsockname failed"));
+  }
+  boost::system::error_code ec;
+  front->acceptor_.assign(address.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), listening_fd, ec);
+  if (ec) return absl::InternalError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): ", ec.message()));
+  front->port_ = front->acceptor_.local_endpoint(ec).port();
+  if (ec) return absl::InternalError(absl::StrCat("the activated HTTP socket: getsockname: ", ec.message()));
   front->Accept();
   return front;
 }

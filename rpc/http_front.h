@@ -28,6 +28,8 @@ namespace cubicle::rpc {
 // "127.0.0.1:8080", "[::1]:0", "localhost:8080" (taken as 127.0.0.1: no
 // resolver is asked, so that what is bound is what was written).
 absl::StatusOr<boost::asio::ip::tcp::endpoint> ParseListenAddress(const std::string& spec);
+// The address a listening socket is bound to (a socket systemd passed).
+absl::StatusOr<boost::asio::ip::tcp::endpoint> LocalEndpoint(int listening_fd);
 
 struct HttpLimits {
   size_t max_header_bytes = 16 << 10;  // beyond: 431
@@ -70,6 +72,12 @@ class HttpFront {
   // see port()). `keys` null: no authentication.
   static absl::StatusOr<std::unique_ptr<HttpFront>> Start(boost::asio::io_context& io,
                                                           const boost::asio::ip::tcp::endpoint& endpoint,
+                                                          const HttpLimits& limits,
+                                                          std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
+                                                          std::function<void(const std::string&)> warn);
+  // The same on a socket listening already (socket activation), which the
+  // front takes over.
+  static absl::StatusOr<std::unique_ptr<HttpFront>> Adopt(boost::asio::io_context& io, int listening_fd,
                                                           const HttpLimits& limits,
                                                           std::shared_ptr<const ApiKeys> keys, HttpBackend backend,
                                                           std::function<void(const std::string&)> warn);

@@ -200,6 +200,14 @@ absl::Status ClaimSocketPath(const std::string& path) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<UnixAcceptor>> AdoptUnix(asio::io_context& io, int listening_fd) {
+  boost::system::error_code ec;
+  auto acceptor = std::make_unique<UnixAcceptor>(io);
+  acceptor->assign(asio::local::stream_protocol(), listening_fd, ec);
+  if (ec) return absl::InternalError(absl::StrCat("activated (fd ", listening_fd, "): ", ec.message()));
+  return acceptor;
+}
+
 absl::StatusOr<std::unique_ptr<UnixAcceptor>> ListenUnix(asio::io_context& io, const std::string& path, uint32_t mode) {
   CUBICLE_RETURN_IF_ERROR(ClaimSocketPath(path));
   boost::system::error_code ec;

@@ -72,6 +72,9 @@ using UnixAcceptor = boost::asio::local::stream_protocol::acceptor;
 // A listening Unix socket at `path` (a stale socket there is replaced),
 // created under a umask so that it is never reachable with wider
 // permissions than `mode`, even between bind and chmod.
+// A Unix socket listening already (socket activation), taken over.
+absl::StatusOr<std::unique_ptr<UnixAcceptor>> AdoptUnix(boost::asio::io_context& io, int listening_fd);
+
 absl::StatusOr<std::unique_ptr<UnixAcceptor>> ListenUnix(boost::asio::io_context& io, const std::string& path,
                                                          uint32_t mode);
 

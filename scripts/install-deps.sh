@@ -14,10 +14,14 @@ packages=(
   libarchive-dev   # workspace archives (sessions/archive.h)
   libzstd-dev      # libzstd.a: libarchive's zstd filter, linked statically (CUBICLE_STATIC_DEPS)
   libssl-dev       # SHA-256 of collected outputs (OpenSSL's EVP)
+  libsystemd-dev   # sd_notify / sd_listen_fds' declarations (libsystemd itself is dlopen'ed, rpc/systemd.h)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3        # the example skills and the in-sandbox syscall probes of the tests
   util-linux     # setpriv, for the rootless test run
   bubblewrap     # only the baseline of bench/ and the differential tests
+  help2man       # the manual pages, made from each command's --help (packaging/)
+  dpkg-dev       # dpkg-shlibdeps: the .deb's computed dependencies (cpack -G DEB; the package test)
+  lintian        # the package test fails on lintian's errors
 )
 
 missing=()

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "rpc/config.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -697,6 +698,25 @@ TEST_F(CoreCli, ServeCheckConfigValidatesWithoutServing) {
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_TRUE(absl::StrContains(bad.err, "profiles.shell.limits.memory: '12Q' is not a size")) << bad.err;
   EXPECT_EQ(bad.out, "");
+}
+
+// `cubicle serve --print-default-config` is what the packages install as
+// /etc/cubicle/config.json: the built-in text itself, which serve accepts
+// as a file. With --config it is a usage error, not one of the two ignored.
+TEST_F(CoreCli, ServePrintsTheBuiltInConfig) {
+  ProcessRun printed = RunCubicle({"serve", "--print-default-config"});
+  EXPECT_EQ(printed.exit_code, 0) << printed.err;
+  EXPECT_EQ(printed.out, rpc::DefaultConfigJson());
+  TempDir dir;
+  const std::string config = dir.Join("config.json");
+  ASSERT_TRUE(WriteFile(config, printed.out));
+  ProcessRun ok = RunCubicle({"serve", "--check-config", "--config", config});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(absl::StrContains(ok.out, "configuration OK: 2 profile(s)")) << ok.out;
+
+  ProcessRun both = RunCubicle({"serve", "--print-default-config", "--config", config});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_EQ(both.out, "");
 }
 
 }  // namespace

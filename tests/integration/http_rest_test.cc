@@ -49,12 +49,14 @@ class HttpRest : public SessionDaemonTest {
  protected:
   // A daemon with sessions on the socket and on HTTP (one bearer key); its
   // HTTP port.
-  uint16_t StartHttp() {
+  // `config`: config.json's text (default: SessionConfig(StateMembers())).
+  uint16_t StartHttp(std::string config = "") {
     const std::string keys = dir_.Join("keys.json");
     WriteFile(keys, absl::StrCat(R"({"keys": [{"name": "rest", "key": ")", kKey, R"("}]})"));
     ::chmod(keys.c_str(), 0600);
     const std::string port_file = dir_.Join("port");
-    SocketDaemon& d = StartDaemon(SessionConfig(StateMembers()),
+    if (config.empty()) config = SessionConfig(StateMembers());
+    SocketDaemon& d = StartDaemon(config,
                                   {"--listen", "127.0.0.1:0", "--listen-port-file", port_file, "--keys-file", keys});
     if (!d.up()) return 0;
     int port = 0;
@@ -223,6 +225,38 @@ TEST_F(HttpRest, AnExecutionsOutputIsStreamedWhileItRuns) {
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->status, 200);
   EXPECT_EQ(Json(next).at("executing"), 0) << next->body;
+}
+
+// connections.line_timeout_ms bounds each read and write on the
+// connection, never the daemon's work: a streamed answer may be silent
+// between two lines for longer than it.
+TEST_F(HttpRest, AStreamMaySitSilentLongerThanTheLineTimeout) {
+  std::string config = SessionConfig(StateMembers());
+  config.insert(1, R"("connections": {"line_timeout_ms": 300}, )");
+  const uint16_t port = StartHttp(config);
+  ASSERT_NE(port, 0);
+  HttpClient c(port);
+  ASSERT_EQ(c.Request("POST", "/sessions", R"({"session":"quiet"})", Auth())->status, 201);
+  const std::string body = absl::StrCat(R"({"argv":["sh","-c","echo one; )", kWait, R"(; echo two"]})");
+  ASSERT_TRUE(c.SendRaw(absl::StrCat("POST /sessions/quiet/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ", kKey,
+                                     "\r\nAccept: application/x-ndjson\r\nContent-Length: ", body.size(), "\r\n\r\n",
+                                     body)));
+  std::optional<HttpReply> head = c.ReadHead();
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->status, 200);
+  ASSERT_TRUE(c.ReadChunk().has_value());  // "one"
+  absl::SleepFor(absl::Milliseconds(900));  // three line timeouts with nothing to write
+  OpenGate();
+  std::optional<json::value> end;
+  for (int i = 0; i < 100; ++i) {
+    std::optional<std::string> chunk = c.ReadChunk();
+    ASSERT_TRUE(chunk.has_value()) << "the stream was cut off";
+    if (chunk->empty()) break;
+    end = Json(HttpReply{200, {}, *chunk});
+  }
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->at("state"), "done");
+  EXPECT_EQ(end->at("result").at("stdout"), "one\ntwo\n");
 }
 
 TEST_F(HttpRest, RpcStreamsNotificationsAsNdjsonOnlyWhenAsked) {
