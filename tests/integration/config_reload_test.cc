@@ -78,8 +78,12 @@ class ConfigReload : public HostHygieneTest {
   void SetUp() override {
     HostHygieneTest::SetUp();
     // The mount table compared is this test's own, where only what its
-    // daemon mounts shows: tests of other processes mount on the host.
-    if (IsRoot()) EnterPrivateMountNamespace();
+    // daemon mounts shows: other processes' daemons mount session
+    // workspaces under /tmp on the host, and remove them, at any time.
+    if (IsRoot()) {
+      EnterPrivateMountNamespace();
+      DetachMountsUnder("/tmp");
+    }
   }
 
   void TearDown() override {
