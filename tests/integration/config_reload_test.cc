@@ -299,21 +299,14 @@ TEST_F(ConfigReload, SighupNeitherEndsTheDaemonNorLeavesAnythingAfterSigterm) {
     if (watch->valid()) watched.push_back(std::move(watch));  // else gone already
   }
   EXPECT_GE(watched.size(), 2u) << "no zygote to watch";
-  auto cgroups = [&] {
-    std::vector<std::string> all;
-    for (pid_t p : makers) {
-      for (std::string& path : CgroupsMadeBy(p)) all.push_back(std::move(path));
-    }
-    return all;
-  };
   if (runtime::CgroupsUsable().ok()) {
-    EXPECT_FALSE(cgroups().empty()) << "the daemon made no cgroup to watch";
+    EXPECT_FALSE(CgroupsMadeBy(makers).empty()) << "the daemon made no cgroup to watch";
   }
 
   ProcessRun stopped = daemon_->Stop();
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   for (const auto& w : watched) EXPECT_TRUE(w->Exited(absl::Seconds(30))) << "process " << w->pid() << " outlived it";
-  EXPECT_EQ(cgroups(), std::vector<std::string>{}) << "cgroups outlived the daemon";
+  EXPECT_EQ(CgroupsMadeBy(makers), std::vector<std::string>{}) << "cgroups outlived the daemon";
   EXPECT_NE(::stat(daemon_->socket().c_str(), &st), 0) << "the socket file was left behind";
 }
 

@@ -351,14 +351,7 @@ TEST_F(CoreDaemon, AKilledOrchestratorsDaemonTearsDownItsPoolsAndCgroups) {
     makers.push_back(pid);
   }
   EXPECT_GE(zygotes.size(), 2u) << "no zygote to watch";
-  auto cgroups_of_the_daemon = [&] {
-    std::vector<std::string> all;
-    for (pid_t pid : makers) {
-      for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
-    }
-    return all;
-  };
-  const std::vector<std::string> cgroups = cgroups_of_the_daemon();
+  const std::vector<std::string> cgroups = CgroupsMadeBy(makers);
   if (runtime::CgroupsUsable().ok()) {
     EXPECT_FALSE(cgroups.empty()) << "the daemon made no cgroup to watch";
   }
@@ -379,7 +372,7 @@ TEST_F(CoreDaemon, AKilledOrchestratorsDaemonTearsDownItsPoolsAndCgroups) {
     if (!z->Exited()) ::kill(z->pid(), SIGKILL);  // ours (the daemon's), by pid
   }
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{}) << "the sandbox outlived the daemon";
-  const std::vector<std::string> left = cgroups_of_the_daemon();
+  const std::vector<std::string> left = CgroupsMadeBy(makers);
   EXPECT_EQ(left, std::vector<std::string>{}) << "cgroups outlived the daemon";
   struct stat st;
   EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file was left behind";

@@ -200,6 +200,14 @@ std::vector<std::string> CgroupsMadeBy(pid_t pid) {
   return found;
 }
 
+std::vector<std::string> CgroupsMadeBy(const std::vector<pid_t>& makers) {
+  std::vector<std::string> all;
+  for (pid_t pid : makers) {
+    for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
+  }
+  return all;
+}
+
 std::string WriteConfig(const TempDir& dir, const std::string& text) {
   const std::string config = dir.Join("config.json");
   std::ofstream(config) << text;

@@ -104,6 +104,8 @@ std::string AsUser(const std::string& socket, uid_t uid, const std::vector<std::
 // Directories under /sys/fs/cgroup (any hierarchy) of the groups that
 // process `pid` made: cgroups/ names them "cubicle-PID-N" ("-dev-N").
 std::vector<std::string> CgroupsMadeBy(pid_t pid);
+// Those of every process in `makers` (a daemon and its fork servers).
+std::vector<std::string> CgroupsMadeBy(const std::vector<pid_t>& makers);
 
 // `text` as config.json in `dir`; its path.
 std::string WriteConfig(const TempDir& dir, const std::string& text);
