@@ -5,6 +5,7 @@
 // keeps the profile and pool it found (rpc/served_profiles.h), and a pool
 // a reload removes or replaces drains before it is destroyed.
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include <boost/asio/post.hpp>

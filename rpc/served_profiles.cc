@@ -1,6 +1,5 @@
 #include "rpc/served_profiles.h"
 
-#include <algorithm>
 #include <utility>
 
 namespace cubicle::rpc {
