@@ -8,35 +8,78 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "cli/commands.h"
 #include "cli/log.h"
 #include "rpc/config.h"
 #include "rpc/api_keys.h"
 #include "rpc/daemon.h"
 #include "rpc/http_front.h"
+#include "rpc/preload_check.h"
 #include "rpc/systemd.h"
 
 namespace cubicle::cli {
 
 namespace {
 
+// --keys-file, else $CUBICLE_API_KEYS_FILE; empty: none.
+template <typename Flags>
+std::string KeysFileOf(const Flags& f) {
+  if (!f.keys_file.empty()) return f.keys_file;
+  const char* env = ::getenv("CUBICLE_API_KEYS_FILE");
+  return env != nullptr ? env : "";
+}
+
+// The keys of `path`; errors say "keys: ...".
+absl::StatusOr<std::shared_ptr<const rpc::ApiKeys>> LoadKeys(const std::string& path) {
+  absl::StatusOr<rpc::ApiKeys> keys = rpc::ApiKeys::Load(path);
+  if (!keys.ok()) return absl::Status(keys.status().code(), absl::StrCat("keys: ", keys.status().message()));
+  return std::make_shared<const rpc::ApiKeys>(*std::move(keys));
+}
+
+// The configuration --config (else the built-in one) and --state-dir say,
+// parsed and checked: at start, for --check-config, and at each SIGHUP.
+// The preloads are checked apart (rpc/preload_check.h): that runs sandboxes.
+template <typename Flags>
+absl::StatusOr<rpc::DaemonConfig> ReadConfig(const Flags& f) {
+  CUBICLE_ASSIGN_OR_RETURN(rpc::DaemonConfig config, f.config.empty() ? rpc::DefaultConfig() : rpc::LoadConfig(f.config));
+  if (!f.state_dir.empty()) {
+    if (absl::Status set = rpc::SetStateDir(&config, f.state_dir); !set.ok()) {
+      return absl::Status(set.code(), absl::StrCat("--state-dir: ", set.message()));
+    }
+  }
+  return config;
+}
+
+// What SIGHUP reads again: everything ReadConfig and the preload check
+// read at start, and the keys file when one was given.
+template <typename Flags>
+std::function<absl::StatusOr<rpc::ReloadedConfig>()> Reloader(std::shared_ptr<Flags> f, std::string keys_file) {
+  return [f = std::move(f), keys_file = std::move(keys_file)]() -> absl::StatusOr<rpc::ReloadedConfig> {
+    rpc::ReloadedConfig next;
+    CUBICLE_ASSIGN_OR_RETURN(next.config, ReadConfig(*f));
+    CUBICLE_RETURN_IF_ERROR(rpc::CheckPreloads(next.config));
+    if (!keys_file.empty()) {
+      CUBICLE_ASSIGN_OR_RETURN(next.keys, LoadKeys(keys_file));
+    }
+    return next;
+  };
+}
+
 // --listen and its keys, checked before anything starts: a daemon open to
 // the network without keys is refused unless asked for by name. 0 when
 // they are fine; the exit status otherwise.
 template <typename Flags>
 int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
-  std::string keys_file = f.keys_file;
-  if (keys_file.empty()) {
-    if (const char* env = ::getenv("CUBICLE_API_KEYS_FILE"); env != nullptr) keys_file = env;
-  }
+  const std::string keys_file = KeysFileOf(f);
   if (!keys_file.empty()) {
     // HTTP's keys, and the socket's other users ("uid" entries).
-    absl::StatusOr<rpc::ApiKeys> keys = rpc::ApiKeys::Load(keys_file);
+    absl::StatusOr<std::shared_ptr<const rpc::ApiKeys>> keys = LoadKeys(keys_file);
     if (!keys.ok()) {
-      std::fprintf(stderr, "cubicle serve: keys: %s\n", std::string(keys.status().message()).c_str());
+      std::fprintf(stderr, "cubicle serve: %s\n", std::string(keys.status().message()).c_str());
       return kExitUsage;
     }
-    options->keys = std::make_shared<const rpc::ApiKeys>(*std::move(keys));
+    options->keys = *std::move(keys);
   }
   const int activated = options->http.has_value() ? options->http->fd : -1;
   if (f.listen.empty() && activated < 0) {
@@ -152,18 +195,12 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       std::fputs(rpc::DefaultConfigJson(), stdout);
       return std::fflush(stdout) == 0 ? 0 : kExitSetupFailed;
     }
-    absl::StatusOr<rpc::DaemonConfig> config =
-        f->config.empty() ? rpc::DefaultConfig() : rpc::LoadConfig(f->config);
-    if (!config.ok()) {
-      std::fprintf(stderr, "cubicle serve: %s\n", std::string(config.status().message()).c_str());
+    auto refuse = [](const absl::Status& why) {
+      std::fprintf(stderr, "cubicle serve: %s\n", std::string(why.message()).c_str());
       return kExitUsage;
-    }
-    if (!f->state_dir.empty()) {
-      if (absl::Status set = rpc::SetStateDir(&*config, f->state_dir); !set.ok()) {
-        std::fprintf(stderr, "cubicle serve: --state-dir: %s\n", std::string(set.message()).c_str());
-        return kExitUsage;
-      }
-    }
+    };
+    absl::StatusOr<rpc::DaemonConfig> config = ReadConfig(*f);
+    if (!config.ok()) return refuse(config.status());
     rpc::ServeOptions options;
     // A files.put line carries a whole file in base64: the line limit must
     // hold the largest one sessions.max_file_bytes allows.
@@ -186,7 +223,10 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       }
       options.metrics = *target;
     }
+    // Last: it runs a sandbox per warm profile.
+    if (absl::Status preloads = rpc::CheckPreloads(*config); !preloads.ok()) return refuse(preloads);
     if (f->check_config) return PrintConfigSummary(*config, options);
+    options.reload = Reloader(f, options.keys != nullptr ? KeysFileOf(*f) : "");
     options.warn = [](const std::string& message) { LogWarning(message); };
     options.info = [](const std::string& message) { LogInfo(message); };
     if (LogsInfo()) options.request_log = [](const boost::json::object& fields) { LogEvent("request", fields); };

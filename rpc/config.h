@@ -59,6 +59,7 @@ struct NpuConfig {
   std::string root = "/";
   absl::Duration cache_window = absl::Seconds(30);
   npu::BrokerConfig broker;
+  bool operator==(const NpuConfig&) const = default;
 };
 
 struct DaemonConfig {

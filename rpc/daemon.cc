@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <future>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -54,19 +55,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   std::map<std::string, runtime::PoolConfig> pool_configs;
   for (const auto& [name, profile] : d->config_.profiles) pool_configs[name] = profile.pool;
   CUBICLE_ASSIGN_OR_RETURN(d->fds_, PlanFds(nofile, d->config_.max_concurrent, pool_configs));
+  auto served = std::make_shared<ProfileSet>();
   for (auto& [name, profile] : d->config_.profiles) {
-    runtime::PoolConfig pool_config = profile.pool;
-    pool_config.zygote = ZygoteRecipeOf(d->config_, profile).options;
-    // Made by fork servers where the daemon has one to start: the daemon
-    // itself never forks for a zygote then.
-    runtime::ZygoteMakerFactory makers;
-    if (!d->config_.fork_server.empty()) {
-      makers = runtime::ForkServerMakers(d->config_.fork_server, d->config_.source, name);
-    }
-    CUBICLE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pool> pool,
-                             runtime::Pool::Create(name, profile.spec, pool_config, std::move(makers)));
-    d->pools_.emplace(name, std::move(pool));
+    CUBICLE_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Pool> pool, d->MakePool(d->config_, profile));
+    (*served)[name] = std::make_shared<const ServedProfile>(ServedProfile{std::move(profile), std::move(pool)});
   }
+  // From now on the profiles are those served, which a reload replaces.
+  d->config_.profiles.clear();
+  d->profiles_.Replace(std::move(served), {});
   npu::InventoryOptions npu_options;
   npu_options.root = d->config_.npu.root;
   npu_options.cache_window = d->config_.npu.cache_window;
@@ -76,6 +72,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   d->queue_ = std::make_unique<ExecutionQueue>(d->config_.max_concurrent, d->config_.max_queue);
   d->leases_ = WorkspaceLeases::Create(
       [raw = d.get()](absl::AnyInvocable<void() &&> next) { asio::post(raw->control_, std::move(next)); });
+  d->drain_sweep_ = std::make_unique<asio::steady_timer>(d->control_);
   d->control_thread_ = std::thread([raw = d.get()] { raw->control_.run(); });
   CUBICLE_RETURN_IF_ERROR(d->OpenState());
   d->ArmReaper();
@@ -106,11 +103,12 @@ Daemon::~Daemon() {
   control_.stop();  // pending timers of waits nobody will read
   // Reaping runs on the slow pool and needs the table: joined first.
   if (control_thread_.joinable()) control_thread_.join();
-  reaper_.reset();  // a timer of control_, which is stopped
+  reaper_.reset();  // timers of control_, which is stopped
+  drain_sweep_.reset();
   slow_.join();
   sessions_.reset();
   records_.reset();
-  pools_.clear();
+  profiles_.Clear();
 }
 
 void Daemon::Warn(const std::string& message) {
@@ -120,8 +118,16 @@ void Daemon::Warn(const std::string& message) {
 
 std::string Daemon::MetricsText() {
   std::map<std::string, PoolMetrics> pools;
-  for (auto& [name, pool] : pools_) pools[name] = PoolMetrics{pool->Stats(), pool->config()};
-  return PrometheusText(pools, in_flight_.load()) + request_metrics_.Text();
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [name, served] : *profiles) {
+    pools[name] = PoolMetrics{served->pool->Stats(), served->pool->config()};
+  }
+  ReloadMetrics reloads;
+  {
+    std::lock_guard<std::mutex> lock(reloads_mu_);
+    reloads = ReloadMetrics{reloads_.ok, reloads_.refused};
+  }
+  return PrometheusText(pools, in_flight_.load(), reloads) + request_metrics_.Text();
 }
 
 namespace {
@@ -385,10 +391,11 @@ bool Daemon::RunCancellable(Cancellation& cancel, RunWork& work, bool sandbox,
   // teardown until its reply is out (runtime::Pool::Hold): they would
   // share the CPUs with it, and a refill's fork of this process makes the
   // reply's writes copy-on-write faults.
+  std::shared_ptr<const ProfileSet> held = profiles_.Current();  // outlives the holds
   std::vector<runtime::Pool::Hold> holds;
   if (sandbox) {
-    holds.reserve(pools_.size());
-    for (auto& [name, pool] : pools_) holds.push_back(pool->HoldBackground());
+    holds.reserve(held->size());
+    for (const auto& [name, served] : *held) holds.push_back(served->pool->HoldBackground());
   }
   Expected<json::value> result = Guarded([&] { return std::move(work)(cancel_fd->get()); });
   cancel.Clear();
@@ -434,14 +441,14 @@ absl::Status WritePortFile(const std::string& path, uint16_t port) {
 // metrics, and the two ways it ends — a drain (SIGTERM, SIGINT, EOF on
 // stdin) bounded by DaemonConfig::drain_timeout, or an abandonment (the
 // parent died) that cancels what runs first — both followed by the same
-// teardown.
+// teardown. SIGHUP reloads the configuration and ends nothing.
 class Daemon::Server {
  public:
   Server(Daemon* daemon, const ServeOptions& options)
       : daemon_(daemon),
         options_(options),
         work_(asio::make_work_guard(io_)),
-        signals_(io_, SIGTERM, SIGINT),
+        signals_(io_, SIGTERM, SIGINT, SIGHUP),
         drain_timer_(io_),
         deadline_timer_(io_),
         ready_timer_(io_) {}
@@ -552,9 +559,50 @@ class Daemon::Server {
   }
 
   void WatchSignals() {
-    signals_.async_wait([this](boost::system::error_code ec, int) {
-      if (!ec) BeginShutdown();
+    signals_.async_wait([this](boost::system::error_code ec, int signal) {
+      if (ec) return;
+      if (signal != SIGHUP) return BeginShutdown();
+      Reload();
+      WatchSignals();
     });
+  }
+
+  // SIGHUP: the configuration read again and applied, or refused, off the
+  // io thread (reading it runs a sandbox per warm profile, and new pools
+  // start fork servers). A drain waits for it to end.
+  void Reload() {
+    if (!options_.reload) return options_.warn("SIGHUP: this daemon has no configuration to read again");
+    if (daemon_->stopping_) return options_.warn("SIGHUP ignored: the daemon is shutting down");
+    reloads_running_.fetch_add(1);
+    asio::post(daemon_->slow_, [this] {
+      absl::Status outcome = ReloadOnce();
+      daemon_->CountReload(outcome);
+      if (!outcome.ok()) {
+        options_.warn(absl::StrCat("configuration reload refused, the running configuration is kept: ",
+                                   outcome.message()));
+      }
+      reloads_running_.fetch_sub(1);
+    });
+  }
+
+  absl::Status ReloadOnce() {
+    CUBICLE_ASSIGN_OR_RETURN(ReloadedConfig next, options_.reload());
+    CUBICLE_ASSIGN_OR_RETURN(ReloadPlan plan, daemon_->Reload(next.config));
+    std::string keys;
+    if (next.keys != nullptr) {
+      // Swapped on the io thread, between two requests or accepts; said
+      // done once it is.
+      std::promise<void> swapped;
+      asio::post(io_, [&] {
+        if (http_ != nullptr) http_->SetKeys(next.keys);
+        if (listener_ != nullptr) listener_->SetPeers(next.keys);
+        swapped.set_value();
+      });
+      swapped.get_future().wait();
+      keys = absl::StrCat("; keys reloaded (", next.keys->size(), ")");
+    }
+    options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys));
+    return absl::OkStatus();
   }
 
   // A daemon serving its spawner's stdio belongs to that process: when it
@@ -618,7 +666,7 @@ class Daemon::Server {
   }
 
   void CheckDrained() {
-    if (daemon_->in_flight_.load() == 0) {
+    if (daemon_->in_flight_.load() == 0 && reloads_running_.load() == 0) {
       deadline_timer_.cancel();
       work_.reset();
       io_.stop();
@@ -652,7 +700,8 @@ class Daemon::Server {
     // An activated socket is systemd's, which keeps it for the next start.
     if (!options_.socket_path.empty() && options_.socket_fd < 0) ::unlink(options_.socket_path.c_str());
     if (metrics_) metrics_->Finish();
-    daemon_->pools_.clear();  // every zygote killed, every cgroup removed
+    std::lock_guard<std::mutex> lock(daemon_->reload_mu_);
+    daemon_->profiles_.Clear();  // every zygote killed, every cgroup removed
   }
 
   Daemon* daemon_;
@@ -670,6 +719,7 @@ class Daemon::Server {
   std::unique_ptr<asio::posix::stream_descriptor> parent_watch_;
   std::unique_ptr<StdioTransport> stdio_;
   std::unique_ptr<ServeFront> front_;
+  std::atomic<int> reloads_running_{0};
   int exit_code_ = 0;
 };
 

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "npu/inventory.h"
 #include "rpc/config.h"
+#include "rpc/config_reload.h"
 #include "rpc/execution_queue.h"
 #include "rpc/fd_budget.h"
 #include "rpc/http_front.h"
@@ -39,6 +40,7 @@
 #include "rpc/npu_methods.h"
 #include "rpc/request_log.h"
 #include "rpc/running_executions.h"
+#include "rpc/served_profiles.h"
 #include "rpc/session_table.h"
 #include "rpc/workspace_leases.h"
 #include "runtime/pool.h"
@@ -54,6 +56,13 @@ class Daemon;
 class ServeFront {
  public:
   virtual ~ServeFront() = default;
+};
+
+// What SIGHUP reads again (docs/config.md, "Reloading"): the configuration,
+// read and checked exactly as at start, and the HTTP keys.
+struct ReloadedConfig {
+  DaemonConfig config;
+  std::shared_ptr<const ApiKeys> keys;  // null: the keys stay as they are
 };
 
 struct ServeOptions {
@@ -88,6 +97,9 @@ struct ServeOptions {
   // authentication), and the "uid" entries that let other users on the
   // socket (null: the socket's mode alone decides).
   std::shared_ptr<const ApiKeys> keys;
+  // SIGHUP reads the configuration again with this and applies it, or
+  // refuses it whole (Daemon::Reload); unset: SIGHUP is only logged.
+  std::function<absl::StatusOr<ReloadedConfig>()> reload;
   // Where the daemon's own warnings go (the CLI logs them as JSON lines).
   std::function<void(const std::string&)> warn = [](const std::string&) {};
   // Where it says what it serves on (the bound HTTP port).
@@ -137,7 +149,8 @@ class Daemon {
   // then drains in-flight work — at most DaemonConfig::drain_timeout, then
   // cancels what is left — and shuts down, or until the parent exits
   // (ServeOptions::die_with_parent), then cancels it and shuts down the
-  // same way. Returns the exit status.
+  // same way. SIGHUP reloads the configuration (ServeOptions::reload).
+  // Returns the exit status.
   int Serve(const ServeOptions& options);
 
   // The operator metrics, Prometheus text format (rpc/metrics.h).
@@ -214,15 +227,41 @@ class Daemon {
   // health, pool.* (rpc/pool_methods.cc).
   boost::json::value Health();
   boost::json::value PoolStatsJson();
-  Expected<runtime::Pool*> FindPool(const boost::json::object& params);
+  // The profile "profile" in `params` names (default "shell"), as served
+  // now; -32004 when there is none.
+  Expected<std::shared_ptr<const ServedProfile>> FindProfile(const boost::json::object& params);
   Expected<boost::json::value> PoolConfigure(const boost::json::value& params);
   // pool.warm: resized now, answered once warm or at its timeout (a
   // poll on the control thread).
   void PoolWarm(Request request);
-  void PollWarm(std::shared_ptr<Request> request, runtime::Pool* pool, absl::Time deadline);
-  // Checks that `pools` (every pool's config, one of them changed) fits
-  // the fd budget; InvalidArgument saying so otherwise.
+  void PollWarm(std::shared_ptr<Request> request, std::shared_ptr<runtime::Pool> pool, absl::Time deadline);
+  // Checks that the pools served (every pool's config, one of them
+  // changed), with those draining, fit the fd budget; InvalidArgument
+  // saying so otherwise.
   absl::Status CheckFdBudget(const std::string& name, const runtime::PoolConfig& changed);
+  absl::Status CheckFdBudget(std::map<std::string, runtime::PoolConfig> serving);
+
+  // Configuration reloads (rpc/daemon_reload.cc).
+  // A pool of `profile` as `config` makes it (by fork servers of
+  // config_.fork_server where there is one).
+  absl::StatusOr<std::shared_ptr<runtime::Pool>> MakePool(const DaemonConfig& config, const Profile& profile);
+  // Applies `next` to the profiles and pools — added ones made, removed
+  // and replaced ones drained, resized ones resized in place — or refuses
+  // it whole, changing nothing: a setting only a restart can change, pools
+  // over the fd budget, a pool that cannot be made. One reload at a time.
+  absl::StatusOr<ReloadPlan> Reload(const DaemonConfig& next);
+  absl::Status RefuseRestartOnly(const DaemonConfig& next) const;
+  absl::Status CheckReloadFds(const DaemonConfig& next, const ReloadPlan& plan);
+  absl::StatusOr<std::map<std::string, std::shared_ptr<runtime::Pool>>> MakePools(const DaemonConfig& next,
+                                                                                  const ReloadPlan& plan);
+  void CommitReload(const DaemonConfig& next, const ReloadPlan& plan, const ProfileSet& running,
+                    std::map<std::string, std::shared_ptr<runtime::Pool>> made);
+  // Counts a reload's outcome (health, metrics).
+  void CountReload(const absl::Status& outcome);
+  boost::json::object ReloadsJson();
+  // Destroys (on the slow pool) the draining pools no request holds any
+  // more; looks again later while some still drain. On the control thread.
+  void SweepDrained();
 
   // sandbox.run, skill.call (rpc/run_methods.cc).
   Expected<RunWork> SandboxRun(const boost::json::value& params);
@@ -240,7 +279,9 @@ class Daemon {
   };
   struct RunParams {
     std::shared_ptr<LiveOutput> live;  // optional
-    runtime::Pool* pool = nullptr;
+    // Its profile and pool, held until the execution has been answered
+    // (a reload meanwhile does not take them away).
+    std::shared_ptr<const ServedProfile> served;
     runtime::ExecRequest request;
     uint64_t budget = 0;
     // A network policy narrower than the profile's (params.network): the
@@ -371,9 +412,20 @@ class Daemon {
   uint64_t next_exec_ = 0;
   uint64_t next_waiter_ = 0;
 
+  // As at start: the settings only a restart changes are read here. Its
+  // profiles are moved into profiles_ by Create.
   DaemonConfig config_;
   FdBudget fds_;
-  std::map<std::string, std::unique_ptr<runtime::Pool>> pools_;
+  ServedProfiles profiles_;
+  std::mutex reload_mu_;  // one reload at a time, and none during the teardown
+  struct ReloadCounts {
+    uint64_t ok = 0;
+    uint64_t refused = 0;
+    std::string last_error;  // of the last refused reload
+  };
+  std::mutex reloads_mu_;
+  ReloadCounts reloads_;
+  std::unique_ptr<boost::asio::steady_timer> drain_sweep_;  // SweepDrained's, on control_
   std::unique_ptr<npu::Inventory> inventory_;  // npu.list and accelerated runs
   std::atomic<size_t> in_flight_{0};
   std::atomic<bool> stopping_{false};

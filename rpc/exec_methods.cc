@@ -142,7 +142,7 @@ Expected<json::value> Daemon::ExecStart(const json::value& raw) {
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> session, GetString(*params, "session", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ManagedRunParams(*params, session));
-  if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "exec.start")) return *refused;
+  if (auto refused = RefuseAccelerated(p.served->profile, "exec.start")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(*params, "key", false));
   // A client's own id for the execution is its idempotency key as well.

@@ -690,6 +690,8 @@ void HttpFront::Close() {
   retry_.cancel();
 }
 
+void HttpFront::SetKeys(std::shared_ptr<const ApiKeys> keys) { shared_->keys = std::move(keys); }
+
 void HttpFront::Accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;  // closed at shutdown

@@ -115,6 +115,9 @@ class HttpFront {
   uint16_t port() const { return port_; }
   // Stops accepting; open connections go on. On the io thread.
   void Close();
+  // The keys requests read from now on are checked against (a reload);
+  // null: no authentication. On the io thread, between requests.
+  void SetKeys(std::shared_ptr<const ApiKeys> keys);
 
   struct Shared;  // what connections share with the front (rpc/http_front.cc)
 

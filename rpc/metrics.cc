@@ -29,10 +29,14 @@ void Header(std::string* out, absl::string_view name, absl::string_view type, ab
 
 }  // namespace
 
-std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight) {
+std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight,
+                           const ReloadMetrics& reloads) {
   std::string out;
   Header(&out, "cubicle_requests_in_flight", "gauge", "Requests accepted and not yet answered.");
   absl::StrAppend(&out, "cubicle_requests_in_flight ", in_flight, "\n");
+  Header(&out, "cubicle_config_reloads_total", "counter", "Configuration reloads (SIGHUP), applied or refused.");
+  absl::StrAppend(&out, "cubicle_config_reloads_total{result=\"ok\"} ", reloads.ok, "\n");
+  absl::StrAppend(&out, "cubicle_config_reloads_total{result=\"refused\"} ", reloads.refused, "\n");
 
   struct Gauge {
     const char* name;

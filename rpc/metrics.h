@@ -1,7 +1,7 @@
 // Operator metrics in the Prometheus text exposition format (version
 // 0.0.4): per pool, ready / in-use / total zygotes, hits, misses, builds,
 // and the refill, hand-off and cold-start latency histograms; the daemon's
-// in-flight requests. Served by `cubicle serve --metrics` (docs/config.md).
+// in-flight requests and its configuration reloads. Served by `cubicle serve --metrics` (docs/config.md).
 #pragma once
 
 #include <cstddef>
@@ -17,7 +17,14 @@ struct PoolMetrics {
   runtime::PoolConfig config;
 };
 
-std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight);
+// Configuration reloads (SIGHUP) applied and refused.
+struct ReloadMetrics {
+  uint64_t ok = 0;
+  uint64_t refused = 0;
+};
+
+std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight,
+                           const ReloadMetrics& reloads = {});
 
 // Where `--metrics` sends them: "unix:PATH" (a socket answering each
 // connection with an HTTP/1.0 response holding the text) or a file path

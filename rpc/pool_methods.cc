@@ -35,7 +35,9 @@ constexpr absl::Duration kWarmPoll = absl::Milliseconds(10);
 
 json::value Daemon::PoolStatsJson() {
   json::object pools;
-  for (auto& [name, pool] : pools_) {
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [name, served] : *profiles) {
+    const std::shared_ptr<runtime::Pool>& pool = served->pool;
     runtime::PoolStats s = pool->Stats();
     runtime::PoolConfig c = pool->config();
     const uint64_t requests = s.hits + s.misses;
@@ -77,15 +79,17 @@ json::value Daemon::Health() {
                                                   {"queued", queue_->waiting()},
                                                   {"max_concurrent", config_.max_concurrent},
                                                   {"max_queue", config_.max_queue}}},
-                      {"pools", PoolStatsJson()}};
+                      {"pools", PoolStatsJson()},
+                      {"reloads", ReloadsJson()}};
 }
 
 json::object Daemon::Readiness() {
   bool ready = !stopping_;
   json::object pools;
-  for (auto& [name, pool] : pools_) {
-    const uint64_t idle = pool->Stats().idle;
-    const uint64_t min_idle = pool->config().min_idle;
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [name, served] : *profiles) {
+    const uint64_t idle = served->pool->Stats().idle;
+    const uint64_t min_idle = served->pool->config().min_idle;
     ready = ready && idle >= min_idle;
     pools[name] = json::object{{"idle", idle}, {"min_idle", min_idle}};
   }
@@ -94,26 +98,35 @@ json::object Daemon::Readiness() {
 
 absl::Status Daemon::CheckFdBudget(const std::string& name, const runtime::PoolConfig& changed) {
   std::map<std::string, runtime::PoolConfig> configs;
-  for (auto& [other, pool] : pools_) configs[other] = other == name ? changed : pool->config();
-  absl::StatusOr<FdBudget> budget = PlanFds(fds_.limit, config_.max_concurrent, configs);
+  const std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  for (const auto& [other, served] : *profiles) {
+    configs[other] = other == name ? changed : served->pool->config();
+  }
+  return CheckFdBudget(std::move(configs));
+}
+
+absl::Status Daemon::CheckFdBudget(std::map<std::string, runtime::PoolConfig> serving) {
+  // Draining pools hold what they hold until they are gone.
+  size_t n = 0;
+  for (const runtime::PoolConfig& c : profiles_.DrainingConfigs()) serving[absl::StrCat(" draining ", n++)] = c;
+  absl::StatusOr<FdBudget> budget = PlanFds(fds_.limit, config_.max_concurrent, serving);
   if (!budget.ok()) return absl::InvalidArgumentError(budget.status().message());
   return absl::OkStatus();
 }
 
-Expected<runtime::Pool*> Daemon::FindPool(const json::object& params) {
+Expected<std::shared_ptr<const ServedProfile>> Daemon::FindProfile(const json::object& params) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> name, GetString(params, "profile", false));
   std::string profile = name.value_or("shell");
-  auto it = pools_.find(profile);
-  if (it == pools_.end()) {
-    return Error{kNotFound, absl::StrCat("no profile named '", profile, "'"), nullptr};
-  }
-  return it->second.get();
+  std::shared_ptr<const ServedProfile> served = profiles_.Find(profile);
+  if (served == nullptr) return Error{kNotFound, absl::StrCat("no profile named '", profile, "'"), nullptr};
+  return served;
 }
 
 Expected<json::value> Daemon::PoolConfigure(const json::value& raw) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "min_idle", "max_idle", "max_total", "max_age_s"})) return *bad;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<const ServedProfile> served, FindProfile(*params));
+  runtime::Pool* pool = served->pool.get();
   runtime::PoolConfig c = pool->config();
   for (auto [key, field] : {std::pair{"min_idle", &c.min_idle}, {"max_idle", &c.max_idle}, {"max_total", &c.max_total}}) {
     CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> v, GetInt64(*params, key, false, 0, 4096));
@@ -128,11 +141,13 @@ Expected<json::value> Daemon::PoolConfigure(const json::value& raw) {
 }
 
 void Daemon::PoolWarm(Request request) {
-  auto resize = [&]() -> Expected<std::pair<runtime::Pool*, absl::Duration>> {
+  using Pool = std::shared_ptr<runtime::Pool>;
+  auto resize = [&]() -> Expected<std::pair<Pool, absl::Duration>> {
     if (std::optional<Error> refused = Refusal()) return *refused;
     CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(request.call.params));
     if (auto bad = RejectUnknown(*params, {"profile", "count", "timeout_ms"})) return *bad;
-    CUBICLE_RPC_ASSIGN_OR_RETURN(runtime::Pool * pool, FindPool(*params));
+    CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<const ServedProfile> served, FindProfile(*params));
+    const Pool& pool = served->pool;
     runtime::PoolConfig c = pool->config();
     CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> count,
                                  GetInt64(*params, "count", false, 0, static_cast<int64_t>(c.max_total)));
@@ -146,14 +161,14 @@ void Daemon::PoolWarm(Request request) {
     }
     return std::pair{pool, absl::Milliseconds(timeout_ms.value_or(30000))};
   };
-  Expected<std::pair<runtime::Pool*, absl::Duration>> resized = Guarded(resize);
+  Expected<std::pair<Pool, absl::Duration>> resized = Guarded(resize);
   if (!resized.ok()) return request.replies->Add(ReplyTo(request.call, std::move(resized).error()));
   auto [pool, limit] = *resized;
   Defer(request);
   PollWarm(std::make_shared<Request>(std::move(request)), pool, absl::Now() + limit);
 }
 
-void Daemon::PollWarm(std::shared_ptr<Request> request, runtime::Pool* pool, absl::Time deadline) {
+void Daemon::PollWarm(std::shared_ptr<Request> request, std::shared_ptr<runtime::Pool> pool, absl::Time deadline) {
   const bool warm = pool->WaitWarm(absl::ZeroDuration());
   if (warm || absl::Now() >= deadline || cut_off_ || request->cancel->cancelled()) {
     runtime::PoolStats s = pool->Stats();

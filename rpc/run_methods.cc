@@ -181,8 +181,8 @@ std::optional<Error> ReadNetwork(const json::object& params, const Profile& prof
 
 Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
   RunParams out;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(out.pool, FindPool(params));
-  const Profile& profile = config_.profiles.at(out.pool->name());
+  CUBICLE_RPC_ASSIGN_OR_RETURN(out.served, FindProfile(params));
+  const Profile& profile = out.served->profile;
   if (auto e = ReadCommand(params, profile, &out.request)) return *e;
   if (auto e = ReadTimeout(params, profile, &out.request)) return *e;
   if (auto e = ReadLimits(params, profile, &out.request)) return *e;
@@ -209,7 +209,7 @@ Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw) {
     if (stdin_text.has_value()) return InvalidParam("params", "stdin_base64", "cannot be given with stdin");
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(*params, config_.profiles.at(p.pool->name())));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(*params, p.served->profile));
   return RunWork([this, p = std::move(p), chips = std::move(chips), stdin_data = std::move(stdin_data)](int cancel_fd) {
     if (chips.empty()) return RunToJson(p, stdin_data, cancel_fd);  // the pool, as always
     return SandboxRunAccelerated(p, chips, stdin_data, cancel_fd);
@@ -218,7 +218,7 @@ Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw) {
 
 Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const RunChips& chips,
                                                     const std::string& stdin_data, int cancel_fd) {
-  const Profile& profile = config_.profiles.at(p.pool->name());
+  const Profile& profile = p.served->profile;
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;
   WatchForTheReader(&request);
@@ -229,13 +229,13 @@ Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const Ru
     const int code = absl::IsInvalidArgument(run.status()) ? kInvalidParams : kSetupFailed;
     return Error{code, std::string(run.status().message()), nullptr};
   }
-  json::object out = CapturedToJson(run->captured, p.pool->name());
+  json::object out = CapturedToJson(run->captured, profile.name);
   out["accelerators"] = run->mapping;
   return json::value(std::move(out));
 }
 
 Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
-  runtime::Pool* pool = p.pool;
+  runtime::Pool* pool = p.served->pool.get();  // held by p
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
   if (p.narrowed.has_value()) {
     // Its own policy revision: a sandbox made for this request (the cold
@@ -294,7 +294,7 @@ Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
-  if (auto refused = RefuseAccelerated(config_.profiles.at(p.pool->name()), "skill.call")) return *refused;
+  if (auto refused = RefuseAccelerated(p.served->profile, "skill.call")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
   json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);
   if (!skill_params.is_null() && !skill_params.is_object() && !skill_params.is_array()) {
@@ -326,7 +326,7 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& l
     }
     return response.has_value();  // answered: the sandbox may go, through its cancel fd
   };
-  runtime::Pool* pool = p.pool;
+  runtime::Pool* pool = p.served->pool.get();  // held by p
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;  // this execution's own eventfd, as the line hook needs

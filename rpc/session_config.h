@@ -44,6 +44,7 @@ struct SessionsConfig {
   absl::Duration keep_executions = absl::Hours(24);
 
   bool enabled() const { return !state_dir.empty(); }
+  bool operator==(const SessionsConfig&) const = default;
 };
 
 // Reads the "sessions" object into `out`; errors name the JSON path

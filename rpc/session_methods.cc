@@ -80,7 +80,8 @@ absl::Status Daemon::OpenState() {
   }
   // The workspace belongs to the operator's owner, else to the sandbox
   // user's host ids (attached then without an idmap); rootless, to us.
-  const runtime::SandboxSpec& spec = config_.profiles.at(c.default_profile).spec;
+  std::shared_ptr<const ServedProfile> sessions_profile = profiles_.Find(c.default_profile);
+  const runtime::SandboxSpec& spec = sessions_profile->profile.spec;
   uid_t uid = ::geteuid();
   gid_t gid = ::getegid();
   if (c.workspace_uid != static_cast<uid_t>(-1)) {
@@ -123,7 +124,7 @@ Expected<json::value> Daemon::SessionCreate(const json::value& raw) {
                                         static_cast<int64_t>(c.max_workspace_bytes)));
   request.key = key.value_or("");
   request.profile = profile.value_or(c.default_profile);
-  if (config_.profiles.count(request.profile) == 0) {
+  if (profiles_.Find(request.profile) == nullptr) {
     return Error{kNotFound, absl::StrCat("no profile named '", request.profile, "'"), nullptr};
   }
   request.idle_ttl = ttl ? absl::Milliseconds(*ttl) : c.idle_ttl;
@@ -195,7 +196,7 @@ void Daemon::AttachSessionWorkspace(const std::string& workspace, RunParams* run
   }
   // Rootless, a zygote cannot attach a mount at hand-off (runtime/zygote.h):
   // the workspace is a bind of the sandbox's own spec, on the cold path.
-  runtime::SandboxSpec spec = run->narrowed.value_or(config_.profiles.at(run->pool->name()).spec);
+  runtime::SandboxSpec spec = run->narrowed.value_or(run->served->profile.spec);
   rootfs::MountOp bind;
   bind.kind = rootfs::MountKind::kBind;
   bind.source = workspace;

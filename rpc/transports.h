@@ -106,11 +106,14 @@ class SocketListener {
   void Start();
   // Stops accepting; connections open go on (their replies still go out).
   void Close();
+  // Who may connect from now on (a reload); a connection open keeps the
+  // scope it was accepted with. On the io thread.
+  void SetPeers(std::shared_ptr<const ApiKeys> peers) { limits_.peers = std::move(peers); }
 
  private:
   Daemon* daemon_;
   std::unique_ptr<UnixAcceptor> acceptor_;
-  const SocketLimits limits_;
+  SocketLimits limits_;
   std::function<void(const std::string&)> warn_;
   boost::asio::steady_timer retry_;
   bool retrying_ = false;

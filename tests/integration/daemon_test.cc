@@ -301,24 +301,6 @@ TEST_F(CoreDaemon, AStdioDaemonEndsWithItsParentAndSoDoItsSandboxes) {
   EXPECT_EQ(next.exit_code, 0) << next.err;
 }
 
-// A pidfd of `pid` and whether it has exited, without the doubt of a
-// reused pid.
-class ProcessWatch {
- public:
-  explicit ProcessWatch(pid_t pid) : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
-  pid_t pid() const { return pid_; }
-  bool valid() const { return fd_.valid(); }
-  // Waits at most `limit` (a bound for failures only).
-  bool Exited(absl::Duration limit = absl::ZeroDuration()) const {
-    struct pollfd p = {fd_.get(), POLLIN, 0};
-    return ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(limit))) == 1;
-  }
-
- private:
-  pid_t pid_;
-  UniqueFd fd_;
-};
-
 // The orchestrator that spawned `cubicle serve` (a shell here, whose stdin
 // is a pipe this test keeps open: no EOF) is SIGKILLed while the pools are
 // warm and a sandbox runs. The daemon kills the sandbox and tears down as
@@ -369,14 +351,7 @@ TEST_F(CoreDaemon, AKilledOrchestratorsDaemonTearsDownItsPoolsAndCgroups) {
     makers.push_back(pid);
   }
   EXPECT_GE(zygotes.size(), 2u) << "no zygote to watch";
-  auto cgroups_of_the_daemon = [&] {
-    std::vector<std::string> all;
-    for (pid_t pid : makers) {
-      for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
-    }
-    return all;
-  };
-  const std::vector<std::string> cgroups = cgroups_of_the_daemon();
+  const std::vector<std::string> cgroups = CgroupsMadeBy(makers);
   if (runtime::CgroupsUsable().ok()) {
     EXPECT_FALSE(cgroups.empty()) << "the daemon made no cgroup to watch";
   }
@@ -397,7 +372,7 @@ TEST_F(CoreDaemon, AKilledOrchestratorsDaemonTearsDownItsPoolsAndCgroups) {
     if (!z->Exited()) ::kill(z->pid(), SIGKILL);  // ours (the daemon's), by pid
   }
   EXPECT_EQ(WaitUntilGone(mark), std::vector<pid_t>{}) << "the sandbox outlived the daemon";
-  const std::vector<std::string> left = cgroups_of_the_daemon();
+  const std::vector<std::string> left = CgroupsMadeBy(makers);
   EXPECT_EQ(left, std::vector<std::string>{}) << "cgroups outlived the daemon";
   struct stat st;
   EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file was left behind";

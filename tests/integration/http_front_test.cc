@@ -254,11 +254,17 @@ TEST_F(HttpFrontTest, KeysAndAddressesAreCheckedBeforeServing) {
 }
 
 TEST_F(HttpFrontTest, ReadyzFollowsThePools) {
-  HttpDaemon daemon({"--config", Config(R"({"profiles": {"shell": {"pool": {"min_idle": 0, "max_idle": 2, "max_total": 8}},
-      "broken": {"interpreter": {"argv": ["/nonexistent/python"]}, "pool": {"min_idle": 1, "max_idle": 1, "max_total": 2}}}})")});
+  // "broken"'s interpreter runs (the start's preload check passes: it
+  // imports nothing) but never says it is ready: no zygote of it is ever
+  // built, so the pool is never ready while it wants one.
+  const std::string fake = config_dir_.Join("python3");
+  ASSERT_TRUE(WriteFile(fake, "#!/bin/sh\nexit 0\n"));
+  ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
+  HttpDaemon daemon({"--config", Config(absl::StrCat(R"({"profiles": {"shell": {"pool": {"min_idle": 0, "max_idle": 2, "max_total": 8}},
+      "broken": {"interpreter": {"argv": ["/opt/broken/python3"]}, "binds": [{"source": ")", fake, R"(", "dest": "/opt/broken/python3"}],
+                 "pool": {"min_idle": 1, "max_idle": 1, "max_total": 2}}}})"))});
   ASSERT_TRUE(daemon.up());
   HttpClient client(daemon.port());
-  // "broken" can never build a zygote: never ready while it wants one.
   std::optional<HttpReply> before = client.Request("GET", "/readyz");
   ASSERT_TRUE(before.has_value());
   EXPECT_EQ(before->status, 503) << before->body;

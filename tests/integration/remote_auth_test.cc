@@ -132,40 +132,6 @@ TEST_F(RemoteAuth, SignedRequestsRunOnceFreshAndUnalteredOnly) {
   EXPECT_EQ(metrics->status, 200) << metrics->body;
 }
 
-// A client of another user on the socket, in a child process that drops
-// to `uid`: the lines it got back ("" when none), or "EOF" when the daemon
-// closed the connection after them.
-std::string AsUser(const std::string& socket, uid_t uid, const std::vector<std::string>& lines) {
-  int out[2];
-  if (::pipe(out) != 0) return "pipe failed";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(out[0]);
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) _exit(2);
-    DaemonClient c(socket);
-    std::string got = c.connected() ? "" : "not connected";
-    for (const std::string& line : lines) {
-      // A refused client may be closed before it sends: what the daemon
-      // said before closing is still there to read.
-      (void)c.Send(line);
-      std::optional<std::string> reply = c.ReadLine(absl::Seconds(30));
-      if (!reply.has_value()) break;
-      absl::StrAppend(&got, *reply, "\n");
-    }
-    if (c.ClosedByPeer(absl::Seconds(2))) absl::StrAppend(&got, "EOF");
-    (void)!::write(out[1], got.data(), got.size());
-    _exit(0);
-  }
-  ::close(out[1]);
-  std::string got;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(out[0], buf, sizeof(buf))) > 0;) got.append(buf, static_cast<size_t>(n));
-  ::close(out[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return got;
-}
-
 TEST_F(RemoteAuth, OtherUsersOnTheSocketNeedAUidEntryAndAreScopedByIt) {
   if (::geteuid() != 0) GTEST_SKIP() << "the test switches to other users: root only";
   const std::string config = WriteConfig(

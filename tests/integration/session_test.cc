@@ -413,14 +413,7 @@ TEST_F(Session, Restart) {
   // a fork server of its.
   std::vector<pid_t> makers = {a_pid};
   for (pid_t pid : Descendants(a_pid)) makers.push_back(pid);
-  auto cgroups_of_a = [&] {
-    std::vector<std::string> all;
-    for (pid_t pid : makers) {
-      for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
-    }
-    return all;
-  };
-  EXPECT_FALSE(cgroups_of_a().empty()) << "daemon A made no cgroup to watch";
+  EXPECT_FALSE(CgroupsMadeBy(makers).empty()) << "daemon A made no cgroup to watch";
 
   c.Close();
   a.process().Signal(SIGKILL);
@@ -454,7 +447,7 @@ TEST_F(Session, Restart) {
   EXPECT_EQ(again.at("error").at("data").at("exec_id"), "job-1") << json::serialize(again);
 
   // Daemon B is up: whatever sweeps a killed daemon's groups has run.
-  EXPECT_EQ(cgroups_of_a(), std::vector<std::string>{}) << "daemon A's cgroups outlived it";
+  EXPECT_EQ(CgroupsMadeBy(makers), std::vector<std::string>{}) << "daemon A's cgroups outlived it";
   EXPECT_TRUE(HasResult(Destroy(cb, "kept", /*archive=*/false)));
 }
 

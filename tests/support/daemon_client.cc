@@ -1,6 +1,7 @@
 #include "tests/support/daemon_client.h"
 
 #include <dirent.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -130,7 +131,7 @@ SocketDaemon::SocketDaemon(Options options) : socket_(dir_.Join("rpc.sock")) {
     wrapped.insert(wrapped.end(), argv.begin(), argv.end());
     argv = std::move(wrapped);
   }
-  process_ = std::make_unique<RunningProcess>(argv);
+  process_ = std::make_unique<RunningProcess>(argv, "", options.env);
   for (int i = 0; i < 1000 && !up_ && process_->started(); ++i) {  // at most 10 s
     up_ = DaemonClient(socket_).connected();
     if (up_) break;
@@ -145,6 +146,37 @@ boost::json::value SocketDaemon::Call(const std::string& line) { return DaemonCl
 ProcessRun SocketDaemon::Stop() {
   process_->Signal(SIGTERM);
   return process_->Wait(absl::Seconds(60));
+}
+
+std::string AsUser(const std::string& socket, uid_t uid, const std::vector<std::string>& lines) {
+  int out[2];
+  if (::pipe(out) != 0) return "pipe failed";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(out[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 || ::setresuid(uid, uid, uid) != 0) _exit(2);
+    DaemonClient c(socket);
+    std::string got = c.connected() ? "" : "not connected";
+    for (const std::string& line : lines) {
+      // A refused client may be closed before it sends: what the daemon
+      // said before closing is still there to read.
+      (void)c.Send(line);
+      std::optional<std::string> reply = c.ReadLine(absl::Seconds(30));
+      if (!reply.has_value()) break;
+      absl::StrAppend(&got, *reply, "\n");
+    }
+    if (c.ClosedByPeer(absl::Seconds(2))) absl::StrAppend(&got, "EOF");
+    (void)!::write(out[1], got.data(), got.size());
+    _exit(0);
+  }
+  ::close(out[1]);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof(buf))) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return got;
 }
 
 std::vector<std::string> CgroupsMadeBy(pid_t pid) {
@@ -166,6 +198,14 @@ std::vector<std::string> CgroupsMadeBy(pid_t pid) {
     ::closedir(d);
   }
   return found;
+}
+
+std::vector<std::string> CgroupsMadeBy(const std::vector<pid_t>& makers) {
+  std::vector<std::string> all;
+  for (pid_t pid : makers) {
+    for (std::string& path : CgroupsMadeBy(pid)) all.push_back(std::move(path));
+  }
+  return all;
 }
 
 std::string WriteConfig(const TempDir& dir, const std::string& text) {

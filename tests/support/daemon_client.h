@@ -74,6 +74,7 @@ class SocketDaemon {
   struct Options {
     std::vector<std::string> flags;    // e.g. {"--config", path}
     std::optional<int> nofile;         // RLIMIT_NOFILE, soft and hard, for the daemon
+    std::vector<std::string> env;      // added to ours, e.g. {"CUBICLE_LOG_LEVEL=info"}
   };
   SocketDaemon() : SocketDaemon(Options{}) {}
   explicit SocketDaemon(std::vector<std::string> flags) : SocketDaemon(Options{std::move(flags), std::nullopt}) {}
@@ -95,9 +96,16 @@ class SocketDaemon {
   bool up_ = false;
 };
 
+// A client of another user on the socket, in a child process that drops
+// to `uid` (root only): the lines it got back ("" when none), or "EOF"
+// when the daemon closed the connection after them.
+std::string AsUser(const std::string& socket, uid_t uid, const std::vector<std::string>& lines);
+
 // Directories under /sys/fs/cgroup (any hierarchy) of the groups that
 // process `pid` made: cgroups/ names them "cubicle-PID-N" ("-dev-N").
 std::vector<std::string> CgroupsMadeBy(pid_t pid);
+// Those of every process in `makers` (a daemon and its fork servers).
+std::vector<std::string> CgroupsMadeBy(const std::vector<pid_t>& makers);
 
 // `text` as config.json in `dir`; its path.
 std::string WriteConfig(const TempDir& dir, const std::string& text);

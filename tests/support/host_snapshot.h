@@ -47,6 +47,25 @@ class HostHygieneTest : public ::testing::Test {
     mounts_before_ = HostMounts();
   }
 
+  // In such a namespace: detaches every mount under `dir` made by others
+  // (which they may remove at any time: the kernel then detaches the
+  // copies in every namespace, this one's too) and takes the snapshot
+  // again, so the table compared holds only what this test mounts.
+  void DetachMountsUnder(const std::string& dir) {
+    for (const std::string& line : HostMounts()) {
+      // "ID PARENT MAJ:MIN ROOT MOUNTPOINT ..."
+      std::vector<std::string> fields;
+      size_t at = 0;
+      for (int i = 0; i < 5 && at != std::string::npos; ++i) {
+        const size_t end = line.find(' ', at);
+        fields.push_back(line.substr(at, end == std::string::npos ? std::string::npos : end - at));
+        at = end == std::string::npos ? end : end + 1;
+      }
+      if (fields.size() == 5 && fields[4].rfind(dir + "/", 0) == 0) ::umount2(fields[4].c_str(), MNT_DETACH);
+    }
+    mounts_before_ = HostMounts();
+  }
+
  private:
   std::vector<std::string> mounts_before_;
 };

@@ -319,6 +319,7 @@ RunningProcess::~RunningProcess() {
 }
 
 std::string RunningProcess::StdoutSoFar() const { return stdout_fd_ >= 0 ? ReadAll(stdout_fd_) : ""; }
+std::string RunningProcess::StderrSoFar() const { return stderr_fd_ >= 0 ? ReadAll(stderr_fd_) : ""; }
 
 bool RunningProcess::WaitForStdout(absl::string_view text, absl::Duration limit) const {
   const absl::Time deadline = absl::Now() + limit;
@@ -414,6 +415,13 @@ std::vector<pid_t> WaitUntilGone(absl::string_view marker, absl::Duration limit)
     if (left.empty() || absl::Now() >= deadline) return left;
     absl::SleepFor(absl::Milliseconds(10));
   }
+}
+
+ProcessWatch::ProcessWatch(pid_t pid) : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
+
+bool ProcessWatch::Exited(absl::Duration limit) const {
+  struct pollfd p = {fd_.get(), POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(limit))) == 1;
 }
 
 std::vector<pid_t> Descendants(pid_t ancestor) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/unique_fd.h"
 #include "runtime/defaults.h"
 #include "runtime/launcher.h"
 #include "runtime/result.h"
@@ -140,8 +141,9 @@ class RunningProcess {
 
   pid_t pid() const { return pid_; }
   bool started() const { return pid_ > 0; }
-  // What it has written to stdout so far.
+  // What it has written to stdout (stderr) so far.
   std::string StdoutSoFar() const;
+  std::string StderrSoFar() const;
   // Polls (every 10 ms, at most `limit`) until stdout contains `text`.
   bool WaitForStdout(absl::string_view text, absl::Duration limit = absl::Seconds(20)) const;
   void Signal(int sig) const;
@@ -183,6 +185,21 @@ std::vector<std::string> CubicleArgv(const std::vector<std::string>& args);
 // Every live (or zombie) process whose parent chain leads to `ancestor`
 // (default: this process), found by walking /proc/*/stat.
 std::vector<pid_t> Descendants(pid_t ancestor = 0);
+
+// A pidfd of `pid` and whether it has exited, without the doubt of a
+// reused pid.
+class ProcessWatch {
+ public:
+  explicit ProcessWatch(pid_t pid);
+  pid_t pid() const { return pid_; }
+  bool valid() const { return fd_.valid(); }
+  // Waits at most `limit` (a bound for failures only).
+  bool Exited(absl::Duration limit = absl::ZeroDuration()) const;
+
+ private:
+  pid_t pid_;
+  UniqueFd fd_;
+};
 
 // Polls (every 10 ms, at most `limit`) until no process other than this one
 // has `marker` in its command line; returns the survivors, if any.

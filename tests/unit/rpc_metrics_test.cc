@@ -38,6 +38,14 @@ TEST(PrometheusText, GaugesCountersAndCumulativeHistogramsPerPool) {
   }
 }
 
+TEST(PrometheusText, ConfigurationReloadsByResult) {
+  std::string text = PrometheusText({}, 0, ReloadMetrics{.ok = 3, .refused = 2});
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_config_reloads_total counter\n"
+                                      "cubicle_config_reloads_total{result=\"ok\"} 3\n"
+                                      "cubicle_config_reloads_total{result=\"refused\"} 2\n"))
+      << text;
+}
+
 TEST(PrometheusText, LabelValuesAreEscaped) {
   std::string text = PrometheusText({{"a\"b\\c", PoolMetrics{}}}, 0);
   EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_ready{pool=\"a\\\"b\\\\c\"} 0\n")) << text;
