@@ -19,7 +19,7 @@ done
 
 # CPack makes the packages' directories with mkdir, which the umask narrows.
 umask 022
-scratch=$(mktemp -d /tmp/cubicle-package-test.XXXXXX)
+scratch=$(mktemp -d /tmp/itest-package-test.XXXXXX)
 # CPack's staging install writes its manifests into the build directory.
 made=()
 for manifest in install_manifest_cubicle.txt install_manifest_bwrap.txt; do

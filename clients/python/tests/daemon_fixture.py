@@ -68,7 +68,7 @@ class Workdir:
     """A temporary directory with the daemon's config, keys and state dir."""
 
     def __init__(self, config: Optional[dict] = None) -> None:
-        self.path = tempfile.mkdtemp(prefix="cubicle-pyclient-")
+        self.path = tempfile.mkdtemp(prefix="itest-pyclient-")
         self.state = os.path.join(self.path, "state")
         os.mkdir(self.state, 0o700)
         self.roots = os.path.join(self.path, "roots")

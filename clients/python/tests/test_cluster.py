@@ -348,7 +348,7 @@ class TwoDaemonsTest(unittest.TestCase):
     def setUp(self) -> None:
         require_binary()
         require_root("sessions' workspaces are tmpfs mounts, and the shared store a bind mount")
-        self.shared = tempfile.mkdtemp(prefix="cubicle-archives-")
+        self.shared = tempfile.mkdtemp(prefix="itest-archives-")
         self.addCleanup(shutil.rmtree, self.shared)
         self.daemons: Dict[str, SocketDaemon] = {}
         for _ in range(2):

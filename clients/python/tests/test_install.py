@@ -58,7 +58,7 @@ class InstallTest(unittest.TestCase):
                 self.install_and_import(python)
 
     def install_and_import(self, python: str) -> None:
-        tmp = tempfile.mkdtemp(prefix="cubicle-pyclient-install-")
+        tmp = tempfile.mkdtemp(prefix="itest-pyclient-install-")
         try:
             # A copy: setuptools writes build/ and *.egg-info beside the sources.
             src = os.path.join(tmp, "src")
