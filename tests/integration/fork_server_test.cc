@@ -204,8 +204,13 @@ TEST_F(CoreForkServer, APoolRestartsAKilledServerAndKeepsServing) {
   std::vector<pid_t> servers = Descendants();
   std::vector<pid_t> first_servers;
   for (pid_t pid : servers) {
-    if (absl::StrContains(ReadFile(absl::StrCat("/proc/", pid, "/cmdline")), runtime::kForkServerCommand) &&
-        ReadFile(absl::StrCat("/proc/", pid, "/stat")).find(absl::StrCat(") S ", ::getpid())) != std::string::npos) {
+    // "PID (COMM) STATE PPID ...": a child of this process, in whatever
+    // state it is caught (sleeping, or running a refill).
+    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(") ");
+    const bool ours = paren != std::string::npos && stat.size() > paren + 4 &&
+                      absl::StartsWith(stat.substr(paren + 4), absl::StrCat(::getpid(), " "));
+    if (absl::StrContains(ReadFile(absl::StrCat("/proc/", pid, "/cmdline")), runtime::kForkServerCommand) && ours) {
       first_servers.push_back(pid);
     }
   }
