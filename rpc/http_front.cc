@@ -30,6 +30,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "rpc/http_auth.h"
 #include "rpc/http_routes.h"
 #include "rpc/jsonrpc.h"
@@ -665,16 +666,11 @@ absl::StatusOr<std::unique_ptr<HttpFront>> HttpFront::Adopt(asio::io_context& io
                                                             std::function<void(const std::string&)> warn) {
   std::unique_ptr<HttpFront> front(
       new HttpFront(io, MakeShared(limits, std::move(keys), std::move(backend), std::move(warn))));
-  struct sockaddr_storage address {};
-  socklen_t length = sizeof(address);
-  if (::getsockname(listening_fd, reinterpret_cast<struct sockaddr*>(&address), &length) != 0) {
-    return absl::InternalError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): getsockname failed"));
-  }
+  CUBICLE_ASSIGN_OR_RETURN(const tcp::endpoint bound, LocalEndpoint(listening_fd));
   boost::system::error_code ec;
-  front->acceptor_.assign(address.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), listening_fd, ec);
+  front->acceptor_.assign(bound.protocol(), listening_fd, ec);
   if (ec) return absl::InternalError(absl::StrCat("the activated HTTP socket (fd ", listening_fd, "): ", ec.message()));
-  front->port_ = front->acceptor_.local_endpoint(ec).port();
-  if (ec) return absl::InternalError(absl::StrCat("the activated HTTP socket: getsockname: ", ec.message()));
+  front->port_ = bound.port();
   front->Accept();
   return front;
 }

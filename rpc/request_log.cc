@@ -43,9 +43,11 @@ Outcome OutcomeOf(absl::string_view reply, bool runs) {
   // The daemon writes {"jsonrpc":"2.0","id":ID,"error":{"code":N,...}} or
   // {...,"id":ID,"result":...}: keys in member names, unescaped, come
   // before anything a payload wrote, whose quotes are escaped.
-  const size_t error = reply.find(R"("error":{"code":)");
+  // The result key first: it follows the id, so a large result (a file's
+  // bytes) is never scanned whole for an error key it cannot hold.
   const size_t result = reply.find(R"("result":)");
-  if (error != absl::string_view::npos && (result == absl::string_view::npos || error < result)) {
+  const size_t error = reply.substr(0, result).find(R"("error":{"code":)");
+  if (error != absl::string_view::npos) {
     out.error_code = IntAfter(reply, R"("error":{"code":)", error);
     return out;
   }
