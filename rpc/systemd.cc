@@ -7,6 +7,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/dynamic_symbols.h"
 
 namespace cubicle::rpc::systemd {
 namespace {
@@ -19,20 +20,15 @@ struct Sd {
   bool ok() const { return notify && listen_fds && is_unix && is_inet; }
 };
 
-template <typename F>
-void Resolve(void* lib, const char* name, F* out) {
-  *out = reinterpret_cast<F>(::dlsym(lib, name));
-}
-
 const Sd& Lib() {
   static const Sd sd = [] {
     Sd s;
     void* lib = ::dlopen("libsystemd.so.0", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return s;  // kept loaded for the process's life
-    Resolve(lib, "sd_notify", &s.notify);
-    Resolve(lib, "sd_listen_fds", &s.listen_fds);
-    Resolve(lib, "sd_is_socket_unix", &s.is_unix);
-    Resolve(lib, "sd_is_socket_inet", &s.is_inet);
+    ResolveSymbol(lib, "sd_notify", &s.notify);
+    ResolveSymbol(lib, "sd_listen_fds", &s.listen_fds);
+    ResolveSymbol(lib, "sd_is_socket_unix", &s.is_unix);
+    ResolveSymbol(lib, "sd_is_socket_inet", &s.is_inet);
     return s;
   }();
   return sd;

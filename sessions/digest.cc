@@ -4,6 +4,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "base/dynamic_symbols.h"
+
 namespace cubicle::sessions {
 namespace {
 
@@ -19,24 +21,19 @@ struct Evp {
   bool ok() const { return ctx_new && ctx_free && sha256 && init && update && final; }
 };
 
-template <typename F>
-void Resolve(void* lib, const char* name, F* out) {
-  *out = reinterpret_cast<F>(::dlsym(lib, name));
-}
-
 const Evp& Crypto() {
   static const Evp evp = [] {
     Evp e;
     void* lib = ::dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) lib = ::dlopen("libcrypto.so", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return e;  // kept loaded for the process's life
-    Resolve(lib, "EVP_MD_CTX_new", &e.ctx_new);
-    Resolve(lib, "EVP_MD_CTX_free", &e.ctx_free);
-    Resolve(lib, "EVP_sha256", &e.sha256);
-    Resolve(lib, "EVP_DigestInit_ex", &e.init);
-    Resolve(lib, "EVP_DigestUpdate", &e.update);
-    Resolve(lib, "EVP_DigestFinal_ex", &e.final);
-    Resolve(lib, "HMAC", &e.hmac);
+    ResolveSymbol(lib, "EVP_MD_CTX_new", &e.ctx_new);
+    ResolveSymbol(lib, "EVP_MD_CTX_free", &e.ctx_free);
+    ResolveSymbol(lib, "EVP_sha256", &e.sha256);
+    ResolveSymbol(lib, "EVP_DigestInit_ex", &e.init);
+    ResolveSymbol(lib, "EVP_DigestUpdate", &e.update);
+    ResolveSymbol(lib, "EVP_DigestFinal_ex", &e.final);
+    ResolveSymbol(lib, "HMAC", &e.hmac);
     return e;
   }();
   return evp;
