@@ -199,8 +199,10 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
   if (origin.may_run_here && origin.scope == nullptr && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) &&
       !WorkspaceLeaseOf(in.entries[0].call).has_value() && !Refusal()) {
     if (std::optional<ExecutionQueue::CallerSlot> slot = queue_->TryRunHere()) {
-      std::shared_ptr<LineReplies> observed = Observed(in.entries[0].call, replies, line.size(), origin);
+      std::string request_id;
+      std::shared_ptr<LineReplies> observed = Observed(in.entries[0].call, replies, line.size(), origin, &request_id);
       Request request{std::move(in.entries[0].call), observed, std::make_shared<Cancellation>(), nullptr};
+      request.request_id = std::move(request_id);
       Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
       if (!work.ok()) {
         replies->Add(ReplyTo(request.call, std::move(work).error()));
@@ -224,16 +226,19 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
         continue;
       }
     }
-    std::shared_ptr<LineReplies> observed = Observed(e.call, replies, in.batch ? 0 : line.size(), origin);
-    Start(Request{std::move(e.call), observed, std::make_shared<Cancellation>(), origin.connection, origin.notify});
+    std::string request_id;
+    std::shared_ptr<LineReplies> observed = Observed(e.call, replies, in.batch ? 0 : line.size(), origin, &request_id);
+    Start(Request{std::move(e.call), observed, std::make_shared<Cancellation>(), origin.connection, origin.notify,
+                  std::move(request_id)});
   }
   return {};
 }
 
 std::shared_ptr<LineReplies> Daemon::Observed(const Call& call, std::shared_ptr<LineReplies> line, size_t bytes_in,
-                                              const Origin& origin) {
+                                              const Origin& origin, std::string* request_id) {
   auto facts = std::make_shared<RequestFacts>(
       FactsOf(call.id, call.method, call.params, bytes_in, origin.scope != nullptr ? origin.scope->name : ""));
+  *request_id = facts->request_id;
   const bool runs = call.method == "sandbox.run" || call.method == "session.exec";
   return LineReplies::PassThrough([this, facts, line, runs](std::string reply) {
     const absl::Duration took = absl::Now() - facts->started;

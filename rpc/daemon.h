@@ -181,6 +181,7 @@ class Daemon {
     std::shared_ptr<Cancellation> cancel = std::make_shared<Cancellation>();
     std::shared_ptr<Connection> connection;  // null over stdio
     std::function<void(std::string)> notify;  // Origin::notify
+    std::string request_id;                   // RequestFacts::request_id
   };
   // An execution's work once its params are read, given its cancel fd.
   using RunWork = absl::AnyInvocable<Expected<boost::json::value>(int cancel_fd) &&>;
@@ -351,9 +352,10 @@ class Daemon {
   std::unique_ptr<boost::asio::steady_timer> reaper_;
   absl::Time reaper_at_ = absl::InfiniteFuture();
   // The line's replies for one of its calls, seen on their way out by the
-  // request log and metrics (rpc/request_log.h).
+  // request log and metrics (rpc/request_log.h). `request_id` receives the
+  // id the log line will carry.
   std::shared_ptr<LineReplies> Observed(const Call& call, std::shared_ptr<LineReplies> line, size_t bytes_in,
-                                        const Origin& origin);
+                                        const Origin& origin, std::string* request_id);
   RequestMetrics request_metrics_;
   std::function<void(const boost::json::object&)> request_log_;
   // Where the daemon's own warnings go: stderr until Serve gives its own.

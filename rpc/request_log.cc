@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "sessions/ids.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -65,6 +66,7 @@ Outcome OutcomeOf(absl::string_view reply, bool runs) {
 RequestFacts FactsOf(const json::value& id, const std::string& method, const json::value& params, size_t bytes_in,
                      std::string client) {
   RequestFacts f;
+  f.request_id = sessions::NewId('q');
   f.id = id;
   f.method = method;
   if (const json::object* o = params.if_object()) {
@@ -78,7 +80,8 @@ RequestFacts FactsOf(const json::value& id, const std::string& method, const jso
 }
 
 json::object LogFields(const RequestFacts& facts, const Outcome& outcome, absl::Duration took, size_t bytes_out) {
-  json::object o{{"id", facts.id},
+  json::object o{{"request_id", facts.request_id},
+                 {"id", facts.id},
                  {"method", facts.method},
                  {"outcome", outcome.Label()},
                  {"duration_ms", absl::ToDoubleMilliseconds(took)},

@@ -38,6 +38,10 @@ Outcome OutcomeOf(absl::string_view reply, bool runs);
 
 // A request as it came in, for its log line.
 struct RequestFacts {
+  // The daemon's own id for this request ('q' and a ULID, sessions/ids.h):
+  // unique across clients and restarts, where the JSON-RPC id is only the
+  // client's. The egress gateway's decisions and the audit name it too.
+  std::string request_id;
   boost::json::value id;  // the JSON-RPC id
   std::string method;
   std::string profile;

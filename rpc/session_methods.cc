@@ -212,7 +212,7 @@ void Daemon::AdmitToLease(Request request, const std::string& lease_key, const s
   // which may hold megabytes (files.put) that need not be copied.
   auto keep = std::make_shared<Request>(
       Request{Call{request.call.id, request.call.notification, request.call.method, nullptr}, request.replies,
-              request.cancel, request.connection});
+              request.cancel, request.connection, nullptr, request.request_id});
   auto unanswered = std::make_shared<OnDrop>([this, keep, what] {
     Finish(*keep, Error{kShuttingDown, absl::StrCat("cancelled while it waited for ", what), nullptr});
   });

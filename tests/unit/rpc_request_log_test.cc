@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "rpc/request_log.h"
+#include "sessions/ids.h"
 
 namespace cubicle::rpc {
 namespace {
@@ -54,6 +55,10 @@ TEST(RequestLog, TheLogLineNamesTheCallAndHowItEnded) {
   o.exit_code = 0;
   boost::json::object line = LogFields(facts, o, absl::Milliseconds(2), 100);
   EXPECT_EQ(line.at("id"), 7);
+  ASSERT_TRUE(line.at("request_id").is_string());
+  EXPECT_TRUE(sessions::LooksLikeId(std::string(line.at("request_id").as_string()), 'q')) << line.at("request_id");
+  EXPECT_NE(FactsOf(boost::json::value(7), "session.exec", {}, 0, "").request_id, facts.request_id)
+      << "the same JSON-RPC id is a new request";
   EXPECT_EQ(line.at("method"), "session.exec");
   EXPECT_EQ(line.at("session"), "s1");
   EXPECT_EQ(line.at("client"), "agent-b");
