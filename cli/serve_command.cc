@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "cli/commands.h"
@@ -83,8 +84,8 @@ int HttpOptions(const Flags& f, rpc::ServeOptions* options) {
   }
   const int activated = options->http.has_value() ? options->http->fd : -1;
   if (f.listen.empty() && activated < 0) {
-    if (!f.port_file.empty() || f.allow_no_auth) {
-      std::fprintf(stderr, "cubicle serve: --listen-port-file and --allow-no-auth need --listen\n");
+    if (!f.port_file.empty() || (f.allow_no_auth && !absl::StartsWith(f.metrics, "tcp:"))) {
+      std::fprintf(stderr, "cubicle serve: --listen-port-file and --allow-no-auth need --listen (or --metrics tcp:)\n");
       return kExitUsage;
     }
     return 0;
@@ -174,7 +175,8 @@ std::function<int()> AddServeCommand(CLI::App& root) {
   app->add_option("--socket", f->socket, "Serve on this Unix socket (mode 0600) instead of stdio");
   app->add_flag("--stdio", f->stdio, "With --socket, serve stdio too");
   app->add_option("--metrics", f->metrics,
-                  "Prometheus metrics: unix:PATH (a socket answering HTTP) or PATH (a file rewritten every 5 s)");
+                  "Prometheus metrics: unix:PATH (a socket answering HTTP), tcp:ADDRESS:PORT (the same on TCP; off loopback "
+                  "only with --allow-no-auth) or PATH (a file rewritten every 5 s)");
   app->add_option("--state-dir", f->state_dir,
                   "Sessions and durable execution records live here (overrides sessions.state_dir)");
   app->add_option("--listen", f->listen,
@@ -222,14 +224,29 @@ std::function<int()> AddServeCommand(CLI::App& root) {
         return kExitUsage;
       }
       options.metrics = *target;
+      // Metrics name the profiles and how busy the node is; the listener
+      // checks no key (the HTTP front's /metrics does).
+      if (target->kind == rpc::MetricsTarget::Kind::kTcp && !target->endpoint.address().is_loopback()) {
+        if (!f->allow_no_auth) {
+          std::fprintf(stderr,
+                       "cubicle serve: --metrics %s is not a loopback address and its listener takes no key: "
+                       "scrape /metrics on --listen with a key instead, or pass --allow-no-auth\n",
+                       f->metrics.c_str());
+          return kExitUsage;
+        }
+        LogWarning("--allow-no-auth: metrics on " + f->metrics + " without authentication");
+      }
     }
     // Last: it runs a sandbox per warm profile.
     if (absl::Status preloads = rpc::CheckPreloads(*config); !preloads.ok()) return refuse(preloads);
     if (f->check_config) return PrintConfigSummary(*config, options);
+    if (absl::Status log = ConfigureLog(config->log.level, config->log.destination); !log.ok()) return refuse(log);
     options.reload = Reloader(f, options.keys != nullptr ? KeysFileOf(*f) : "");
     options.warn = [](const std::string& message) { LogWarning(message); };
     options.info = [](const std::string& message) { LogInfo(message); };
-    if (LogsInfo()) options.request_log = [](const boost::json::object& fields) { LogEvent("request", fields); };
+    options.log_event = [](absl::string_view event, const boost::json::object& fields) { LogEvent(event, fields); };
+    options.logs_events = [] { return LogsInfo(); };
+    options.configure_log = [](const rpc::LogSettings& log) { return ConfigureLog(log.level, log.destination); };
     // Zygotes are made by fork servers of this very executable.
     config->fork_server = "/proc/self/exe";
     // Signals are taken by the daemon (drain, then clean up); a closed

@@ -77,6 +77,22 @@ absl::Status ParseShutdown(const json::value& v, DaemonConfig* config) {
   return o.Read("drain_timeout_ms", &config->drain_timeout, json_read::MillisIn(0, json_read::kYearMs));
 }
 
+absl::Status ParseLog(const json::value& v, LogSettings* log) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "log", {"level", "destination"}));
+  CUBICLE_RETURN_IF_ERROR(o.Read("level", &log->level, json_read::String));
+  CUBICLE_RETURN_IF_ERROR(o.Read("destination", &log->destination, json_read::String));
+  static constexpr absl::string_view kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (o.Find("level") != nullptr && std::find(std::begin(kLevels), std::end(kLevels), log->level) == std::end(kLevels)) {
+    return Error(o.PathOf("level"), absl::StrCat("'", log->level,
+                                                 "' is not a level (trace, debug, info, warn, error, critical, off)"));
+  }
+  if (log->destination != "stderr" && (log->destination.empty() || log->destination[0] != '/')) {
+    return Error(o.PathOf("destination"),
+                 absl::StrCat("'", log->destination, "': expected \"stderr\" or an absolute file path"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseCeilings(const json::value& v, DaemonConfig* config) {
   CUBICLE_ASSIGN_OR_RETURN(
       Object o, Object::Open(v, "ceilings", {"memory", "pids", "cpus", "timeout_ms", "output_bytes"}));
@@ -166,7 +182,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, json_read::ParseDocument(json_text, /*comments=*/true));
     CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "connections", "shutdown",
                                                                  "ceilings", "profiles", "workspace_roots", "sessions",
-                                                                 "npu", "mcp"}));
+                                                                 "npu", "mcp", "log"}));
     DaemonConfig config;
     // Unset, the memory and pids ceilings are the built-in defaults: no
     // sandbox runs without such limits unless the file says "unlimited".
@@ -176,6 +192,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     if (const json::value* v = top.Find("connections")) CUBICLE_RETURN_IF_ERROR(ParseConnections(*v, &config));
     if (const json::value* v = top.Find("shutdown")) CUBICLE_RETURN_IF_ERROR(ParseShutdown(*v, &config));
     if (const json::value* v = top.Find("ceilings")) CUBICLE_RETURN_IF_ERROR(ParseCeilings(*v, &config));
+    if (const json::value* v = top.Find("log")) CUBICLE_RETURN_IF_ERROR(ParseLog(*v, &config.log));
     CUBICLE_RETURN_IF_ERROR(top.Read("workspace_roots", &config.workspace_roots, json_read::StringArray));
     CUBICLE_RETURN_IF_ERROR(ResolveWorkspaceRoots(&config.workspace_roots));
     if (const json::value* v = top.Find("sessions")) CUBICLE_RETURN_IF_ERROR(ParseSessionsConfig(*v, &config.sessions));

@@ -62,6 +62,15 @@ struct NpuConfig {
   bool operator==(const NpuConfig&) const = default;
 };
 
+// "log" (docs/config.md): how much the daemon says and where. Applied at
+// start and again at every reload (SIGHUP), which also opens the file anew
+// for logrotate.
+struct LogSettings {
+  std::string level;                   // "": warn (CUBICLE_LOG_LEVEL, when set, wins)
+  std::string destination = "stderr";  // or an absolute file path, appended to
+  bool operator==(const LogSettings&) const = default;
+};
+
 struct DaemonConfig {
   std::string socket_path;  // empty: no socket (stdio only)
   uint32_t socket_mode = 0600;
@@ -91,6 +100,7 @@ struct DaemonConfig {
   NpuConfig npu;
   // The MCP server (rpc/mcp_config.h).
   McpConfig mcp;
+  LogSettings log;
   // The text this was parsed from: what a fork server is given, so that it
   // parses the same profiles (rpc/fork_server_main.h).
   std::string source;

@@ -127,7 +127,9 @@ std::string Daemon::MetricsText() {
     std::lock_guard<std::mutex> lock(reloads_mu_);
     reloads = ReloadMetrics{reloads_.ok, reloads_.refused};
   }
-  return PrometheusText(pools, in_flight_.load(), reloads) + request_metrics_.Text();
+  std::string text = PrometheusText(pools, in_flight_.load(), reloads) + request_metrics_.Text();
+  if (sessions_ != nullptr) text += SessionMetricsText(sessions_->Counts());
+  return text;
 }
 
 namespace {
@@ -216,12 +218,14 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
   }
   for (Entry& e : in.entries) {
     if (e.error) {
+      if (e.error->code == kLineTooLong) request_metrics_.Rejected("line_too_long");
       replies->Add(e.NeedsReply() ? ErrorReply(e.call.id, *e.error) : "");
       continue;
     }
     if (origin.scope != nullptr) {
       rpc::ProfileOf profile_of = [this](const std::string& m, const json::value& p) { return this->ProfileOf(m, p); };
       if (std::optional<std::string> refused = ApiKeys::Refusal(*origin.scope, e.call.method, e.call.params, profile_of)) {
+        request_metrics_.Rejected("forbidden");
         replies->Add(ReplyTo(e.call, Error{kForbidden, *refused, nullptr}));
         continue;
       }
@@ -244,9 +248,10 @@ std::shared_ptr<LineReplies> Daemon::Observed(const Call& call, std::shared_ptr<
     const absl::Duration took = absl::Now() - facts->started;
     const Outcome outcome = OutcomeOf(reply, runs);
     request_metrics_.Observe(facts->method, outcome, took);
-    {
-      std::lock_guard<std::mutex> lock(warn_mu_);
-      if (request_log_) request_log_(LogFields(*facts, outcome, took, reply.size()));
+    if (events_->On()) {
+      const json::object fields = LogFields(*facts, outcome, took, reply.size());
+      std::lock_guard<std::mutex> lock(events_->mu);
+      events_->write("request", fields);
     }
     line->Add(std::move(reply));
   });
@@ -532,6 +537,7 @@ class Daemon::Server {
     };
     backend.profile_of = [d](const std::string& method, const json::value& params) { return d->ProfileOf(method, params); };
     backend.metrics = [d] { return d->MetricsText(); };
+    backend.rejected = [d](absl::string_view reason) { d->CountRejected(reason); };
     backend.readiness = [d] { return d->Readiness(); };
     mcp_ = std::make_shared<McpHttp>(io_, config.mcp, McpOptionsFor(config), d, options_.warn);
     mcp_->Start();
@@ -560,6 +566,10 @@ class Daemon::Server {
     CUBICLE_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(io_, *options_.metrics, options_.socket_mode,
                                                             [d = daemon_] { return d->MetricsText(); },
                                                             options_.warn));
+    if (options_.metrics->kind == MetricsTarget::Kind::kTcp) {
+      options_.info(absl::StrCat("serving metrics on ", options_.metrics->endpoint.address().to_string(), ":",
+                                 metrics_->port()));
+    }
     return absl::OkStatus();
   }
 
@@ -593,6 +603,13 @@ class Daemon::Server {
   absl::Status ReloadOnce() {
     CUBICLE_ASSIGN_OR_RETURN(ReloadedConfig next, options_.reload());
     CUBICLE_ASSIGN_OR_RETURN(ReloadPlan plan, daemon_->Reload(next.config));
+    if (options_.configure_log) {
+      // Applied with the rest; a file that cannot be opened keeps the
+      // lines where they went, and says so there.
+      if (absl::Status log = options_.configure_log(next.config.log); !log.ok()) {
+        options_.warn(absl::StrCat("reload: the log stays where it was: ", log.message()));
+      }
+    }
     std::string keys;
     if (next.keys != nullptr) {
       // Swapped on the io thread, between two requests or accepts; said
@@ -732,7 +749,11 @@ int Daemon::Serve(const ServeOptions& options) {
   {
     std::lock_guard<std::mutex> lock(warn_mu_);
     warn_ = options.warn;
-    request_log_ = options.request_log;
+  }
+  {
+    std::lock_guard<std::mutex> lock(events_->mu);
+    events_->write = options.log_event;
+    events_->enabled = options.logs_events;
   }
   Server server(this, options);
   if (absl::Status started = server.Start(); !started.ok()) {

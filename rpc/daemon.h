@@ -104,9 +104,24 @@ struct ServeOptions {
   std::function<void(const std::string&)> warn = [](const std::string&) {};
   // Where it says what it serves on (the bound HTTP port).
   std::function<void(const std::string&)> info = [](const std::string&) {};
-  // One log line's fields per answered request (rpc/request_log.h); null:
-  // none. Called under the daemon's log lock.
-  std::function<void(const boost::json::object&)> request_log;
+  // Info-level events, one log line each: "request" per answered request
+  // (rpc/request_log.h) and "pool" (runtime::PoolEvent). `logs_events`
+  // says whether they are wanted now — the level can change at a reload —
+  // so that nothing is built for a line not written. Null: none.
+  std::function<void(absl::string_view event, const boost::json::object& fields)> log_event;
+  std::function<bool()> logs_events;
+  // Applies the configuration's "log" (cli::ConfigureLog) after each
+  // reload that is applied; null: the setting is only read at start.
+  std::function<absl::Status(const LogSettings&)> configure_log;
+};
+
+// ServeOptions::log_event and logs_events behind a lock: what the daemon
+// and its pools write info-level events through.
+struct DaemonEventLog {
+  std::mutex mu;
+  std::function<void(absl::string_view, const boost::json::object&)> write;
+  std::function<bool()> enabled;
+  bool On() const { return write && enabled && enabled(); }
 };
 
 // Where a line came from.
@@ -155,6 +170,8 @@ class Daemon {
 
   // The operator metrics, Prometheus text format (rpc/metrics.h).
   std::string MetricsText();
+  // A request refused before it was read as one (RequestMetrics::Rejected).
+  void CountRejected(absl::string_view reason) { request_metrics_.Rejected(reason); }
 
   // {"ready": bool, "pools": {NAME: {"idle", "min_idle"}}}: ready when
   // every pool holds its min_idle and the daemon is not draining (HTTP's
@@ -357,7 +374,9 @@ class Daemon {
   std::shared_ptr<LineReplies> Observed(const Call& call, std::shared_ptr<LineReplies> line, size_t bytes_in,
                                         const Origin& origin, std::string* request_id);
   RequestMetrics request_metrics_;
-  std::function<void(const boost::json::object&)> request_log_;
+  // Where info-level events go, set by Serve and shared with the pools'
+  // event sinks, whose threads may outlive it.
+  std::shared_ptr<DaemonEventLog> events_ = std::make_shared<DaemonEventLog>();
   // Where the daemon's own warnings go: stderr until Serve gives its own.
   void Warn(const std::string& message);
   std::mutex warn_mu_;

@@ -51,6 +51,48 @@ runtime::PoolConfig Resized(const runtime::Pool& pool, const runtime::PoolConfig
   return c;
 }
 
+// How long the same build error is said once: a pool whose builds fail
+// (a bind source gone) tries again every 100 ms.
+constexpr absl::Duration kRepeatedErrorWindow = absl::Seconds(30);
+
+// A pool's events as "pool" log lines; a build failure with the error the
+// last one had, within kRepeatedErrorWindow of its line, is only counted,
+// and the next line says how many were ("repeated").
+runtime::PoolEventSink PoolEventLogger(std::shared_ptr<DaemonEventLog> log) {
+  struct Repeats {
+    std::mutex mu;
+    std::string error;
+    absl::Time said = absl::InfinitePast();
+    uint64_t unsaid = 0;
+  };
+  return [log = std::move(log), repeats = std::make_shared<Repeats>()](const runtime::PoolEvent& e) {
+    if (!log->On()) return;
+    json::object fields{{"pool", e.pool}, {"event", runtime::PoolEventName(e.kind)}};
+    if (e.kind == runtime::PoolEvent::Kind::kBuildFailed) {
+      std::lock_guard<std::mutex> lock(repeats->mu);
+      const absl::Time now = absl::Now();
+      if (e.error == repeats->error && now - repeats->said < kRepeatedErrorWindow) {
+        ++repeats->unsaid;
+        return;
+      }
+      fields["error"] = e.error;
+      if (repeats->unsaid > 0) fields["repeated"] = repeats->unsaid;
+      repeats->error = e.error;
+      repeats->said = now;
+      repeats->unsaid = 0;
+    }
+    if (e.kind == runtime::PoolEvent::Kind::kExpired) fields["dropped"] = e.count;
+    if (e.kind == runtime::PoolEvent::Kind::kMakerRestarted) fields["died"] = e.count;
+    if (e.kind == runtime::PoolEvent::Kind::kResized) {
+      fields["min_idle"] = e.sizes.min_idle;
+      fields["max_idle"] = e.sizes.max_idle;
+      fields["max_total"] = e.sizes.max_total;
+    }
+    std::lock_guard<std::mutex> lock(log->mu);
+    log->write("pool", fields);
+  };
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<runtime::Pool>> Daemon::MakePool(const DaemonConfig& config, const Profile& profile) {
@@ -64,7 +106,8 @@ absl::StatusOr<std::shared_ptr<runtime::Pool>> Daemon::MakePool(const DaemonConf
     makers = runtime::ForkServerMakers(config_.fork_server, config.source, profile.name);
   }
   CUBICLE_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Pool> pool,
-                           runtime::Pool::Create(profile.name, profile.spec, pool_config, std::move(makers)));
+                           runtime::Pool::Create(profile.name, profile.spec, pool_config, std::move(makers),
+                                                 PoolEventLogger(events_)));
   return std::shared_ptr<runtime::Pool>(std::move(pool));
 }
 

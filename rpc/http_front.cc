@@ -235,6 +235,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     absl::StatusOr<const ApiKey*> key = Authenticate(req);
     if (!key.ok()) {
       const bool unknown = absl::IsUnauthenticated(key.status());
+      if (unknown) Rejected("unauthenticated");
       Response res = ErrorResponse(req, unknown ? http::status::unauthorized : http::status::service_unavailable,
                                    std::string(key.status().message()));
       if (unknown) res.set(http::field::www_authenticate, "Bearer");
@@ -271,6 +272,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                                                           req.keep_alive()));
   }
 
+  void Rejected(absl::string_view reason) {
+    if (shared_->backend.rejected) shared_->backend.rejected(reason);
+  }
+
   // The key the request proves; null without keys (no authentication).
   absl::StatusOr<const ApiKey*> Authenticate(const HttpRequest& req) {
     if (shared_->keys == nullptr) return nullptr;
@@ -297,6 +302,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (key != nullptr) {
       if (std::optional<std::string> refused = ApiKeys::Refusal(*key, req.body(), shared_->backend.profile_of)) {
+        Rejected("forbidden");
         return Send(ErrorResponse(req, http::status::forbidden, *refused));
       }
     }
@@ -325,6 +331,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (key != nullptr) {
       if (std::optional<std::string> refused =
               ApiKeys::Refusal(*key, call.scope_method, json::value(call.params), shared_->backend.profile_of)) {
+        Rejected("forbidden");
         return Send(RestError(req, 403, kForbidden, *refused));
       }
     }
@@ -706,6 +713,7 @@ void HttpFront::Accept() {
     shared_->open.fetch_add(1);
     auto session = std::make_shared<HttpSession>(std::move(socket), shared_);
     if (shared_->open.load() > shared_->limits.max_connections) {
+      if (shared_->backend.rejected) shared_->backend.rejected("too_many_connections");
       HttpRequest req;
       req.keep_alive(false);
       Response res = ErrorResponse(req, http::status::service_unavailable,

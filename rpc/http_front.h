@@ -89,6 +89,9 @@ struct HttpBackend {
   std::function<boost::json::object()> readiness;
   // For keys scoped to profiles: the profile a call would use.
   ProfileOf profile_of;
+  // Counts a request refused at the door (RequestMetrics::Rejected):
+  // "unauthenticated", "forbidden", "too_many_connections". May be null.
+  std::function<void(absl::string_view reason)> rejected;
   // /mcp (rpc/mcp_http.h); null: no such endpoint.
   std::function<void(HttpRouteRequest, std::shared_ptr<HttpRouteAnswer>)> mcp;
 };

@@ -1,5 +1,7 @@
 #include "rpc/metrics.h"
 
+#include "rpc/http_front.h"
+
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
@@ -53,11 +55,11 @@ std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size
        [](const PoolMetrics& m) -> uint64_t { return m.stats.in_use; }},
       {"cubicle_pool_waiting", "gauge", "Misses waiting for the next zygote.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.waiting; }},
-      {"cubicle_pool_total", "gauge", "Sandboxes counted against max_total (ready + building + in use).",
+      {"cubicle_pool_sandboxes", "gauge", "Sandboxes counted against max_total (ready + building + in use).",
        [](const PoolMetrics& m) -> uint64_t {
          return m.stats.idle + m.stats.building + m.stats.in_use - m.stats.waiting;
        }},
-      {"cubicle_pool_max_total", "gauge", "The pool's max_total.",
+      {"cubicle_pool_sandboxes_max", "gauge", "The pool's max_total.",
        [](const PoolMetrics& m) -> uint64_t { return m.config.max_total; }},
       {"cubicle_pool_hits_total", "counter", "Requests served by a warm zygote.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.hits; }},
@@ -75,6 +77,18 @@ std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size
        [](const PoolMetrics& m) -> uint64_t { return m.stats.died; }},
       {"cubicle_pool_maker_restarts_total", "counter", "Fork servers started again after they died.",
        [](const PoolMetrics& m) -> uint64_t { return m.stats.maker_restarts; }},
+      {"cubicle_pool_makers_alive", "gauge",
+       "Zygote makers (fork servers) alive as their refill threads last saw them; refill_parallelism when healthy.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.makers_alive; }},
+      {"cubicle_pool_makers_wanted", "gauge", "The pool's refill_parallelism: one maker per refill thread.",
+       [](const PoolMetrics& m) -> uint64_t { return m.config.refill_parallelism; }},
+      {"cubicle_pool_consecutive_build_failures", "gauge", "Builds that failed since the last one that succeeded.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.consecutive_build_failures; }},
+      {"cubicle_pool_template_starts_total", "counter",
+       "Warm templates started: the first, replacements for age or use, and those for one found dead.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.template_starts; }},
+      {"cubicle_pool_template_deaths_total", "counter", "Warm templates found dead when the next zygote was made.",
+       [](const PoolMetrics& m) -> uint64_t { return m.stats.template_deaths; }},
   };
   for (const Gauge& g : kGauges) {
     Header(&out, g.name, g.type, g.help);
@@ -116,14 +130,44 @@ std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size
   return out;
 }
 
+std::string SessionMetricsText(const SessionCounts& c) {
+  std::string out;
+  Header(&out, "cubicle_sessions_live", "gauge", "Sessions whose workspace is live on this node.");
+  absl::StrAppend(&out, "cubicle_sessions_live ", c.live, "\n");
+  Header(&out, "cubicle_session_archives_total", "counter",
+         "Workspaces archived when their session was reaped or destroyed, and archives that failed.");
+  absl::StrAppend(&out, "cubicle_session_archives_total{result=\"ok\"} ", c.archived, "\n");
+  absl::StrAppend(&out, "cubicle_session_archives_total{result=\"failed\"} ", c.archive_failures, "\n");
+  Header(&out, "cubicle_session_archived_bytes_total", "counter", "Compressed bytes of the archives written.");
+  absl::StrAppend(&out, "cubicle_session_archived_bytes_total ", c.archived_bytes, "\n");
+  Header(&out, "cubicle_session_restores_total", "counter",
+         "Workspaces restored from their archive at session.create, and restores that failed (the session starts "
+         "empty).");
+  absl::StrAppend(&out, "cubicle_session_restores_total{result=\"ok\"} ", c.restored, "\n");
+  absl::StrAppend(&out, "cubicle_session_restores_total{result=\"failed\"} ", c.restore_failures, "\n");
+  Header(&out, "cubicle_session_restored_bytes_total", "counter", "Compressed bytes of the archives restored.");
+  absl::StrAppend(&out, "cubicle_session_restored_bytes_total ", c.restored_bytes, "\n");
+  return out;
+}
+
 absl::StatusOr<MetricsTarget> ParseMetricsTarget(const std::string& spec) {
   MetricsTarget target;
   absl::string_view rest(spec);
-  target.unix_socket = absl::ConsumePrefix(&rest, "unix:");
+  if (absl::ConsumePrefix(&rest, "tcp:")) {
+    absl::StatusOr<boost::asio::ip::tcp::endpoint> endpoint = ParseListenAddress(std::string(rest));
+    if (!endpoint.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--metrics '", spec, "': ", endpoint.status().message()));
+    }
+    target.kind = MetricsTarget::Kind::kTcp;
+    target.endpoint = *endpoint;
+    return target;
+  }
+  target.kind = absl::ConsumePrefix(&rest, "unix:") ? MetricsTarget::Kind::kUnixSocket : MetricsTarget::Kind::kFile;
   target.path = std::string(rest);
   if (target.path.empty() || target.path[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics '", spec, "': expected unix:/ABSOLUTE/PATH (a socket) or /ABSOLUTE/PATH (a file)"));
+    return absl::InvalidArgumentError(absl::StrCat("--metrics '", spec,
+                                                   "': expected unix:/ABSOLUTE/PATH (a socket), tcp:ADDRESS:PORT or "
+                                                   "/ABSOLUTE/PATH (a file)"));
   }
   return target;
 }

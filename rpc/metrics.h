@@ -8,6 +8,9 @@
 #include <map>
 #include <string>
 
+#include <boost/asio/ip/tcp.hpp>
+
+#include "rpc/session_table.h"
 #include "runtime/pool.h"
 
 namespace cubicle::rpc {
@@ -26,13 +29,23 @@ struct ReloadMetrics {
 std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight,
                            const ReloadMetrics& reloads = {});
 
+// cubicle_sessions_live, cubicle_session_archives_total{result},
+// cubicle_session_restores_total{result} and their bytes: only where the
+// daemon has sessions.
+std::string SessionMetricsText(const SessionCounts& counts);
+
 // Where `--metrics` sends them: "unix:PATH" (a socket answering each
-// connection with an HTTP/1.0 response holding the text) or a file path
+// connection with an HTTP/1.0 response holding the text), "tcp:ADDR:PORT"
+// (the same on a TCP address; port 0: an ephemeral one) or a file path
 // (rewritten atomically every few seconds, for node_exporter's textfile
-// collector). InvalidArgument for an empty or relative path.
+// collector). InvalidArgument for an empty or relative path or a bad
+// address.
 struct MetricsTarget {
-  bool unix_socket = false;
-  std::string path;
+  enum class Kind { kFile, kUnixSocket, kTcp };
+  Kind kind = Kind::kFile;
+  std::string path;                         // kFile, kUnixSocket
+  boost::asio::ip::tcp::endpoint endpoint;  // kTcp
+  bool listens() const { return kind != Kind::kFile; }
 };
 absl::StatusOr<MetricsTarget> ParseMetricsTarget(const std::string& spec);
 

@@ -1,6 +1,7 @@
 // Serving the operator metrics (rpc/metrics.h) while the daemon runs: a
-// Unix socket that answers every connection with one HTTP/1.0 response, or
-// a file rewritten atomically every 5 s (node_exporter's textfile collector).
+// Unix socket or a TCP address that answers every connection with one
+// HTTP/1.0 response, or a file rewritten atomically every 5 s
+// (node_exporter's textfile collector).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "absl/status/statusor.h"
@@ -32,6 +34,8 @@ class MetricsServer {
   // Once the io loop has ended: removes the socket, or writes the file's
   // final counts.
   void Finish();
+  // The TCP port bound (tcp:ADDR:0 binds an ephemeral one); 0 otherwise.
+  uint16_t port() const;
 
  private:
   MetricsServer(boost::asio::io_context& io, MetricsTarget target, std::function<std::string()> text,
@@ -42,6 +46,7 @@ class MetricsServer {
   std::function<std::string()> text_;
   std::function<void(const std::string&)> warn_;
   std::unique_ptr<UnixAcceptor> acceptor_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> tcp_;
   boost::asio::steady_timer timer_;
   bool stopped_ = false;
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "rpc/jsonrpc.h"
 #include "sessions/ids.h"
 
 namespace cubicle::rpc {
@@ -102,6 +103,9 @@ void RequestMetrics::Observe(const std::string& method, const Outcome& outcome, 
   static const std::string kOther = "other";
   const std::string& name = std::find(known_.begin(), known_.end(), method) != known_.end() ? method : kOther;
   const double seconds = absl::ToDoubleSeconds(took);
+  if (outcome.error_code == kBusy) Rejected("busy");
+  if (outcome.error_code == kShuttingDown) Rejected("shutting_down");
+  if (outcome.error_code == kForbidden) Rejected("forbidden");
   std::lock_guard<std::mutex> lock(mu_);
   ++counts_[{name, outcome.Label()}];
   Histogram& h = latency_[name];
@@ -116,11 +120,28 @@ void RequestMetrics::Observe(const std::string& method, const Outcome& outcome, 
   h.sum += seconds;
 }
 
+void RequestMetrics::Rejected(absl::string_view reason) {
+  for (size_t i = 0; i < std::size(kAdmissionReasons); ++i) {
+    if (kAdmissionReasons[i] != reason) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rejected_[i];
+    return;
+  }
+}
+
 std::string RequestMetrics::Text() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out =
-      "# HELP cubicle_requests_total Requests answered, by method and outcome (ok, a run's reason, or error).\n"
-      "# TYPE cubicle_requests_total counter\n";
+      "# HELP cubicle_admission_rejections_total Requests refused before anything ran, by reason.\n"
+      "# TYPE cubicle_admission_rejections_total counter\n";
+  for (size_t i = 0; i < std::size(kAdmissionReasons); ++i) {
+    absl::StrAppend(&out, "cubicle_admission_rejections_total{reason=\"", kAdmissionReasons[i], "\"} ", rejected_[i],
+                    "\n");
+  }
+  absl::StrAppend(&out,
+                  "# HELP cubicle_requests_total Requests answered, by method and outcome (ok, a run's reason, or "
+                  "error).\n"
+                  "# TYPE cubicle_requests_total counter\n");
   for (const auto& [key, n] : counts_) {
     absl::StrAppend(&out, "cubicle_requests_total{method=\"", key.first, "\",outcome=\"", key.second, "\"} ", n, "\n");
   }

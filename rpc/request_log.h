@@ -64,6 +64,14 @@ class RequestMetrics {
  public:
   explicit RequestMetrics(std::vector<std::string> known);
   void Observe(const std::string& method, const Outcome& outcome, absl::Duration took);
+  // A request refused at admission, for cubicle_admission_rejections_total:
+  // one of kAdmissionReasons. Observe counts those its reply shows (busy,
+  // shutting down, forbidden); the rest are counted where they are refused
+  // before a request is observed (a scope refusal, a line too long, an
+  // HTTP request without a valid key, a connection beyond the limit).
+  void Rejected(absl::string_view reason);
+  static constexpr absl::string_view kAdmissionReasons[] = {
+      "busy", "shutting_down", "forbidden", "unauthenticated", "line_too_long", "too_many_connections"};
   // cubicle_requests_total and cubicle_request_duration_seconds, Prometheus text.
   std::string Text() const;
 
@@ -77,6 +85,7 @@ class RequestMetrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, uint64_t> counts_;  // (method, outcome)
   std::map<std::string, Histogram> latency_;                         // by method
+  uint64_t rejected_[std::size(kAdmissionReasons)] = {};
 };
 
 }  // namespace cubicle::rpc

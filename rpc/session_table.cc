@@ -95,6 +95,15 @@ void SessionTable::Restore(const std::string& key, int root, SessionInfo* info) 
   options.gid = owner_gid_;
   options.max_bytes = info->workspace_bytes;
   absl::StatusOr<std::optional<sessions::ArchiveStats>> restored = archive_->Restore(key, root, options);
+  {
+    std::lock_guard<std::mutex> lock(counts_mu_);
+    if (!restored.ok()) {
+      ++counts_.restore_failures;
+    } else if (restored->has_value()) {
+      ++counts_.restored;
+      counts_.restored_bytes += (*restored)->archive_bytes;
+    }
+  }
   if (restored.ok()) {
     info->restored = restored->has_value();
     return;
@@ -170,11 +179,26 @@ size_t SessionTable::size() const {
   return sessions_.size();
 }
 
+SessionCounts SessionTable::Counts() const {
+  SessionCounts out;
+  {
+    std::lock_guard<std::mutex> lock(counts_mu_);
+    out = counts_;
+  }
+  out.live = size();
+  return out;
+}
+
 absl::Status SessionTable::ArchiveAndRemove(const std::string& key, int root, bool archive) {
   if (archive && archive_ != nullptr && config_.archive) {
     sessions::ArchiveOptions options;
     options.max_workspace_bytes = config_.archive_max_bytes;
     absl::StatusOr<sessions::ArchiveStats> saved = archive_->Save(key, root, options);
+    {
+      std::lock_guard<std::mutex> lock(counts_mu_);
+      ++(saved.ok() ? counts_.archived : counts_.archive_failures);
+      if (saved.ok()) counts_.archived_bytes += saved->archive_bytes;
+    }
     if (!saved.ok()) log_(absl::StrCat("session ", key, ": not archived: ", saved.status().message()));
   } else if (archive_ != nullptr) {
     (void)archive_->Remove(key);  // destroyed for good: an old archive must not come back

@@ -42,6 +42,15 @@ struct SessionInfo {
   std::string restore_error;
 };
 
+// What /metrics says of the sessions (rpc/metrics.h): how many live, and
+// the archives written and restored since start, with their compressed
+// bytes. A create that finds no archive restores nothing and counts none.
+struct SessionCounts {
+  size_t live = 0;
+  uint64_t archived = 0, archive_failures = 0, archived_bytes = 0;
+  uint64_t restored = 0, restore_failures = 0, restored_bytes = 0;
+};
+
 struct SessionRequest {
   std::string key;  // empty: one is generated
   std::string profile;
@@ -87,6 +96,7 @@ class SessionTable {
   // The earliest moment a session may expire (InfiniteFuture: none live).
   absl::Time NextDeadline() const;
   size_t size() const;
+  SessionCounts Counts() const;
 
  private:
   struct Session {
@@ -113,6 +123,9 @@ class SessionTable {
   mutable std::mutex mu_;
   std::map<std::string, Session> sessions_;
   size_t creating_ = 0;  // admitted by Create, not yet in sessions_
+  // Archive and restore I/O runs outside mu_: counted apart.
+  mutable std::mutex counts_mu_;
+  SessionCounts counts_;
 };
 
 }  // namespace cubicle::rpc

@@ -133,7 +133,10 @@ Daemon::Work StdioTransport::Read() {
       if (work) return work;
     }
     if (pending_.size() > max_line_) {
-      if (!discarding_) Write(ErrorReply(nullptr, LineTooLongError(max_line_)));
+      if (!discarding_) {
+        daemon_->CountRejected("line_too_long");
+        Write(ErrorReply(nullptr, LineTooLongError(max_line_)));
+      }
       discarding_ = true;
       pending_.clear();
     }
@@ -284,6 +287,7 @@ class SocketSession : public std::enable_shared_from_this<SocketSession> {
       // Answered, then closed: the rest of the line cannot be told apart
       // from the next one.
       pending_.clear();
+      daemon_->CountRejected("line_too_long");
       Send(ErrorReply(nullptr, LineTooLongError(limits_.max_line)));
       closing_ = true;
       timer_.cancel();
@@ -453,6 +457,7 @@ void SocketListener::Start() {
     if (open_->load() >= limits_.max_connections) {
       // The file limit leaves room for no more (rpc/fd_budget.h): said,
       // then closed, so that the client is not left waiting.
+      daemon_->CountRejected("too_many_connections");
       const std::string line =
           ErrorReply(nullptr, Error{kInternalError,
                                     absl::StrCat("out of file descriptors: ", limits_.max_connections,
@@ -462,6 +467,7 @@ void SocketListener::Start() {
       (void)!::send(socket.native_handle(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     } else if (absl::StatusOr<std::shared_ptr<const ApiKey>> scope = PeerScope(limits_.peers, socket.native_handle());
                !scope.ok()) {
+      daemon_->CountRejected("forbidden");
       const std::string line =
           ErrorReply(nullptr, Error{kForbidden, std::string(scope.status().message()), nullptr}) + "\n";
       (void)!::send(socket.native_handle(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);

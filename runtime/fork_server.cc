@@ -261,7 +261,8 @@ class Server {
  private:
   void HandleMake(const std::string& request);
   absl::StatusOr<std::unique_ptr<Zygote>> MakeZygote(const std::string& profile, const ZygoteRecipe& recipe,
-                                                     const cgroups::Limits& limits);
+                                                     const cgroups::Limits& limits,
+                                                     std::vector<std::pair<std::string, absl::Duration>>* steps);
   void ForgetExited(const std::vector<struct pollfd>& fds);
   void Shutdown();
 
@@ -279,8 +280,9 @@ class Server {
 // (what its children share that cannot be reseeded: docs/security.md).
 // A profile no template can serve, or whose interpreter says not to use
 // one, starts its interpreter in each zygote.
-absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(const std::string& profile, const ZygoteRecipe& recipe,
-                                                           const cgroups::Limits& limits) {
+absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(
+    const std::string& profile, const ZygoteRecipe& recipe, const cgroups::Limits& limits,
+    std::vector<std::pair<std::string, absl::Duration>>* steps) {
   ZygoteOptions options = recipe.options;
   options.wait_until_ready = true;  // only a built zygote is handed over
   options.cold = false;
@@ -292,9 +294,12 @@ absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(const std::string& pr
   std::shared_ptr<WarmTemplate>& current = templates_[profile];
   if (current == nullptr || !current->alive() || current->made() >= kTemplateMaxChildren ||
       absl::Now() - current->started() >= kTemplateMaxAge) {
+    const char* step = current != nullptr && !current->alive() ? kTemplateRestartStep : kTemplateStartStep;
     current.reset();
+    const absl::Time start = absl::Now();
     // The template's own sandbox has the profile's limits, not a request's.
     CUBICLE_ASSIGN_OR_RETURN(current, WarmTemplate::Start(recipe.spec, options));
+    steps->emplace_back(step, absl::Now() - start);
   }
   return current->Make(spec, options);
 }
@@ -307,14 +312,16 @@ void Server::HandleMake(const std::string& request) {
     return;
   }
   auto it = recipes_.find(profile);
+  std::vector<std::pair<std::string, absl::Duration>> template_steps;
   absl::StatusOr<std::unique_ptr<Zygote>> zygote =
       it == recipes_.end() ? absl::NotFoundError(absl::StrCat("fork server: no profile named '", profile, "'"))
-                           : MakeZygote(profile, it->second, limits);
+                           : MakeZygote(profile, it->second, limits, &template_steps);
   absl::StatusOr<ZygoteHandover> handover = zygote.ok() ? (*zygote)->HandOver() : zygote.status();
   if (!handover.ok()) {
     (void)Send(sock_, EncodeError(handover.status()));
     return;
   }
+  for (auto& step : template_steps) handover->created.steps.push_back(std::move(step));
   std::vector<int> fds;
   const std::string message = EncodeHandover(*handover, &fds);
   // Sent or not, the zygote is kept until its init exits: a client that

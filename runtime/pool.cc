@@ -28,14 +28,25 @@ absl::Status ValidatePoolConfig(const PoolConfig& c) {
   return absl::OkStatus();
 }
 
+const char* PoolEventName(PoolEvent::Kind kind) {
+  switch (kind) {
+    case PoolEvent::Kind::kBuildFailed: return "build_failed";
+    case PoolEvent::Kind::kExpired: return "expired";
+    case PoolEvent::Kind::kMakerRestarted: return "maker_restarted";
+    case PoolEvent::Kind::kResized: return "resized";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(std::string name, SandboxSpec profile, PoolConfig config,
-                                                   ZygoteMakerFactory makers) {
+                                                   ZygoteMakerFactory makers, PoolEventSink events) {
   CUBICLE_RETURN_IF_ERROR(ValidatePoolConfig(config));
   SandboxSpec check = profile;
   if (check.argv.empty()) check.argv = {"/bin/true"};
   CUBICLE_RETURN_IF_ERROR(ValidateSpec(check));
   config.zygote.wait_until_ready = true;
-  std::unique_ptr<Pool> pool(new Pool(std::move(name), std::move(profile), std::move(config), std::move(makers)));
+  std::unique_ptr<Pool> pool(
+      new Pool(std::move(name), std::move(profile), std::move(config), std::move(makers), std::move(events)));
   std::lock_guard<std::mutex> lock(pool->mu_);
   for (size_t i = 0; i < pool->config_.refill_parallelism; ++i) {
     pool->threads_.emplace_back([p = pool.get()] { p->RefillLoop(); });
@@ -44,8 +55,19 @@ absl::StatusOr<std::unique_ptr<Pool>> Pool::Create(std::string name, SandboxSpec
   return pool;
 }
 
-Pool::Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers)
-    : name_(std::move(name)), profile_(std::move(profile)), makers_(std::move(makers)), config_(std::move(config)) {}
+Pool::Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers, PoolEventSink events)
+    : name_(std::move(name)),
+      profile_(std::move(profile)),
+      makers_(std::move(makers)),
+      events_(std::move(events)),
+      config_(std::move(config)) {}
+
+void Pool::Emit(PoolEvent::Kind kind, std::string error, size_t count) const {
+  if (!events_) return;
+  PoolEvent event{kind, name_, std::move(error), count, {}};
+  if (kind == PoolEvent::Kind::kResized) event.sizes = config_;
+  events_(event);
+}
 
 Pool::~Pool() {
   {
@@ -205,6 +227,7 @@ absl::Status Pool::Configure(const PoolConfig& config) {
     }
     config_ = config;
     config_.zygote.wait_until_ready = true;
+    Emit(PoolEvent::Kind::kResized);
   }
   changed_.notify_all();
   finished_cv_.notify_one();  // a smaller max_idle may make teardown due

@@ -77,6 +77,15 @@ struct PoolStats {
   uint64_t expired = 0;  // idle zygotes dropped for age or by a resize
   uint64_t died = 0;     // idle zygotes found dead (their maker died)
   uint64_t maker_restarts = 0;  // makers (fork servers) started again after they died
+  // Makers alive as their refill threads last saw them (each looks at
+  // least once a second): refill_parallelism when healthy.
+  size_t makers_alive = 0;
+  // Warm templates started by the fork servers (the first, replacements
+  // for age or use, and those for one that had died), and how many of
+  // those starts found the last one dead.
+  uint64_t template_starts = 0;
+  uint64_t template_deaths = 0;
+  uint64_t consecutive_build_failures = 0;  // since the last build that succeeded
   absl::Duration last_build;  // how long the last refill build took
   std::string last_error;     // why the last build (or maker start) failed
   LatencyHistogram refill;      // Zygote::Create of refill builds that succeeded
@@ -86,13 +95,32 @@ struct PoolStats {
   LatencyHistogram cold_start;  // misses: the request to the payload running
 };
 
+// What an operator wants to hear of a pool as it happens (the daemon logs
+// them at info): a build or a maker's start that failed, with its error;
+// idle zygotes dropped for age or by a resize; zygotes found dead with
+// their maker, which is started again; the pool's sizes changed.
+struct PoolEvent {
+  enum class Kind { kBuildFailed, kExpired, kMakerRestarted, kResized };
+  Kind kind;
+  std::string pool;
+  std::string error;  // kBuildFailed
+  size_t count = 0;   // kExpired: zygotes dropped; kMakerRestarted: zygotes that died with it
+  PoolConfig sizes;   // kResized: the new configuration
+};
+// "build_failed", "expired", "maker_restarted", "resized".
+const char* PoolEventName(PoolEvent::Kind kind);
+// Called on the pool's own threads, sometimes under its lock: it must be
+// quick and must not call the pool.
+using PoolEventSink = std::function<void(const PoolEvent&)>;
+
 class Pool {
  public:
   // Starts the refill threads. `profile` and `config` must be valid.
   // `makers`: where the refill threads make zygotes (unset: in this
-  // process).
+  // process). `events`: who hears of them (unset: nobody).
   static absl::StatusOr<std::unique_ptr<Pool>> Create(std::string name, SandboxSpec profile, PoolConfig config,
-                                                      ZygoteMakerFactory makers = nullptr);
+                                                      ZygoteMakerFactory makers = nullptr,
+                                                      PoolEventSink events = nullptr);
   ~Pool();  // stops refilling, destroys every idle zygote (kills, removes cgroups)
 
   Pool(const Pool&) = delete;
@@ -150,7 +178,8 @@ class Pool {
     absl::Status error;
     std::condition_variable ready;
   };
-  Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers);
+  Pool(std::string name, SandboxSpec profile, PoolConfig config, ZygoteMakerFactory makers, PoolEventSink events);
+  void Emit(PoolEvent::Kind kind, std::string error = "", size_t count = 0) const;
   // The request side (pool.cc).
   struct Admission {
     std::unique_ptr<Zygote> zygote;  // a hit
@@ -171,6 +200,7 @@ class Pool {
   bool BuildWantedLocked(Waiter** special) const;
   void WaitForWork(std::unique_lock<std::mutex>& lock);
   void BuildOne(std::unique_lock<std::mutex>& lock, ZygoteMaker& maker, Waiter* special);
+  void CountTemplateStarts(const Zygote& zygote);
   // A zygote for a miss: the next one refill finishes (or the build's
   // error), waited for at most `limit`; or null with `*cold` set when the
   // request should build its own (in-process makers, nothing on its way).
@@ -201,6 +231,7 @@ class Pool {
   const std::string name_;
   const SandboxSpec profile_;
   const ZygoteMakerFactory makers_;
+  const PoolEventSink events_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   PoolConfig config_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/hot_memory.h"
 #include "runtime/pool.h"
+#include "runtime/warm_template.h"
 
 namespace cubicle::runtime {
 namespace {
@@ -36,9 +37,14 @@ std::unique_ptr<ZygoteMaker> Pool::StartMaker(std::unique_lock<std::mutex>& lock
     lock.unlock();
     absl::StatusOr<std::unique_ptr<ZygoteMaker>> made = makers_();
     lock.lock();
-    if (made.ok()) return *std::move(made);
+    if (made.ok()) {
+      ++stats_.makers_alive;
+      return *std::move(made);
+    }
     ++stats_.build_failures;
+    ++stats_.consecutive_build_failures;
     stats_.last_error = std::string(made.status().message());
+    Emit(PoolEvent::Kind::kBuildFailed, absl::StrCat("starting its zygote maker: ", made.status().message()));
     changed_.wait_for(lock, std::chrono::seconds(1));
   }
   return nullptr;
@@ -58,7 +64,9 @@ std::unique_ptr<ZygoteMaker> Pool::RestartMaker(std::unique_lock<std::mutex>& lo
     it = idle_.erase(it);
     ++stats_.died;
   }
+  --stats_.makers_alive;
   lock.unlock();
+  Emit(PoolEvent::Kind::kMakerRestarted, "", dead.size());
   dead.clear();
   dead_maker.reset();
   lock.lock();
@@ -78,6 +86,7 @@ bool Pool::DropExpired(std::unique_lock<std::mutex>& lock) {
   }
   if (drop.empty()) return false;
   lock.unlock();
+  Emit(PoolEvent::Kind::kExpired, "", drop.size());
   drop.clear();
   lock.lock();
   return true;
@@ -127,11 +136,15 @@ void Pool::BuildOne(std::unique_lock<std::mutex>& lock, ZygoteMaker& maker, Wait
   stats_.last_build = took;
   if (made.ok()) {
     ++stats_.built;
+    stats_.consecutive_build_failures = 0;
     stats_.refill.Record(took);
     stats_.refill_cpu.Record((*made)->build_cpu());
+    CountTemplateStarts(**made);
   } else {
     ++stats_.build_failures;
+    ++stats_.consecutive_build_failures;
     stats_.last_error = std::string(made.status().message());
+    Emit(PoolEvent::Kind::kBuildFailed, stats_.last_error);
   }
   const bool delivered = DeliverLocked(special, made);
   if (!delivered && made.ok() && special == nullptr) {
@@ -144,6 +157,15 @@ void Pool::BuildOne(std::unique_lock<std::mutex>& lock, ZygoteMaker& maker, Wait
     changed_.wait_for(lock, std::chrono::milliseconds(100));
   }
   changed_.notify_all();
+}
+
+// A fork server says in a zygote's creation steps when it started a warm
+// template for it (runtime/fork_server.h, kTemplateStartStep).
+void Pool::CountTemplateStarts(const Zygote& zygote) {
+  for (const auto& [step, took] : zygote.creation().steps) {
+    if (step == kTemplateStartStep || step == kTemplateRestartStep) ++stats_.template_starts;
+    if (step == kTemplateRestartStep) ++stats_.template_deaths;
+  }
 }
 
 void Pool::RefillLoop() {

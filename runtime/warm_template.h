@@ -91,6 +91,14 @@ class WarmTemplate : public std::enable_shared_from_this<WarmTemplate> {
 inline constexpr absl::Duration kTemplateMaxAge = absl::Minutes(10);
 inline constexpr uint64_t kTemplateMaxChildren = 1000;
 
+// The creation step a fork server adds to a zygote for which it started a
+// template — the profile's first, or a replacement for age or use
+// (kTemplateStartStep), or one for a template found dead
+// (kTemplateRestartStep) — timing that start. The pool counts them
+// (runtime/pool.h PoolStats::template_starts).
+inline constexpr char kTemplateStartStep[] = "template_start";
+inline constexpr char kTemplateRestartStep[] = "template_restart";
+
 // Whether `spec` can be served by a warm template (OK) or why not.
 absl::Status ValidateForTemplate(const SandboxSpec& spec);
 

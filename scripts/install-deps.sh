@@ -33,12 +33,32 @@ install_mcp_clients() {
     echo "install-deps: the MCP clients of tests/mcp could not be installed; their tests will skip" >&2
 }
 
+# promtool, which lints the metrics text (tests/integration/metrics_test.cc),
+# comes only in Debian's prometheus package, whose installation would also
+# start a Prometheus server: its .deb is fetched and promtool alone (a
+# static Go binary) is unpacked to /usr/local/bin. Without it that check
+# skips.
+install_promtool() {
+  command -v promtool >/dev/null 2>&1 && return 0
+  [[ $(id -u) -eq 0 ]] || return 0
+  local tmp
+  tmp=$(mktemp -d)
+  if (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1 && dpkg-deb -x prometheus_*.deb x &&
+      install -m 0755 x/usr/bin/promtool /usr/local/bin/promtool); then
+    :
+  else
+    echo "install-deps: promtool could not be unpacked from the prometheus package; the metrics lint will skip" >&2
+  fi
+  rm -rf "$tmp"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
   install_mcp_clients
+  install_promtool
   exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -50,3 +70,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 install_mcp_clients
+install_promtool

@@ -252,6 +252,25 @@ TEST(ParseConfig, FullExampleYieldsTheExpectedSpec) {
 
 // Unset memory and pids ceilings are the built-in defaults, sized to the
 // host as for `cubicle run`; a profile that sets no limit gets them.
+TEST(ParseConfig, LogTakesALevelAndADestination) {
+  absl::StatusOr<DaemonConfig> none = ParseConfig(Config(""));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->log, LogSettings{}) << "unset: warn (or CUBICLE_LOG_LEVEL) on stderr";
+  EXPECT_EQ(none->log.destination, "stderr");
+  absl::StatusOr<DaemonConfig> set =
+      ParseConfig(Config("", R"("log": {"level": "info", "destination": "/var/log/cubicle/cubicle.log"})"));
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->log.level, "info");
+  EXPECT_EQ(set->log.destination, "/var/log/cubicle/cubicle.log");
+
+  EXPECT_CONFIG_ERROR(Config("", R"("log": {"level": "loud"})"), "log.level: 'loud' is not a level");
+  EXPECT_CONFIG_ERROR(Config("", R"("log": {"level": ""})"), "log.level");
+  EXPECT_CONFIG_ERROR(Config("", R"("log": {"destination": "cubicle.log"})"), "log.destination: 'cubicle.log'");
+  EXPECT_CONFIG_ERROR(Config("", R"("log": {"destination": ""})"), "log.destination");
+  EXPECT_CONFIG_ERROR(Config("", R"("log": {"format": "text"})"), "format");
+  EXPECT_CONFIG_ERROR(Config("", R"("log": {"level": 3})"), "log.level");
+}
+
 TEST(ParseConfig, NoCeilingsMeansTheDefaultMemoryAndPidsLimitsAndBounds) {
   absl::StatusOr<DaemonConfig> config = ParseConfig(Config(""));
   ASSERT_TRUE(config.ok()) << config.status();

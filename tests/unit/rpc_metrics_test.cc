@@ -22,7 +22,7 @@ TEST(PrometheusText, GaugesCountersAndCumulativeHistogramsPerPool) {
   m.stats.handoff.Record(absl::Seconds(20));        // +Inf only
   std::string text = PrometheusText({{"shell", m}}, 4);
   EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_pool_ready gauge\ncubicle_pool_ready{pool=\"shell\"} 3\n"));
-  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_total{pool=\"shell\"} 5\n"));
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_sandboxes{pool=\"shell\"} 5\n"));
   EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_pool_hits_total counter\ncubicle_pool_hits_total{pool=\"shell\"} 7\n"));
   EXPECT_TRUE(absl::StrContains(text, "cubicle_requests_in_flight 4\n"));
   EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_handoff_seconds_bucket{pool=\"shell\",le=\"5e-05\"} 0\n"));
@@ -51,14 +51,45 @@ TEST(PrometheusText, LabelValuesAreEscaped) {
   EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_ready{pool=\"a\\\"b\\\\c\"} 0\n")) << text;
 }
 
+TEST(MetricsTarget, TcpTakesAnAddressAndAPort) {
+  absl::StatusOr<MetricsTarget> tcp = ParseMetricsTarget("tcp:127.0.0.1:9464");
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  EXPECT_EQ(tcp->kind, MetricsTarget::Kind::kTcp);
+  EXPECT_EQ(tcp->endpoint.address().to_string(), "127.0.0.1");
+  EXPECT_EQ(tcp->endpoint.port(), 9464);
+  absl::StatusOr<MetricsTarget> v6 = ParseMetricsTarget("tcp:[::1]:0");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_TRUE(v6->endpoint.address().is_loopback());
+  for (const char* bad : {"tcp:", "tcp:127.0.0.1", "tcp:127.0.0.1:99999", "tcp:/run/m.sock"}) {
+    absl::StatusOr<MetricsTarget> t = ParseMetricsTarget(bad);
+    EXPECT_FALSE(t.ok()) << bad;
+    if (!t.ok()) {
+      EXPECT_TRUE(absl::StrContains(t.status().message(), "--metrics")) << t.status();
+    }
+  }
+}
+
+TEST(PrometheusText, SessionsCountsAndBytes) {
+  SessionCounts c;
+  c.live = 3;
+  c.archived = 2;
+  c.archived_bytes = 4096;
+  c.restore_failures = 1;
+  const std::string text = SessionMetricsText(c);
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_sessions_live 3\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_session_archives_total{result=\"ok\"} 2\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_session_archived_bytes_total 4096\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_session_restores_total{result=\"failed\"} 1\n")) << text;
+}
+
 TEST(MetricsTarget, SocketOrFileAbsolutePathsOnly) {
   absl::StatusOr<MetricsTarget> sock = ParseMetricsTarget("unix:/run/m.sock");
   ASSERT_TRUE(sock.ok());
-  EXPECT_TRUE(sock->unix_socket);
+  EXPECT_EQ(sock->kind, MetricsTarget::Kind::kUnixSocket);
   EXPECT_EQ(sock->path, "/run/m.sock");
   absl::StatusOr<MetricsTarget> file = ParseMetricsTarget("/var/lib/m.prom");
   ASSERT_TRUE(file.ok());
-  EXPECT_FALSE(file->unix_socket);
+  EXPECT_EQ(file->kind, MetricsTarget::Kind::kFile);
   for (const char* bad : {"", "unix:", "unix:rel", "rel.prom"}) {
     absl::StatusOr<MetricsTarget> t = ParseMetricsTarget(bad);
     EXPECT_FALSE(t.ok()) << bad;
