@@ -17,6 +17,7 @@
 #include "rpc/daemon.h"
 #include "rpc/http_front.h"
 #include "rpc/preload_check.h"
+#include "runtime/cgroup_host.h"
 #include "rpc/systemd.h"
 
 namespace cubicle::cli {
@@ -201,6 +202,16 @@ std::function<int()> AddServeCommand(CLI::App& root) {
       std::fprintf(stderr, "cubicle serve: %s\n", std::string(why.message()).c_str());
       return kExitUsage;
     };
+    // First, before anything reads the cgroup layout: under Delegate=yes on
+    // a pure v2 host the daemon steps into a leaf of its own cgroup.
+    if (!f->check_config) {
+      absl::StatusOr<std::string> leaf = runtime::TakeDelegatedLeaf();
+      if (!leaf.ok()) {
+        std::fprintf(stderr, "cubicle serve: %s\n", std::string(leaf.status().message()).c_str());
+        return kExitSetupFailed;
+      }
+      if (!leaf->empty()) LogInfo(*leaf);
+    }
     absl::StatusOr<rpc::DaemonConfig> config = ReadConfig(*f);
     if (!config.ok()) return refuse(config.status());
     rpc::ServeOptions options;

@@ -55,31 +55,40 @@ runtime::PoolConfig Resized(const runtime::Pool& pool, const runtime::PoolConfig
 // (a bind source gone) tries again every 100 ms.
 constexpr absl::Duration kRepeatedErrorWindow = absl::Seconds(30);
 
-// A pool's events as "pool" log lines; a build failure with the error the
-// last one had, within kRepeatedErrorWindow of its line, is only counted,
-// and the next line says how many were ("repeated").
+// A pool's events as "pool" log lines. A build failure with an error
+// already said within kRepeatedErrorWindow is only counted, and the next
+// line for that error says how many were ("repeated"); a few distinct
+// errors are remembered, since parallel refill threads can fail at
+// different steps of one cause.
 runtime::PoolEventSink PoolEventLogger(std::shared_ptr<DaemonEventLog> log) {
-  struct Repeats {
-    std::mutex mu;
-    std::string error;
-    absl::Time said = absl::InfinitePast();
+  struct Said {
+    absl::Time at;
     uint64_t unsaid = 0;
   };
+  struct Repeats {
+    std::mutex mu;
+    std::map<std::string, Said> errors;
+  };
+  constexpr size_t kRememberedErrors = 8;
   return [log = std::move(log), repeats = std::make_shared<Repeats>()](const runtime::PoolEvent& e) {
     if (!log->On()) return;
     json::object fields{{"pool", e.pool}, {"event", runtime::PoolEventName(e.kind)}};
     if (e.kind == runtime::PoolEvent::Kind::kBuildFailed) {
       std::lock_guard<std::mutex> lock(repeats->mu);
       const absl::Time now = absl::Now();
-      if (e.error == repeats->error && now - repeats->said < kRepeatedErrorWindow) {
-        ++repeats->unsaid;
+      auto it = repeats->errors.find(e.error);
+      if (it != repeats->errors.end() && now - it->second.at < kRepeatedErrorWindow) {
+        ++it->second.unsaid;
         return;
       }
       fields["error"] = e.error;
-      if (repeats->unsaid > 0) fields["repeated"] = repeats->unsaid;
-      repeats->error = e.error;
-      repeats->said = now;
-      repeats->unsaid = 0;
+      if (it != repeats->errors.end() && it->second.unsaid > 0) fields["repeated"] = it->second.unsaid;
+      if (it == repeats->errors.end() && repeats->errors.size() >= kRememberedErrors) {
+        auto oldest = std::min_element(repeats->errors.begin(), repeats->errors.end(),
+                                       [](const auto& a, const auto& b) { return a.second.at < b.second.at; });
+        repeats->errors.erase(oldest);
+      }
+      repeats->errors[e.error] = Said{now, 0};
     }
     if (e.kind == runtime::PoolEvent::Kind::kExpired) fields["dropped"] = e.count;
     if (e.kind == runtime::PoolEvent::Kind::kMakerRestarted) fields["died"] = e.count;

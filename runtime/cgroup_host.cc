@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "base/status.h"
 #include "cgroups/cgroup.h"
+#include "cgroups/delegation.h"
 #include "runtime/host_cache.h"
 
 namespace cubicle::runtime {
@@ -51,6 +53,17 @@ void FindLayout(CgroupHost* host) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> TakeDelegatedLeaf() {
+  if (const char* set = std::getenv(kCgroupParentEnv); set != nullptr && set[0] != '\0') return std::string();
+  absl::StatusOr<cgroups::Layout> layout = cgroups::DiscoverLayout();
+  if (!layout.ok()) return std::string();  // no cgroups to speak of: the sandboxes say so themselves
+  CUBICLE_ASSIGN_OR_RETURN(std::optional<cgroups::LeafMove> moved, cgroups::MoveIntoLeaf(*layout, ::getpid()));
+  if (!moved.has_value()) return std::string();
+  ::setenv(kCgroupParentEnv, moved->parent.c_str(), 1);
+  return absl::StrCat("moved into ", moved->leaf, ", so that its parent can delegate controllers to the sandboxes' ",
+                      "groups beside it (", kCgroupParentEnv, "=", moved->parent, ")");
+}
 
 absl::StatusOr<cgroups::LayoutOptions> HostLayoutOptions() {
   cgroups::LayoutOptions options;

@@ -37,6 +37,14 @@ struct CgroupHost {
 // kCgroupParentEnv when set (checked: InvalidArgument names the variable).
 absl::StatusOr<cgroups::LayoutOptions> HostLayoutOptions();
 
+// For `cubicle serve` under systemd's Delegate=yes on a pure cgroup v2
+// host, before anything reads the layout: moves this process into a leaf
+// of its cgroup and sets kCgroupParentEnv (inherited by the fork servers)
+// to the sandboxes' parent beside it (cgroups/delegation.h). Nothing when
+// kCgroupParentEnv is set already or nothing needs moving. What it did, for
+// the log ("" when nothing).
+absl::StatusOr<std::string> TakeDelegatedLeaf();
+
 // Finds the layout (the host cache's, else discovered and its parents
 // prepared, then cached) and sweeps stale groups on first use; later calls
 // return the same result (thread-safe).
