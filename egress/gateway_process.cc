@@ -15,7 +15,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +41,55 @@ constexpr int kExitTimeoutMs = 5'000;
 
 std::mutex executable_mu;
 std::string* executable = nullptr;
+
+// Where a registry's gateways are forked: by a thread that lives as long
+// as the process. PR_SET_PDEATHSIG is per thread, and a gateway is shared
+// by sandboxes made on many threads — a pool's refill threads end with
+// their pool, and a gateway forked by one would die with it under the
+// sandboxes of the pool that replaced it. The main thread forks them
+// itself (`cubicle run`, a fork server, which stays single-threaded);
+// any other hands the fork to a thread of its own, started on first use
+// and never joined (its state is never destroyed either).
+class SpawnerThread {
+ public:
+  absl::StatusOr<std::shared_ptr<GatewayProcess>> Spawn(const Policy& policy, std::shared_ptr<CountsLedger> ledger) {
+    if (::gettid() == ::getpid()) return GatewayProcess::Spawn(policy, std::move(ledger));
+    std::promise<absl::StatusOr<std::shared_ptr<GatewayProcess>>> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!started_) {
+        std::thread([this] { Loop(); }).detach();
+        started_ = true;
+      }
+      jobs_.push_back([&] { done.set_value(GatewayProcess::Spawn(policy, ledger)); });
+    }
+    wake_.notify_one();
+    return done.get_future().get();
+  }
+
+ private:
+  void Loop() {
+    ::prctl(PR_SET_NAME, "cubicle-gwspawn", 0, 0, 0);
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      wake_.wait(lock, [this] { return !jobs_.empty(); });
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> jobs_;
+  bool started_ = false;
+};
+
+SpawnerThread& Spawner() {
+  static SpawnerThread* spawner = new SpawnerThread();
+  return *spawner;
+}
 
 uint64_t NextGatewayId() {
   static std::atomic<uint64_t> next{0};
@@ -289,15 +343,21 @@ void GatewayProcess::Tag(const std::string& sandbox, const std::string& request_
 
 absl::StatusOr<std::shared_ptr<GatewayProcess>> GatewayRegistry::Acquire(const Policy& policy) {
   const std::string key = CanonicalText(policy);
-  std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(by_policy_, [](const auto& entry) { return entry.second.expired(); });
-  if (auto it = by_policy_.find(key); it != by_policy_.end()) {
-    std::shared_ptr<GatewayProcess> running = it->second.lock();
-    if (running != nullptr && running->alive()) return running;
-    // A gateway that died leaves its sandboxes without egress (their
-    // connections are reset); the next sandbox gets a new one.
+  // One start at a time, so that a revision gets one gateway; the map is
+  // not held meanwhile, so that a scrape (ReadCounts) never waits for one.
+  std::lock_guard<std::mutex> starting(start_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(by_policy_, [](const auto& entry) { return entry.second.expired(); });
+    if (auto it = by_policy_.find(key); it != by_policy_.end()) {
+      std::shared_ptr<GatewayProcess> running = it->second.lock();
+      if (running != nullptr && running->alive()) return running;
+      // A gateway that died leaves its sandboxes without egress (their
+      // connections are reset); the next sandbox gets a new one.
+    }
   }
-  CUBICLE_ASSIGN_OR_RETURN(std::shared_ptr<GatewayProcess> gateway, GatewayProcess::Spawn(policy, ledger_));
+  CUBICLE_ASSIGN_OR_RETURN(std::shared_ptr<GatewayProcess> gateway, Spawner().Spawn(policy, ledger_));
+  std::lock_guard<std::mutex> lock(mu_);
   by_policy_[key] = gateway;
   return gateway;
 }

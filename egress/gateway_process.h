@@ -125,6 +125,7 @@ class GatewayRegistry {
   Counts ReadCounts(absl::Duration wait);
 
  private:
+  std::mutex start_mu_;  // held while a gateway starts (Acquire)
   std::mutex mu_;
   std::map<std::string, std::weak_ptr<GatewayProcess>> by_policy_;  // canonical text → gateway
   std::shared_ptr<CountsLedger> ledger_ = std::make_shared<CountsLedger>();
