@@ -203,7 +203,7 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
       std::shared_ptr<LineReplies> observed = Observed(in.entries[0].call, replies, line.size(), origin, &request_id);
       Request request{std::move(in.entries[0].call), observed, std::make_shared<Cancellation>(), nullptr};
       request.request_id = std::move(request_id);
-      Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
+      Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call, request.request_id); });
       if (!work.ok()) {
         replies->Add(ReplyTo(request.call, std::move(work).error()));
         return {};
@@ -257,7 +257,7 @@ void Daemon::Start(Request request) {
   auto answer = [&](const Expected<json::value>& result) { request.replies->Add(ReplyTo(request.call, result)); };
   if (RunsASandbox(request.call) || method == "npu.broker.run") {
     if (std::optional<Error> refused = Refusal()) return answer(*refused);
-    Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
+    Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call, request.request_id); });
     if (!work.ok()) return answer(std::move(work).error());
     std::optional<WorkspaceLease> lease = WorkspaceLeaseOf(request.call);
     request.call.params = nullptr;  // read: the work holds what it needs
@@ -305,16 +305,16 @@ void Daemon::Start(Request request) {
     });
     return;
   }
-  answer(Guarded([&] { return AnswerNow(request.call); }));
+  answer(Guarded([&] { return AnswerNow(request.call, request.request_id); }));
 }
 
-Expected<json::value> Daemon::AnswerNow(const Call& call) {
+Expected<json::value> Daemon::AnswerNow(const Call& call, const std::string& request_id) {
   if (call.method == "health") return Health();
   if (call.method == "pool.stats") return json::value(json::object{{"pools", PoolStatsJson()}});
   if (call.method == "pool.configure") return PoolConfigure(call.params);
   if (call.method == "exec.start") {
     if (std::optional<Error> refused = Refusal()) return *refused;
-    return ExecStart(call.params);
+    return ExecStart(call.params, request_id);
   }
   if (call.method == "exec.status") return ExecStatus(call.params);
   if (call.method == "exec.list") return ExecList(call.params);
@@ -325,9 +325,9 @@ Expected<json::value> Daemon::AnswerNow(const Call& call) {
   return Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
 }
 
-Expected<Daemon::RunWork> Daemon::PrepareExecution(const Call& call) {
-  if (call.method == "sandbox.run") return SandboxRun(call.params);
-  if (call.method == "skill.call") return SkillCall(call.params);
+Expected<Daemon::RunWork> Daemon::PrepareExecution(const Call& call, const std::string& request_id) {
+  if (call.method == "sandbox.run") return SandboxRun(call.params, request_id);
+  if (call.method == "skill.call") return SkillCall(call.params, request_id);
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::string job, BrokerJobParam(call.params));
   // Outside any sandbox and without a cancel (npu/broker.h): it runs to
   // its end or its own timeout.
