@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "egress/gateway_process.h"
 #include "rpc/mcp_http.h"
 #include "rpc/metrics_server.h"
 #include "rpc/npu_methods.h"
@@ -81,6 +82,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
 
 namespace {
 
+// How long a scrape waits for the egress gateways' counts, all together.
+constexpr absl::Duration kGatewayCountsWait = absl::Milliseconds(100);
+
 // Every method, for the metrics' labels: anything else counts as "other".
 std::vector<std::string> KnownMethods() {
   return {"sandbox.run", "skill.call", "exec.start", "exec.status", "exec.wait", "exec.follow", "exec.cancel",
@@ -127,7 +131,11 @@ std::string Daemon::MetricsText() {
     std::lock_guard<std::mutex> lock(reloads_mu_);
     reloads = ReloadMetrics{reloads_.ok, reloads_.refused};
   }
-  return PrometheusText(pools, in_flight_.load(), reloads) + request_metrics_.Text();
+  // A gateway that does not answer in time counts as at its last answer:
+  // a scrape runs on the daemon's io thread.
+  egress::GatewayRegistry& registry = egress::SharedGateways();
+  EgressMetrics gateways{registry.ReadCounts(kGatewayCountsWait), registry.live()};
+  return PrometheusText(pools, in_flight_.load(), reloads, gateways) + request_metrics_.Text();
 }
 
 namespace {
