@@ -100,6 +100,28 @@ absl::string_view ClassifyAddress(const Bytes& b) {
   return "public";
 }
 
+bool IsRefusedClass(absl::string_view name) {
+  // The IPv6 classes ClassifyAddress names besides the IPv4 table's.
+  static constexpr absl::string_view kOthers[] = {
+      "local-use NAT64 (64:ff9b:1::/48)",
+      "unspecified (::)",
+      "IPv4-compatible (::/96, deprecated)",
+      "link-local",
+      "site-local (fec0::/10, deprecated)",
+      "unique local (fc00::/7)",
+      "discard-only (100::/64)",
+      "IETF protocol assignments (2001::/23, Teredo)",
+      "reserved (outside global unicast 2000::/3)",
+  };
+  for (const Range4& r : kRefused4) {
+    if (r.rule == name) return true;
+  }
+  for (absl::string_view other : kOthers) {
+    if (other == name) return true;
+  }
+  return false;
+}
+
 AddressVerdict JudgeAddress(const Bytes& address, const std::vector<Cidr>& allow_cidrs) {
   for (const Cidr& c : allow_cidrs) {
     if (CidrContains(c, address)) return {true, "allow_cidr"};

@@ -26,6 +26,10 @@ struct AddressVerdict {
 // overrides: "public" or the name of the refused class.
 absl::string_view ClassifyAddress(const std::array<uint8_t, 16>& address);
 
+// Whether `name` is a class ClassifyAddress names for a refused address
+// (a fixed set: the metrics count refusals by it, egress/counts.h).
+bool IsRefusedClass(absl::string_view name);
+
 // The gateway's verdict: an allow_cidr that covers the address lets it
 // through whatever its class.
 AddressVerdict JudgeAddress(const std::array<uint8_t, 16>& address, const std::vector<Cidr>& allow_cidrs);

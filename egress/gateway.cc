@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "base/status.h"
 #include "egress/address_class.h"
+#include "egress/control_messages.h"
 #include "egress/http.h"
 #include "egress/matcher.h"
 #include "seccomp/policy.h"
@@ -120,6 +121,9 @@ absl::StatusOr<UniqueFd> OpenDecisionLog(const std::string& path) {
   return fd;
 }
 
+// The largest control message (the launcher's "A", "D", "T", "S").
+constexpr size_t kMaxControlMessage = 64 * 1024;
+
 struct Gateway::Impl {
   Policy policy;
   std::string revision;
@@ -128,15 +132,27 @@ struct Gateway::Impl {
   std::thread thread;
   std::optional<DecisionLog> log;
   std::map<std::string, std::shared_ptr<SandboxState>> sandboxes;
+  egress::Counts counts;  // every connection that has ended
+  // A gateway process's control socket (ServeLauncher), and who waits for
+  // its end.
+  std::optional<asio::posix::stream_descriptor> launcher;
+  std::promise<void>* launcher_gone = nullptr;
+  std::vector<char> message;
 
+  absl::Status AttachOnLoop(const std::string& sandbox, int fd);
   void Serve(std::shared_ptr<SandboxState> sandbox);
   void CloseSandbox(const std::shared_ptr<SandboxState>& sandbox, absl::string_view why);
+  void Tag(const std::string& sandbox, const std::string& request_id);
+  void ReadLauncher();
+  bool DrainLauncher();
+  void LauncherGone();
 };
 
 namespace {
 
 struct SandboxState {
   std::string id;
+  std::string request_id;  // the request it runs now (Tag), if any
   asio::posix::stream_descriptor channel;
   std::set<std::shared_ptr<Connection>> connections;
   uint64_t bytes = 0;  // both directions, every connection
@@ -149,6 +165,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(Gateway::Impl* gw, std::shared_ptr<SandboxState> sandbox, tcp::socket client)
       : gw_(gw),
         sandbox_(std::move(sandbox)),
+        request_id_(sandbox_->request_id),
         client_(std::move(client)),
         upstream_(gw->io),
         resolver_(gw->io),
@@ -181,6 +198,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     boost::json::object line;
     line["ts"] = absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone());
     line["sandbox"] = sandbox_->id;
+    if (!request_id_.empty()) line["request_id"] = request_id_;
     line["revision"] = gw_->revision;
     line["method"] = head_.method;
     line["host"] = head_.host;
@@ -194,6 +212,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     line["bytes_down"] = bytes_down_;
     line["duration_us"] = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
     gw_->log->Write(line);
+    gw_->counts.Count(decision_, rule_, bytes_up_, bytes_down_);
     sandbox_->connections.erase(shared_from_this());
   }
 
@@ -486,6 +505,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   Gateway::Impl* gw_;
   std::shared_ptr<SandboxState> sandbox_;
+  // The request the sandbox ran when this connection reached the gateway.
+  const std::string request_id_;
   tcp::socket client_;
   tcp::socket upstream_;
   tcp::resolver resolver_;
@@ -512,11 +533,88 @@ void Gateway::Impl::CloseSandbox(const std::shared_ptr<SandboxState>& sandbox, a
   sandboxes.erase(sandbox->id);
 }
 
+absl::Status Gateway::Impl::AttachOnLoop(const std::string& sandbox, int fd) {
+  if (sandboxes.count(sandbox) != 0) {
+    ::close(fd);
+    return absl::AlreadyExistsError(absl::StrCat("egress: sandbox ", sandbox, " is already attached"));
+  }
+  auto state = std::make_shared<SandboxState>(io, sandbox, fd);
+  sandboxes[sandbox] = state;
+  Serve(state);
+  return absl::OkStatus();
+}
+
+void Gateway::Impl::Tag(const std::string& sandbox, const std::string& request_id) {
+  auto it = sandboxes.find(sandbox);
+  if (it != sandboxes.end() && ValidRequestId(request_id)) it->second->request_id = request_id;
+}
+
+void Gateway::Impl::ReadLauncher() {
+  launcher->async_wait(asio::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
+    if (!launcher.has_value()) return;
+    if (ec || !DrainLauncher()) return LauncherGone();
+    ReadLauncher();
+  });
+}
+
+// Every message the launcher has sent so far, without waiting. False at
+// EOF (or an error): the launcher is gone.
+bool Gateway::Impl::DrainLauncher() {
+  if (!launcher.has_value()) return true;
+  message.resize(kMaxControlMessage);
+  for (;;) {
+    int received = -1;
+    size_t nfds = 0;
+    int msg_flags = 0;
+    const ssize_t n = ReceiveWithFds(launcher->native_handle(), message.data(), message.size(), &received, 1, &nfds,
+                                     MSG_DONTWAIT, &msg_flags);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    UniqueFd passed(nfds > 0 ? received : -1);
+    if (n <= 0) return false;
+    const absl::string_view m(message.data(), static_cast<size_t>(n));
+    std::string sandbox, request_id;
+    uint64_t sequence = 0;
+    if (m[0] == 'A' && passed && m.size() > 1) {
+      (void)AttachOnLoop(std::string(m.substr(1)), passed.release());  // a second "A": refused, fd closed
+    } else if (m[0] == 'D') {
+      auto it = sandboxes.find(std::string(m.substr(1)));
+      if (it != sandboxes.end()) CloseSandbox(std::shared_ptr<SandboxState>(it->second), "sandbox_gone");
+    } else if (ParseTagMessage(m, &sandbox, &request_id)) {
+      Tag(sandbox, request_id);
+    } else if (ParseCountsRequest(m, &sequence)) {
+      // A launcher that does not read its answers loses them; it asks again.
+      const std::string reply = CountsReply(sequence, counts);
+      (void)::send(launcher->native_handle(), reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+}
+
+// The launcher hung up (or died): every sandbox is closed, the final
+// counts go back on the socket it may still read, and ServeLauncher
+// returns.
+void Gateway::Impl::LauncherGone() {
+  if (!launcher.has_value()) return;
+  std::vector<std::shared_ptr<SandboxState>> all;
+  for (auto& [id, s] : sandboxes) all.push_back(s);
+  for (auto& s : all) CloseSandbox(s, "gateway_stopped");
+  const std::string last = FinalCounts(counts);
+  (void)::send(launcher->native_handle(), last.data(), last.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  boost::system::error_code ignored;
+  launcher->close(ignored);
+  launcher.reset();
+  if (launcher_gone != nullptr) launcher_gone->set_value();
+  launcher_gone = nullptr;
+}
+
 // Receives client sockets from the sandbox's init until its end closes.
 void Gateway::Impl::Serve(std::shared_ptr<SandboxState> sandbox) {
   sandbox->channel.async_wait(asio::posix::stream_descriptor::wait_read, [this, sandbox](boost::system::error_code ec) {
     if (sandbox->closed) return;
     if (ec) return CloseSandbox(sandbox, "sandbox_gone");
+    // What the launcher sent first is read first: a tag it sent before the
+    // request that made these connections, or the sandbox's detach.
+    if (!DrainLauncher()) return LauncherGone();
+    if (sandbox->closed) return;
     for (;;) {
       char tag;
       int received = -1;
@@ -619,21 +717,42 @@ absl::StatusOr<Attachment> Gateway::Attach(const std::string& sandbox, UniqueFd 
   std::promise<absl::Status> done;
   Impl* impl = impl_.get();
   int fd = channel.release();
-  asio::post(impl->io, [impl, sandbox, fd, &done] {
-    if (impl->sandboxes.count(sandbox) != 0) {
-      ::close(fd);
-      done.set_value(absl::AlreadyExistsError(absl::StrCat("egress: sandbox ", sandbox, " is already attached")));
-      return;
-    }
-    auto state = std::make_shared<SandboxState>(impl->io, sandbox, fd);
-    impl->sandboxes[sandbox] = state;
-    impl->Serve(state);
-    done.set_value(absl::OkStatus());
-  });
+  asio::post(impl->io, [impl, sandbox, fd, &done] { done.set_value(impl->AttachOnLoop(sandbox, fd)); });
   CUBICLE_RETURN_IF_ERROR(done.get_future().get());
   std::shared_ptr<Gateway> self = shared_from_this();
   Gateway* raw = self.get();
-  return Attachment(std::move(self), [raw, sandbox] { raw->Detach(sandbox); });
+  return Attachment(
+      std::move(self), [raw, sandbox] { raw->Detach(sandbox); },
+      [raw, sandbox](const std::string& request_id) { raw->Tag(sandbox, request_id); });
+}
+
+void Gateway::Tag(const std::string& sandbox, const std::string& request_id) {
+  std::promise<void> done;
+  Impl* impl = impl_.get();
+  asio::post(impl->io, [impl, &sandbox, &request_id, &done] {
+    impl->Tag(sandbox, request_id);
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
+Counts Gateway::CountsSoFar() {
+  std::promise<Counts> done;
+  Impl* impl = impl_.get();
+  asio::post(impl->io, [impl, &done] { done.set_value(impl->counts); });
+  return done.get_future().get();
+}
+
+void Gateway::ServeLauncher(UniqueFd control) {
+  std::promise<void> gone;
+  Impl* impl = impl_.get();
+  int fd = control.release();
+  asio::post(impl->io, [impl, fd, &gone] {
+    impl->launcher.emplace(impl->io, fd);
+    impl->launcher_gone = &gone;
+    impl->ReadLauncher();
+  });
+  gone.get_future().wait();
 }
 
 void Gateway::Detach(const std::string& sandbox) {
@@ -647,23 +766,29 @@ void Gateway::Detach(const std::string& sandbox) {
   done.get_future().wait();
 }
 
-Attachment::Attachment(std::shared_ptr<void> gateway, std::function<void()> detach)
-    : gateway_(std::move(gateway)), detach_(std::move(detach)) {}
+Attachment::Attachment(std::shared_ptr<void> gateway, std::function<void()> detach, Tagger tag)
+    : gateway_(std::move(gateway)), detach_(std::move(detach)), tag_(std::move(tag)) {}
 
 Attachment& Attachment::operator=(Attachment&& other) noexcept {
   if (this != &other) {
     Release();
     gateway_ = std::move(other.gateway_);
     detach_ = std::move(other.detach_);
+    tag_ = std::move(other.tag_);
   }
   return *this;
 }
 
 Attachment::~Attachment() { Release(); }
 
+void Attachment::Tag(const std::string& request_id) const {
+  if (tag_) tag_(request_id);
+}
+
 void Attachment::Release() {
   if (detach_) detach_();
   detach_ = nullptr;
+  tag_ = nullptr;
   gateway_.reset();  // the last sandbox of a revision stops its gateway
 }
 

@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "base/unique_fd.h"
+#include "egress/counts.h"
 #include "egress/policy.h"
 
 namespace cubicle::egress {
@@ -43,18 +44,26 @@ inline constexpr unsigned kGatewayId = 999'999;
 // and lets go of the gateway.
 class Attachment {
  public:
+  using Tagger = std::function<void(const std::string& request_id)>;
   Attachment() = default;
-  Attachment(std::shared_ptr<void> gateway, std::function<void()> detach);
+  Attachment(std::shared_ptr<void> gateway, std::function<void()> detach, Tagger tag = nullptr);
   Attachment(Attachment&&) noexcept = default;
   Attachment& operator=(Attachment&& other) noexcept;
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
   ~Attachment();
 
+  // The sandbox's connections from now on belong to `request_id`: their
+  // decision lines carry it (docs/egress.md). Called before the request is
+  // handed to the sandbox, so no connection of the request can come first.
+  // Nothing for an empty Attachment.
+  void Tag(const std::string& request_id) const;
+
  private:
   void Release();
   std::shared_ptr<void> gateway_;
   std::function<void()> detach_;
+  Tagger tag_;
 };
 
 // The decision log: `path` opened for appending, or a copy of stderr when
@@ -74,6 +83,24 @@ class Gateway : public std::enable_shared_from_this<Gateway> {
   // Serves connections arriving on `channel` (the host end of a
   // SOCK_SEQPACKET socketpair) as coming from `sandbox`.
   absl::StatusOr<Attachment> Attach(const std::string& sandbox, UniqueFd channel);
+
+  // `sandbox`'s connections from now on carry `request_id` in the log (an
+  // invalid id, or a sandbox not attached, is ignored). Returns once the
+  // engine has it.
+  void Tag(const std::string& sandbox, const std::string& request_id);
+
+  // The connections ended so far, by decision and rule, and the bytes
+  // relayed (egress/counts.h).
+  Counts CountsSoFar();
+
+  // A gateway process's engine serves its launcher's control socket
+  // itself, on its own thread (the messages after "R" in
+  // egress/gateway_process.h): a tag is then always read before any
+  // connection the tagged request makes, since the launcher sends it before
+  // the request and the engine reads what the launcher sent before what a
+  // sandbox sent. Returns when the launcher hangs up, once every sandbox is
+  // closed and the final counts are sent.
+  void ServeLauncher(UniqueFd control);
 
   const std::string& revision() const;
   const Policy& policy() const;

@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "egress/gateway_process.h"
 #include "rpc/mcp_http.h"
 #include "rpc/metrics_server.h"
 #include "rpc/npu_methods.h"
@@ -81,6 +82,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
 
 namespace {
 
+// How long a scrape waits for the egress gateways' counts, all together.
+constexpr absl::Duration kGatewayCountsWait = absl::Milliseconds(100);
+
 // Every method, for the metrics' labels: anything else counts as "other".
 std::vector<std::string> KnownMethods() {
   return {"sandbox.run", "skill.call", "exec.start", "exec.status", "exec.wait", "exec.follow", "exec.cancel",
@@ -127,7 +131,11 @@ std::string Daemon::MetricsText() {
     std::lock_guard<std::mutex> lock(reloads_mu_);
     reloads = ReloadMetrics{reloads_.ok, reloads_.refused};
   }
-  std::string text = PrometheusText(pools, in_flight_.load(), reloads) + request_metrics_.Text();
+  // A gateway that does not answer in time counts as at its last answer:
+  // a scrape runs on the daemon's io thread.
+  egress::GatewayRegistry& registry = egress::SharedGateways();
+  EgressMetrics gateways{registry.ReadCounts(kGatewayCountsWait), registry.live()};
+  std::string text = PrometheusText(pools, in_flight_.load(), reloads, gateways) + request_metrics_.Text();
   if (sessions_ != nullptr) text += SessionMetricsText(sessions_->Counts());
   return text;
 }
@@ -205,7 +213,7 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
       std::shared_ptr<LineReplies> observed = Observed(in.entries[0].call, replies, line.size(), origin, &request_id);
       Request request{std::move(in.entries[0].call), observed, std::make_shared<Cancellation>(), nullptr};
       request.request_id = std::move(request_id);
-      Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
+      Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call, request.request_id); });
       if (!work.ok()) {
         replies->Add(ReplyTo(request.call, std::move(work).error()));
         return {};
@@ -262,7 +270,7 @@ void Daemon::Start(Request request) {
   auto answer = [&](const Expected<json::value>& result) { request.replies->Add(ReplyTo(request.call, result)); };
   if (RunsASandbox(request.call) || method == "npu.broker.run") {
     if (std::optional<Error> refused = Refusal()) return answer(*refused);
-    Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call); });
+    Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call, request.request_id); });
     if (!work.ok()) return answer(std::move(work).error());
     std::optional<WorkspaceLease> lease = WorkspaceLeaseOf(request.call);
     request.call.params = nullptr;  // read: the work holds what it needs
@@ -310,16 +318,16 @@ void Daemon::Start(Request request) {
     });
     return;
   }
-  answer(Guarded([&] { return AnswerNow(request.call); }));
+  answer(Guarded([&] { return AnswerNow(request.call, request.request_id); }));
 }
 
-Expected<json::value> Daemon::AnswerNow(const Call& call) {
+Expected<json::value> Daemon::AnswerNow(const Call& call, const std::string& request_id) {
   if (call.method == "health") return Health();
   if (call.method == "pool.stats") return json::value(json::object{{"pools", PoolStatsJson()}});
   if (call.method == "pool.configure") return PoolConfigure(call.params);
   if (call.method == "exec.start") {
     if (std::optional<Error> refused = Refusal()) return *refused;
-    return ExecStart(call.params);
+    return ExecStart(call.params, request_id);
   }
   if (call.method == "exec.status") return ExecStatus(call.params);
   if (call.method == "exec.list") return ExecList(call.params);
@@ -330,9 +338,9 @@ Expected<json::value> Daemon::AnswerNow(const Call& call) {
   return Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
 }
 
-Expected<Daemon::RunWork> Daemon::PrepareExecution(const Call& call) {
-  if (call.method == "sandbox.run") return SandboxRun(call.params);
-  if (call.method == "skill.call") return SkillCall(call.params);
+Expected<Daemon::RunWork> Daemon::PrepareExecution(const Call& call, const std::string& request_id) {
+  if (call.method == "sandbox.run") return SandboxRun(call.params, request_id);
+  if (call.method == "skill.call") return SkillCall(call.params, request_id);
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::string job, BrokerJobParam(call.params));
   // Outside any sandbox and without a cancel (npu/broker.h): it runs to
   // its end or its own timeout.

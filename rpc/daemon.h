@@ -209,12 +209,13 @@ class Daemon {
   // until Finish answers it.
   void Defer(const Request& request);
   void Finish(Request& request, Expected<boost::json::value> result);
-  // Methods answered on the calling thread.
-  Expected<boost::json::value> AnswerNow(const Call& call);
+  // Methods answered on the calling thread; `request_id` is the request's
+  // (an execution it starts runs as that request).
+  Expected<boost::json::value> AnswerNow(const Call& call, const std::string& request_id);
   // The work of an execution method (sandbox.run, skill.call,
   // npu.broker.run), its params read now so that bad ones are answered at
-  // once.
-  Expected<RunWork> PrepareExecution(const Call& call);
+  // once. Its sandbox runs as request `request_id` (egress tags it).
+  Expected<RunWork> PrepareExecution(const Call& call, const std::string& request_id);
   // Queues an execution for a slot; busy when the queue is full.
   void Enqueue(Request request, RunWork work);
   // The same for a request Defer'd already.
@@ -282,8 +283,8 @@ class Daemon {
   void SweepDrained();
 
   // sandbox.run, skill.call (rpc/run_methods.cc).
-  Expected<RunWork> SandboxRun(const boost::json::value& params);
-  Expected<RunWork> SkillCall(const boost::json::value& params);
+  Expected<RunWork> SandboxRun(const boost::json::value& params, const std::string& request_id);
+  Expected<RunWork> SkillCall(const boost::json::value& params, const std::string& request_id);
   // The fields sandbox.run, skill.call and exec.start share: profile, argv,
   // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   // An execution's output so far (exec.status, exec.logs), as its capture
@@ -306,7 +307,9 @@ class Daemon {
     // run gets a sandbox of its own instead of a pooled one.
     std::optional<runtime::SandboxSpec> narrowed;
   };
-  Expected<RunParams> ParseRunParams(const boost::json::object& params);
+  // `request_id`: the daemon's id of the request the run serves
+  // (runtime::ExecRequest::request_id).
+  Expected<RunParams> ParseRunParams(const boost::json::object& params, const std::string& request_id);
   // skill.call's work: `line` to the skill's stdin, its response back.
   Expected<boost::json::value> CallSkill(const RunParams& p, const std::string& line, int cancel_fd);
   // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
@@ -386,7 +389,7 @@ class Daemon {
   // waited for, cancelled; an idempotency key makes a retried start
   // harmless. Not tied to the connection that started them.
   struct Execution;
-  Expected<boost::json::value> ExecStart(const boost::json::value& params);
+  Expected<boost::json::value> ExecStart(const boost::json::value& params, const std::string& request_id);
   Expected<boost::json::value> ExecStatus(const boost::json::value& params);
   void ExecWait(Request request);
   Expected<boost::json::value> ExecCancel(const boost::json::value& params);
@@ -410,7 +413,8 @@ class Daemon {
     RunParams run;
     std::string stdin_data;
   };
-  Expected<RunParams> ManagedRunParams(const boost::json::object& params, const std::optional<std::string>& session);
+  Expected<RunParams> ManagedRunParams(const boost::json::object& params, const std::optional<std::string>& session,
+                                       const std::string& request_id);
   // Queues it for a slot (holding `lease` until it ends); false when the
   // queue is full.
   bool SubmitManaged(const std::shared_ptr<Execution>& exec, std::shared_ptr<ManagedRun> managed,

@@ -116,10 +116,11 @@ void Daemon::RecordExecEnd(const std::string& id, const char* state, const json:
 // exec.start's run params: as sandbox.run's, or, in a session, as
 // session.exec's (its profile, its workspace at /workspace).
 Expected<Daemon::RunParams> Daemon::ManagedRunParams(const json::object& params,
-                                                     const std::optional<std::string>& session) {
+                                                     const std::optional<std::string>& session,
+                                                     const std::string& request_id) {
   json::object run = params;
   for (const char* own : {"exec_id", "key", "stdin", "wait", "session"}) run.erase(own);
-  if (!session.has_value()) return ParseRunParams(run);
+  if (!session.has_value()) return ParseRunParams(run, request_id);
   CUBICLE_RPC_ASSIGN_OR_RETURN(SessionTable * table, Sessions());
   absl::StatusOr<SessionInfo> info = table->Get(*session);
   if (!info.ok()) return Error{kNotFound, std::string(info.status().message()), nullptr};
@@ -129,19 +130,19 @@ Expected<Daemon::RunParams> Daemon::ManagedRunParams(const json::object& params,
   run["profile"] = info->profile;
   if (!run.contains("output_bytes")) run["output_bytes"] = config_.sessions.output_bytes;
   if (!run.contains("cwd")) run["cwd"] = "/workspace";
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(run));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(run, request_id));
   AttachSessionWorkspace(info->workspace, &p);
   return p;
 }
 
-Expected<json::value> Daemon::ExecStart(const json::value& raw) {
+Expected<json::value> Daemon::ExecStart(const json::value& raw, const std::string& request_id) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes", "key",
                                          "exec_id", "limits", "workspace", "network", "session", "wait"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> session, GetString(*params, "session", false));
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ManagedRunParams(*params, session));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ManagedRunParams(*params, session, request_id));
   if (auto refused = RefuseAccelerated(p.served->profile, "exec.start")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(*params, "key", false));

@@ -32,7 +32,7 @@ void Header(std::string* out, absl::string_view name, absl::string_view type, ab
 }  // namespace
 
 std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight,
-                           const ReloadMetrics& reloads) {
+                           const ReloadMetrics& reloads, const EgressMetrics& egress) {
   std::string out;
   Header(&out, "cubicle_requests_in_flight", "gauge", "Requests accepted and not yet answered.");
   absl::StrAppend(&out, "cubicle_requests_in_flight ", in_flight, "\n");
@@ -127,6 +127,20 @@ std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size
       absl::StrAppend(&out, h.name, "_count{pool=\"", pool, "\"} ", hist.count(), "\n");
     }
   }
+
+  // The labels are the gateway's own (egress/counts.h): a bounded set.
+  Header(&out, "cubicle_egress_connections_total", "counter",
+         "Egress connections ended, by the gateway's decision and the rule that made it.");
+  for (const auto& [key, n] : egress.counts.connections) {
+    absl::StrAppend(&out, "cubicle_egress_connections_total{decision=\"", Label(key.first), "\",rule=\"",
+                    Label(key.second), "\"} ", n, "\n");
+  }
+  Header(&out, "cubicle_egress_bytes_total", "counter",
+         "Bytes the egress gateways relayed: up, sandbox to upstream; down, back.");
+  absl::StrAppend(&out, "cubicle_egress_bytes_total{direction=\"up\"} ", egress.counts.bytes_up, "\n");
+  absl::StrAppend(&out, "cubicle_egress_bytes_total{direction=\"down\"} ", egress.counts.bytes_down, "\n");
+  Header(&out, "cubicle_egress_gateways", "gauge", "Egress gateway processes running (one per policy revision in use).");
+  absl::StrAppend(&out, "cubicle_egress_gateways ", egress.gateways, "\n");
   return out;
 }
 

@@ -1,7 +1,8 @@
 // Operator metrics in the Prometheus text exposition format (version
 // 0.0.4): per pool, ready / in-use / total zygotes, hits, misses, builds,
 // and the refill, hand-off and cold-start latency histograms; the daemon's
-// in-flight requests and its configuration reloads. Served by `cubicle serve --metrics` (docs/config.md).
+// in-flight requests and its configuration reloads; its egress gateways'
+// connections by decision and rule. Served by `cubicle serve --metrics` (docs/config.md).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include "egress/counts.h"
 #include "rpc/session_table.h"
 #include "runtime/pool.h"
 
@@ -26,8 +28,15 @@ struct ReloadMetrics {
   uint64_t refused = 0;
 };
 
+// The egress gateways (egress/gateway_process.h): every connection they
+// ended, gone gateways' included, and how many run now.
+struct EgressMetrics {
+  egress::Counts counts;
+  size_t gateways = 0;
+};
+
 std::string PrometheusText(const std::map<std::string, PoolMetrics>& pools, size_t in_flight,
-                           const ReloadMetrics& reloads = {});
+                           const ReloadMetrics& reloads = {}, const EgressMetrics& egress = {});
 
 // cubicle_sessions_live, cubicle_session_archives_total{result},
 // cubicle_session_restores_total{result} and their bytes: only where the

@@ -179,8 +179,9 @@ std::optional<Error> ReadNetwork(const json::object& params, const Profile& prof
 
 }  // namespace
 
-Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
+Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, const std::string& request_id) {
   RunParams out;
+  out.request.request_id = request_id;
   CUBICLE_RPC_ASSIGN_OR_RETURN(out.served, FindProfile(params));
   const Profile& profile = out.served->profile;
   if (auto e = ReadCommand(params, profile, &out.request)) return *e;
@@ -195,13 +196,13 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params) {
   return out;
 }
 
-Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw) {
+Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw, const std::string& request_id) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
                                          "output_bytes", "limits", "workspace", "wait", "network", "npu", "gpu"})) {
     return *bad;
   }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_text, GetString(*params, "stdin", false));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> stdin_b64, GetString(*params, "stdin_base64", false));
   std::string stdin_data = stdin_text.value_or("");
@@ -287,13 +288,13 @@ Error SkillFailed(const runtime::CapturedRun& run, bool overlong, absl::Duration
 
 }  // namespace
 
-Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw) {
+Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const std::string& request_id) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
                                          "params", "limits", "workspace", "wait"})) {
     return *bad;
   }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id));
   if (auto refused = RefuseAccelerated(p.served->profile, "skill.call")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
   json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);

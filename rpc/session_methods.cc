@@ -273,7 +273,7 @@ void Daemon::SessionExec(Request request) {
     run["profile"] = info->profile;
     if (run.find("output_bytes") == run.end()) run["output_bytes"] = config_.sessions.output_bytes;
     if (run.find("cwd") == run.end()) run["cwd"] = "/workspace";
-    CUBICLE_RPC_ASSIGN_OR_RETURN(p.run, ParseRunParams(run));
+    CUBICLE_RPC_ASSIGN_OR_RETURN(p.run, ParseRunParams(run, request.request_id));
     AttachSessionWorkspace(info->workspace, &p.run);
     return p;
   });

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/fd_passing.h"
 #include "base/status.h"
+#include "egress/gateway_process.h"
 #include "runtime/cgroup_host.h"
 #include "runtime/warm_template.h"
 
@@ -29,7 +30,8 @@ namespace cubicle::runtime {
 namespace {
 
 // Messages, one per SOCK_SEQPACKET datagram, the first byte their kind:
-//   client: 'S' setup (a memfd holding the text), 'M' + profile name
+//   client: 'S' setup (a memfd holding the text), 'M' + profile name and
+//           limits (+ the sandbox's end of its egress channel, for an allowlist)
 //   server: 'R' setup accepted, 'Z' + handover (+ fds), 'E' + code + text
 constexpr size_t kMaxMessage = 64 * 1024;
 // How long a hung-up server may take to clean up before it is killed.
@@ -259,9 +261,9 @@ class Server {
   int Serve(int signal_fd);
 
  private:
-  void HandleMake(const std::string& request);
+  void HandleMake(const std::string& request, std::vector<UniqueFd> fds);
   absl::StatusOr<std::unique_ptr<Zygote>> MakeZygote(const std::string& profile, const ZygoteRecipe& recipe,
-                                                     const cgroups::Limits& limits,
+                                                     const cgroups::Limits& limits, int egress_channel,
                                                      std::vector<std::pair<std::string, absl::Duration>>* steps);
   void ForgetExited(const std::vector<struct pollfd>& fds);
   void Shutdown();
@@ -281,11 +283,12 @@ class Server {
 // A profile no template can serve, or whose interpreter says not to use
 // one, starts its interpreter in each zygote.
 absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(
-    const std::string& profile, const ZygoteRecipe& recipe, const cgroups::Limits& limits,
+    const std::string& profile, const ZygoteRecipe& recipe, const cgroups::Limits& limits, int egress_channel,
     std::vector<std::pair<std::string, absl::Duration>>* steps) {
   ZygoteOptions options = recipe.options;
   options.wait_until_ready = true;  // only a built zygote is handed over
   options.cold = false;
+  options.egress_channel = egress_channel;
   SandboxSpec spec = recipe.spec;
   spec.limits = limits;
   if (!options.interpreter.has_value() || !options.interpreter->from_template || !ValidateForTemplate(spec).ok()) {
@@ -304,10 +307,12 @@ absl::StatusOr<std::unique_ptr<Zygote>> Server::MakeZygote(
   return current->Make(spec, options);
 }
 
-void Server::HandleMake(const std::string& request) {
+void Server::HandleMake(const std::string& request, std::vector<UniqueFd> passed) {
   std::string profile;
   cgroups::Limits limits;
-  if (!DecodeMake(request, &profile, &limits)) {
+  // Closed here once the sandbox holds its copy.
+  UniqueFd egress_channel = passed.size() == 1 ? std::move(passed[0]) : UniqueFd();
+  if (!DecodeMake(request, &profile, &limits) || passed.size() > 1) {
     (void)Send(sock_, EncodeError(absl::InvalidArgumentError("fork server: a malformed make request")));
     return;
   }
@@ -315,7 +320,7 @@ void Server::HandleMake(const std::string& request) {
   std::vector<std::pair<std::string, absl::Duration>> template_steps;
   absl::StatusOr<std::unique_ptr<Zygote>> zygote =
       it == recipes_.end() ? absl::NotFoundError(absl::StrCat("fork server: no profile named '", profile, "'"))
-                           : MakeZygote(profile, it->second, limits, &template_steps);
+                           : MakeZygote(profile, it->second, limits, egress_channel.get(), &template_steps);
   absl::StatusOr<ZygoteHandover> handover = zygote.ok() ? (*zygote)->HandOver() : zygote.status();
   if (!handover.ok()) {
     (void)Send(sock_, EncodeError(handover.status()));
@@ -372,7 +377,7 @@ int Server::Serve(int signal_fd) {
     std::vector<UniqueFd> passed;
     absl::StatusOr<std::string> message = Receive(sock_, &passed);
     if (!message.ok() || message->empty()) break;  // hung up
-    if ((*message)[0] == 'M') HandleMake(*message);
+    if ((*message)[0] == 'M') HandleMake(*message, std::move(passed));
   }
   Shutdown();
   return 0;
@@ -496,9 +501,11 @@ bool ForkServer::alive() const {
 }
 
 absl::StatusOr<ZygoteHandover> ForkServer::Make(const std::string& profile, const cgroups::Limits& limits,
-                                                absl::Duration timeout) {
+                                                absl::Duration timeout, int egress_channel) {
   if (!alive()) return absl::UnavailableError(absl::StrCat("fork server ", pid_, " has exited"));
-  CUBICLE_RETURN_IF_ERROR(Send(socket_.get(), EncodeMake(profile, limits)));
+  std::vector<int> egress;
+  if (egress_channel >= 0) egress.push_back(egress_channel);
+  CUBICLE_RETURN_IF_ERROR(Send(socket_.get(), EncodeMake(profile, limits), egress));
   CUBICLE_RETURN_IF_ERROR(WaitReadable(socket_.get(), absl::Now() + timeout, "zygote"));
   std::vector<UniqueFd> fds;
   absl::StatusOr<std::string> answer = Receive(socket_.get(), &fds);
@@ -523,8 +530,29 @@ class ForkServerMaker : public ZygoteMaker {
   ForkServerMaker(std::unique_ptr<ForkServer> server, std::string profile)
       : server_(std::move(server)), profile_(std::move(profile)) {}
   absl::StatusOr<std::unique_ptr<Zygote>> Make(const SandboxSpec& spec, const ZygoteOptions& options) override {
+    std::shared_ptr<egress::GatewayProcess> gateway;
+    UniqueFd ours, theirs;
+    if (spec.egress.mode == egress::NetMode::kAllowlist) {
+      CUBICLE_ASSIGN_OR_RETURN(gateway, egress::SharedGateways().Acquire(spec.egress));
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        return ErrnoStatus(errno, "socketpair(egress)");
+      }
+      ours.reset(sv[0]);
+      theirs.reset(sv[1]);
+    }
     CUBICLE_ASSIGN_OR_RETURN(ZygoteHandover handover,
-                             server_->Make(profile_, spec.limits, options.ready_timeout + kMakeMargin));
+                             server_->Make(profile_, spec.limits, options.ready_timeout + kMakeMargin, theirs.get()));
+    theirs.reset();
+    if (gateway != nullptr) {
+      absl::StatusOr<egress::Attachment> attached =
+          gateway->Attach(egress::SandboxName(handover.init_pid), std::move(ours));
+      if (!attached.ok()) {
+        (void)Zygote::TakeOver(std::move(handover), spec, options);  // and destroyed: init is killed
+        return attached.status();
+      }
+      handover.egress = *std::move(attached);
+    }
     return Zygote::TakeOver(std::move(handover), spec, options);
   }
   bool alive() const override { return server_->alive(); }

@@ -71,9 +71,11 @@ class ForkServer {
   // A zygote of `profile` with `limits` (the profile's own, or a
   // request's), made by the server and handed over. The server's errors
   // come back as they were (a profile it does not know is NotFound); a
-  // server that died is Unavailable.
+  // server that died is Unavailable. `egress_channel` (or -1): the
+  // sandbox's end of its egress channel, for a profile with an allowlist
+  // (ZygoteOptions::egress_channel).
   absl::StatusOr<ZygoteHandover> Make(const std::string& profile, const cgroups::Limits& limits,
-                                      absl::Duration timeout);
+                                      absl::Duration timeout, int egress_channel = -1);
 
   pid_t pid() const { return pid_; }
   // Whether the server process is still alive.
@@ -87,7 +89,11 @@ class ForkServer {
 };
 
 // A pool's makers through fork servers: each call starts a server of
-// `executable`, given `setup`, that makes zygotes of `profile`.
+// `executable`, given `setup`, that makes zygotes of `profile`. The
+// gateways of a profile's egress allowlist are this process's, as for the
+// zygotes it makes itself: it makes each sandbox's egress channel, sends
+// the server the sandbox's end, and attaches its own end once the zygote is
+// handed over.
 ZygoteMakerFactory ForkServerMakers(std::string executable, std::string setup, std::string profile);
 
 }  // namespace cubicle::runtime

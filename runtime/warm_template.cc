@@ -92,6 +92,7 @@ absl::StatusOr<std::shared_ptr<WarmTemplate>> WarmTemplate::Start(const SandboxS
   ZygoteOptions own = options;
   own.template_owner = theirs.get();
   own.warm_template.reset();
+  own.egress_channel = -1;  // a zygote's, not the template's own sandbox's
   own.wait_until_ready = true;
   own.cold = false;
   own.accept_workspace = false;

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <memory>
 #include <string>
@@ -284,7 +283,10 @@ void SandboxBuilder::MakeDirectChannel() {
 // an armed payload's stamp page and direct channel, and the page of a late
 // report.
 absl::Status SandboxBuilder::OpenChannels() {
-  if (spec().egress.mode == egress::NetMode::kAllowlist) {
+  if (spec().egress.mode == egress::NetMode::kAllowlist && options_.egress_channel >= 0) {
+    plan_.fds.egress = options_.egress_channel;  // the caller's gateway: it attaches the other end
+    plan_.fds.bridge_port = spec().egress.bridge_port;
+  } else if (spec().egress.mode == egress::NetMode::kAllowlist) {
     CUBICLE_ASSIGN_OR_RETURN(gateway_, egress::SharedGateways().Acquire(spec().egress));
     CUBICLE_RETURN_IF_ERROR(SocketPair("egress", &egress_host_, &egress_child_));
     plan_.fds.egress = egress_child_.get();
@@ -372,11 +374,8 @@ absl::Status SandboxBuilder::Clone() {
   child_control_.reset();
   egress_child_.reset();
   if (gateway_ != nullptr) {
-    // "<init pid>-<n>": unique for the gateway's life even if a pid is
-    // reused before an earlier sandbox's teardown is done.
-    static std::atomic<uint64_t> sandboxes{0};
-    CUBICLE_ASSIGN_OR_RETURN(state_->egress, gateway_->Attach(absl::StrCat(cloned.pid, "-", ++sandboxes),
-                                                              std::move(egress_host_)));
+    CUBICLE_ASSIGN_OR_RETURN(state_->egress,
+                             gateway_->Attach(egress::SandboxName(cloned.pid), std::move(egress_host_)));
   }
   trees_.clear();  // the child holds its own copies
   groups_.Cloned(placed_on_v2);

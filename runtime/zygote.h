@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "base/unique_fd.h"
 #include "cgroups/cgroup.h"
+#include "egress/gateway.h"
 #include "namespaces/control.h"
 #include "runtime/host_features.h"
 #include "runtime/launcher.h"
@@ -61,6 +62,12 @@ struct ZygoteOptions {
   // capabilities in the sandbox's user namespace and takes its spawn
   // requests on this fd (the child's end of its owner's socket).
   int template_owner = -1;
+  // For an egress allowlist: the sandbox's end of its egress channel, whose
+  // other end the caller attaches to its own gateway once init's pid is
+  // known (a fork server's zygote: the daemon holds the gateways, so that
+  // it can tag their connections and read their counts). -1: Create
+  // acquires this process's gateway of the policy and makes the pair.
+  int egress_channel = -1;
 };
 
 // One execution in a zygote.
@@ -108,6 +115,10 @@ struct ExecRequest {
   // (rpc/transports.h, StdioTransport).
   int watch_fd = -1;
   std::function<void()> on_watch;
+  // The daemon's id of the request this execution serves: the egress
+  // gateway's decision lines of the sandbox's connections carry it from the
+  // hand-off on (docs/egress.md). Empty: none.
+  std::string request_id;
 };
 
 // A zygote made by another process (the fork server, runtime/fork_server.h)
@@ -125,6 +136,9 @@ struct ZygoteHandover {
   namespaces::ControlMessage ready{};  // init's "ready": step stamps and flags
   ExecResult created;                  // Create()'s steps and warnings
   absl::Duration build_cpu;            // Zygote::build_cpu()
+  // Not sent: the taker's own hold on its gateway, for a sandbox made with
+  // ZygoteOptions::egress_channel (TakeOver keeps it with the sandbox).
+  egress::Attachment egress;
 };
 
 class Zygote {

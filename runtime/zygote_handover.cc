@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Zygote>> Zygote::TakeOver(ZygoteHandover handover
     (void)state->cgroup->ReadStats();
   }
   state->control = std::move(handover.control);
+  state->egress = std::move(handover.egress);
   state->direct = std::move(handover.direct);
   state->exec_stamp = std::move(handover.exec_stamp);
   state->last = handover.ready;

@@ -160,6 +160,8 @@ absl::Status Execution::SendRequest() {
     result_.warm = invocation.has_value();
   }
   const std::vector<std::string> env = RequestEnvironment(request_, z_.spec.egress);
+  // Before the request: no connection it makes can reach the gateway first.
+  if (!request_.request_id.empty()) z_.egress.Tag(request_.request_id);
   const bool direct = z_.direct && !workspace_;
   bool peer_gone = false;
   sent_ = namespaces::SendExecRequest(direct ? z_.direct.get() : z_.control.get(), request_.argv, env, request_.cwd,

@@ -1,11 +1,15 @@
 // egress/: the address classifier, the domain matcher (with punycode), the
-// policy parsers and the request-head parser. No network is touched.
+// policy parsers, the request-head parser, and the gateway's counts and
+// control messages. No network is touched.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "egress/address_class.h"
+#include "egress/control_messages.h"
+#include "egress/counts.h"
 #include "egress/http.h"
 #include "egress/matcher.h"
 #include "egress/policy.h"
@@ -115,6 +119,18 @@ TEST(EgressAddressClass, Table) {
       EXPECT_NE(rule.find(c.expected), std::string::npos) << c.address << " classified as " << rule;
     }
   }
+}
+
+TEST(EgressAddressClass, EveryRefusedClassIsKnownToTheMetrics) {
+  for (const AddressCase& c : kAddressCases) {
+    const absl::string_view rule = ClassifyAddress(Addr(c.address));
+    if (rule == "public") continue;
+    EXPECT_TRUE(IsRefusedClass(rule)) << c.address << ": " << rule;
+    const std::string logged = absl::StrCat("address_class: ", rule);
+    EXPECT_EQ(CountedRule(logged), logged);
+  }
+  EXPECT_FALSE(IsRefusedClass("public"));
+  EXPECT_FALSE(IsRefusedClass("files.example.org"));
 }
 
 TEST(EgressAddressClass, AllowCidrOverridesTheClass) {
@@ -533,6 +549,125 @@ TEST(EgressPolicyJson, ProfileNetworkKey) {
   EXPECT_NE(std::string(bad.status().message()).find("profiles.web.network.allow_domains[0]: domain pattern '*.com'"),
             std::string::npos)
       << bad.status();
+}
+
+// The metric labels are the gateway's fixed rules; nothing a sandbox chose
+// (a host, a port, an errno in a message) becomes one.
+TEST(EgressCounts, RulesMapToABoundedSet) {
+  for (const char* fixed : {"http", "connect", "bad_request", "ip_literal", "bad_host", "domain_allowlist",
+                            "port_allowlist", "budget_bytes", "budget_connections", "resolve_failed",
+                            "upstream_connect", "idle_timeout", "client_closed_before_request"}) {
+    EXPECT_EQ(CountedRule(fixed), fixed);
+  }
+  EXPECT_EQ(CountedRule(""), "none");
+  EXPECT_EQ(CountedRule("pipe2: EMFILE"), "pipe2");
+  EXPECT_EQ(CountedRule("address_class: loopback"), "address_class: loopback");
+  EXPECT_EQ(CountedRule("address_class: evil.example"), "other");
+  EXPECT_EQ(CountedRule("evil.example"), "other");
+  EXPECT_EQ(CountedRule("connect "), "other");
+  // A label is its own label: what a gateway counted reads back the same.
+  for (const char* rule : {"", "pipe2: EMFILE", "evil.example", "address_class: loopback", "connect"}) {
+    EXPECT_EQ(CountedRule(CountedRule(rule)), CountedRule(rule)) << rule;
+  }
+}
+
+TEST(EgressCounts, CountAddAndMax) {
+  Counts a;
+  a.Count("allow", "connect", 100, 2000);
+  a.Count("allow", "connect", 1, 2);
+  a.Count("deny", "domain_allowlist", 50, 0);
+  a.Count("error", "pipe2: EMFILE", 0, 0);
+  using Key = std::pair<std::string, std::string>;
+  EXPECT_EQ(a.connections, (std::map<Key, uint64_t>{{{"allow", "connect"}, 2},
+                                                     {{"deny", "domain_allowlist"}, 1},
+                                                     {{"error", "pipe2"}, 1}}));
+  EXPECT_EQ(a.bytes_up, 151u);
+  EXPECT_EQ(a.bytes_down, 2002u);
+  Counts b;
+  b.Count("deny", "domain_allowlist", 1, 1);
+  b.Count("deny", "domain_allowlist", 1, 1);
+  Counts sum = a;
+  sum.Add(b);
+  EXPECT_EQ((sum.connections[{"deny", "domain_allowlist"}]), 3u);
+  EXPECT_EQ(sum.bytes_up, 153u);
+  Counts most = a;
+  most.Max(b);
+  EXPECT_EQ((most.connections[{"deny", "domain_allowlist"}]), 2u);
+  EXPECT_EQ((most.connections[{"allow", "connect"}]), 2u);
+  EXPECT_EQ(most.bytes_up, 151u);
+}
+
+TEST(EgressCounts, JsonRoundTripsAndRefusesWhatIsNotCounts) {
+  Counts c;
+  c.Count("allow", "http", 10, 20);
+  c.Count("deny", "address_class: private (RFC 1918)", 3, 0);
+  c.Count("none", "", 0, 0);
+  absl::StatusOr<Counts> back = CountsFromJson(CountsToJson(c));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(CountsToJson(Counts()), R"({"connections":[],"bytes_up":0,"bytes_down":0})");
+  // A gateway's rule outside the set is counted as "other", and entries
+  // that then coincide are summed.
+  back = CountsFromJson(
+      R"({"connections":[["deny","evil.example",2],["deny","other.example",3],["allow","connect",1]],)"
+      R"("bytes_up":1,"bytes_down":2})");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ((back->connections), (std::map<std::pair<std::string, std::string>, uint64_t>{
+                                     {{"deny", "other"}, 5}, {{"allow", "connect"}, 1}}));
+  for (const char* bad : {"", "[]", "{}", R"({"connections":[],"bytes_up":-1,"bytes_down":0})",
+                          R"({"connections":[["maybe","connect",1]],"bytes_up":0,"bytes_down":0})",
+                          R"({"connections":[["allow","connect"]],"bytes_up":0,"bytes_down":0})",
+                          R"({"connections":[["allow","connect",1.5]],"bytes_up":0,"bytes_down":0})",
+                          R"({"connections":{},"bytes_up":0,"bytes_down":0})"}) {
+    EXPECT_FALSE(CountsFromJson(bad).ok()) << bad;
+  }
+  std::string many = R"({"connections":[)";
+  for (size_t i = 0; i <= kMaxCountEntries; ++i) many += std::string(i == 0 ? "" : ",") + R"(["allow","http",1])";
+  many += R"(],"bytes_up":0,"bytes_down":0})";
+  EXPECT_FALSE(CountsFromJson(many).ok()) << "more entries than any gateway has rules";
+}
+
+TEST(EgressControlMessages, TagCarriesTheSandboxAndAValidRequestId) {
+  const std::string m = TagMessage("4711-3", "q01JEXAMPLE0000000000000000");
+  EXPECT_EQ(m, std::string("T4711-3\0q01JEXAMPLE0000000000000000", 35));
+  std::string sandbox, id;
+  ASSERT_TRUE(ParseTagMessage(m, &sandbox, &id));
+  EXPECT_EQ(sandbox, "4711-3");
+  EXPECT_EQ(id, "q01JEXAMPLE0000000000000000");
+  for (const std::string& bad :
+       {std::string("T4711-3"), std::string("D4711-3"), std::string(""), TagMessage("", "q1"), TagMessage("1-1", ""),
+        TagMessage("1-1", "with space"), TagMessage("1-1", "quote\""), TagMessage("1-1", std::string(65, 'q')),
+        TagMessage("1-1", "q1\nq2")}) {
+    EXPECT_FALSE(ParseTagMessage(bad, &sandbox, &id)) << bad;
+  }
+  EXPECT_TRUE(ValidRequestId(std::string(64, 'q')));
+  EXPECT_TRUE(ValidRequestId("q01J.A_b-9"));
+}
+
+TEST(EgressControlMessages, CountsAskedAndAnsweredBySequence) {
+  uint64_t sequence = 0;
+  ASSERT_TRUE(ParseCountsRequest(CountsRequest(42), &sequence));
+  EXPECT_EQ(sequence, 42u);
+  EXPECT_FALSE(ParseCountsRequest("S", &sequence));
+  EXPECT_FALSE(ParseCountsRequest("S0", &sequence));
+  EXPECT_FALSE(ParseCountsRequest("Sx", &sequence));
+  EXPECT_FALSE(ParseCountsRequest("C1", &sequence));
+  Counts c;
+  c.Count("deny", "port_allowlist", 7, 0);
+  bool final = true;
+  absl::StatusOr<Counts> got = ParseCountsMessage(CountsReply(42, c), &sequence, &final);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, c);
+  EXPECT_EQ(sequence, 42u);
+  EXPECT_FALSE(final);
+  got = ParseCountsMessage(FinalCounts(c), &sequence, &final);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, c);
+  EXPECT_EQ(sequence, 0u);
+  EXPECT_TRUE(final);
+  for (const char* bad : {"", "C", "C42", "C0 {}", "Cx {}", "R", "C42 not json", "Fnot json"}) {
+    EXPECT_FALSE(ParseCountsMessage(bad, &sequence, &final).ok()) << bad;
+  }
 }
 
 }  // namespace

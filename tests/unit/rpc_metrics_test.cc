@@ -46,6 +46,30 @@ TEST(PrometheusText, ConfigurationReloadsByResult) {
       << text;
 }
 
+TEST(PrometheusText, EgressConnectionsByDecisionAndRuleBytesAndGateways) {
+  EgressMetrics egress;
+  egress.counts.Count("allow", "connect", 500, 7000);
+  egress.counts.Count("allow", "connect", 1, 2);
+  egress.counts.Count("deny", "domain_allowlist", 40, 0);
+  egress.counts.Count("deny", "address_class: private (RFC 1918)", 40, 0);
+  egress.gateways = 2;
+  std::string text = PrometheusText({}, 0, {}, egress);
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_egress_connections_total counter\n"
+                                      "cubicle_egress_connections_total{decision=\"allow\",rule=\"connect\"} 2\n"
+                                      "cubicle_egress_connections_total{decision=\"deny\",rule=\"address_class: private (RFC 1918)\"} 1\n"
+                                      "cubicle_egress_connections_total{decision=\"deny\",rule=\"domain_allowlist\"} 1\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_egress_bytes_total counter\n"
+                                      "cubicle_egress_bytes_total{direction=\"up\"} 581\n"
+                                      "cubicle_egress_bytes_total{direction=\"down\"} 7002\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_egress_gateways gauge\ncubicle_egress_gateways 2\n")) << text;
+  // No gateway yet: the families are there, with nothing counted.
+  text = PrometheusText({}, 0);
+  EXPECT_TRUE(absl::StrContains(text, "# TYPE cubicle_egress_connections_total counter\n# HELP")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "cubicle_egress_gateways 0\n")) << text;
+}
+
 TEST(PrometheusText, LabelValuesAreEscaped) {
   std::string text = PrometheusText({{"a\"b\\c", PoolMetrics{}}}, 0);
   EXPECT_TRUE(absl::StrContains(text, "cubicle_pool_ready{pool=\"a\\\"b\\\\c\"} 0\n")) << text;
