@@ -90,7 +90,7 @@ std::vector<std::string> KnownMethods() {
   return {"sandbox.run", "skill.call", "exec.start", "exec.status", "exec.wait", "exec.follow", "exec.cancel",
           "exec.list", "exec.logs", "session.create", "session.get", "session.list", "session.exec",
           "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete", "health",
-          "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run"};
+          "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run", "audit.query"};
 }
 
 }  // namespace
@@ -209,11 +209,9 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
   if (origin.may_run_here && origin.scope == nullptr && !in.batch && !in.entries[0].error && RunsASandbox(in.entries[0].call) &&
       !WorkspaceLeaseOf(in.entries[0].call).has_value() && !Refusal()) {
     if (std::optional<ExecutionQueue::CallerSlot> slot = queue_->TryRunHere()) {
-      std::string request_id;
-      std::shared_ptr<LineReplies> observed = Observed(in.entries[0].call, replies, line.size(), origin, &request_id);
-      Request request{std::move(in.entries[0].call), observed, std::make_shared<Cancellation>(), nullptr};
-      request.request_id = std::move(request_id);
-      Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call, request.request_id); });
+      Request request{std::move(in.entries[0].call), nullptr, std::make_shared<Cancellation>(), nullptr};
+      request.replies = Observed(request.call, replies, line.size(), origin, &request);
+      Expected<RunWork> work = Guarded([&] { return PrepareExecution(request); });
       if (!work.ok()) {
         replies->Add(ReplyTo(request.call, std::move(work).error()));
         return {};
@@ -238,19 +236,19 @@ Daemon::Work Daemon::HandleLine(const std::string& line, std::function<void(std:
         continue;
       }
     }
-    std::string request_id;
-    std::shared_ptr<LineReplies> observed = Observed(e.call, replies, in.batch ? 0 : line.size(), origin, &request_id);
-    Start(Request{std::move(e.call), observed, std::make_shared<Cancellation>(), origin.connection, origin.notify,
-                  std::move(request_id)});
+    Request request{std::move(e.call), nullptr, std::make_shared<Cancellation>(), origin.connection, origin.notify};
+    request.replies = Observed(request.call, replies, in.batch ? 0 : line.size(), origin, &request);
+    Start(std::move(request));
   }
   return {};
 }
 
 std::shared_ptr<LineReplies> Daemon::Observed(const Call& call, std::shared_ptr<LineReplies> line, size_t bytes_in,
-                                              const Origin& origin, std::string* request_id) {
+                                              const Origin& origin, Request* request) {
   auto facts = std::make_shared<RequestFacts>(
-      FactsOf(call.id, call.method, call.params, bytes_in, origin.scope != nullptr ? origin.scope->name : ""));
-  *request_id = facts->request_id;
+      FactsOf(call.id, call.method, call.params, bytes_in, origin.scope != nullptr ? origin.scope->name : origin.client));
+  request->request_id = facts->request_id;
+  request->client = facts->client;
   const bool runs = call.method == "sandbox.run" || call.method == "session.exec";
   return LineReplies::PassThrough([this, facts, line, runs](std::string reply) {
     const absl::Duration took = absl::Now() - facts->started;
@@ -270,7 +268,7 @@ void Daemon::Start(Request request) {
   auto answer = [&](const Expected<json::value>& result) { request.replies->Add(ReplyTo(request.call, result)); };
   if (RunsASandbox(request.call) || method == "npu.broker.run") {
     if (std::optional<Error> refused = Refusal()) return answer(*refused);
-    Expected<RunWork> work = Guarded([&] { return PrepareExecution(request.call, request.request_id); });
+    Expected<RunWork> work = Guarded([&] { return PrepareExecution(request); });
     if (!work.ok()) return answer(std::move(work).error());
     std::optional<WorkspaceLease> lease = WorkspaceLeaseOf(request.call);
     request.call.params = nullptr;  // read: the work holds what it needs
@@ -307,12 +305,15 @@ void Daemon::Start(Request request) {
     return;
   }
   if (method == "pool.warm") return PoolWarm(std::move(request));
-  if (method == "probe" || method == "npu.list") {
+  // Reading files (audit.query, up to the audit's rotated files) or
+  // running a probe: on the slow pool.
+  if (method == "probe" || method == "npu.list" || method == "audit.query") {
     if (std::optional<Error> refused = Refusal()) return answer(*refused);
     Defer(request);
     asio::post(slow_, [this, request = std::move(request)]() mutable {
       Finish(request, Guarded([&]() -> Expected<json::value> {
                if (request.call.method == "probe") return json::value(ProbeToJson(runtime::Probe()));
+               if (request.call.method == "audit.query") return AuditQuery(request.call.params);
                return NpuList(*inventory_, request.call.params);
              }));
     });
@@ -338,9 +339,11 @@ Expected<json::value> Daemon::AnswerNow(const Call& call, const std::string& req
   return Error{kMethodNotFound, absl::StrCat("no method named '", call.method, "'"), nullptr};
 }
 
-Expected<Daemon::RunWork> Daemon::PrepareExecution(const Call& call, const std::string& request_id) {
+Expected<Daemon::RunWork> Daemon::PrepareExecution(const Request& request) {
+  const Call& call = request.call;
+  const std::string& request_id = request.request_id;
   if (call.method == "sandbox.run") return SandboxRun(call.params, request_id);
-  if (call.method == "skill.call") return SkillCall(call.params, request_id);
+  if (call.method == "skill.call") return SkillCall(call.params, request_id, request.client);
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::string job, BrokerJobParam(call.params));
   // Outside any sandbox and without a cancel (npu/broker.h): it runs to
   // its end or its own timeout.
@@ -541,7 +544,8 @@ class Daemon::Server {
     HttpBackend backend;
     Daemon* d = daemon_;
     backend.rpc = [d](HttpCall call) {
-      (void)d->HandleLine(call.line, std::move(call.reply), Origin{std::move(call.connection), false, std::move(call.notify)});
+      (void)d->HandleLine(call.line, std::move(call.reply),
+                          Origin{std::move(call.connection), false, std::move(call.notify), nullptr, call.key_name});
     };
     backend.profile_of = [d](const std::string& method, const json::value& params) { return d->ProfileOf(method, params); };
     backend.metrics = [d] { return d->MetricsText(); };

@@ -36,6 +36,7 @@
 #include "rpc/http_front.h"
 #include "rpc/in_flight.h"
 #include "rpc/jsonrpc.h"
+#include "rpc/audit_log.h"
 #include "rpc/metrics.h"
 #include "rpc/npu_methods.h"
 #include "rpc/request_log.h"
@@ -139,6 +140,8 @@ struct Origin {
   // What the caller may do (a socket client of another user, by its
   // "uid" entry in the keys file); null: every right.
   std::shared_ptr<const ApiKey> scope;
+  // Who asked, where `scope` does not say: the HTTP key's name.
+  std::string client;
 };
 
 class Daemon {
@@ -199,6 +202,7 @@ class Daemon {
     std::shared_ptr<Connection> connection;  // null over stdio
     std::function<void(std::string)> notify;  // Origin::notify
     std::string request_id;                   // RequestFacts::request_id
+    std::string client;                       // RequestFacts::client
   };
   // An execution's work once its params are read, given its cancel fd.
   using RunWork = absl::AnyInvocable<Expected<boost::json::value>(int cancel_fd) &&>;
@@ -215,7 +219,7 @@ class Daemon {
   // The work of an execution method (sandbox.run, skill.call,
   // npu.broker.run), its params read now so that bad ones are answered at
   // once. Its sandbox runs as request `request_id` (egress tags it).
-  Expected<RunWork> PrepareExecution(const Call& call, const std::string& request_id);
+  Expected<RunWork> PrepareExecution(const Request& request);
   // Queues an execution for a slot; busy when the queue is full.
   void Enqueue(Request request, RunWork work);
   // The same for a request Defer'd already.
@@ -284,7 +288,8 @@ class Daemon {
 
   // sandbox.run, skill.call (rpc/run_methods.cc).
   Expected<RunWork> SandboxRun(const boost::json::value& params, const std::string& request_id);
-  Expected<RunWork> SkillCall(const boost::json::value& params, const std::string& request_id);
+  Expected<RunWork> SkillCall(const boost::json::value& params, const std::string& request_id,
+                              const std::string& client);
   // The fields sandbox.run, skill.call and exec.start share: profile, argv,
   // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   // An execution's output so far (exec.status, exec.logs), as its capture
@@ -312,6 +317,17 @@ class Daemon {
   Expected<RunParams> ParseRunParams(const boost::json::object& params, const std::string& request_id);
   // skill.call's work: `line` to the skill's stdin, its response back.
   Expected<boost::json::value> CallSkill(const RunParams& p, const std::string& line, int cancel_fd);
+  // What skill.call writes to the audit trail once the call has ended
+  // (rpc/skill_audit.cc); nothing without a state directory.
+  struct SkillAudit {
+    std::string client;
+    std::string method;
+    boost::json::value argv;    // an argv call's command
+    boost::json::value params;  // as the skill received them
+  };
+  void AuditSkillCall(const SkillAudit& call, const RunParams& p, const Expected<boost::json::value>& outcome,
+                      absl::Duration took);
+  Expected<boost::json::value> AuditQuery(const boost::json::value& params);
   // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
   // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
@@ -366,16 +382,18 @@ class Daemon {
   // records: at start and with every reaping.
   void ForgetOldRecords();
   std::optional<sessions::StateDir> state_dir_;
+  // The skill audit trail (rpc/audit_log.h): with a state directory only.
+  std::unique_ptr<AuditLog> audit_;
   std::unique_ptr<sessions::Records> records_;
   std::unique_ptr<SessionTable> sessions_;
   std::shared_ptr<WorkspaceLeases> leases_;
   std::unique_ptr<boost::asio::steady_timer> reaper_;
   absl::Time reaper_at_ = absl::InfiniteFuture();
   // The line's replies for one of its calls, seen on their way out by the
-  // request log and metrics (rpc/request_log.h). `request_id` receives the
-  // id the log line will carry.
+  // request log and metrics (rpc/request_log.h). `request` receives the
+  // id and the caller the log line will carry.
   std::shared_ptr<LineReplies> Observed(const Call& call, std::shared_ptr<LineReplies> line, size_t bytes_in,
-                                        const Origin& origin, std::string* request_id);
+                                        const Origin& origin, Request* request);
   RequestMetrics request_metrics_;
   // Where info-level events go, set by Serve and shared with the pools'
   // event sinks, whose threads may outlive it.

@@ -310,7 +310,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     auto pending = std::make_shared<PendingAnswer>(shared_from_this(), req.version(), req.keep_alive(),
                                                    WantsNdjson(req));
     HttpCall call{std::move(req.body()), [pending](std::string reply) { pending->Answer(std::move(reply)); }, nullptr,
-                  connection_};
+                  connection_, key != nullptr ? key->name : ""};
     if (pending->streamed()) call.notify = [pending](std::string line) { pending->Notify(std::move(line)); };
     WatchHangup();
     shared_->backend.rpc(std::move(call));
@@ -345,7 +345,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                   [self, shape = call.shape, version, keep_alive](std::string reply) {
                                     self->Post(RestResponse(AnswerOf(shape, reply), version, keep_alive));
                                   },
-                                  nullptr, connection_});
+                                  nullptr, connection_, key != nullptr ? key->name : ""});
   }
 
   // POST /sessions/ID/exec streamed: exec.start, then exec.follow's

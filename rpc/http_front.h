@@ -57,6 +57,9 @@ struct HttpCall {
   std::function<void(std::string)> notify;
   // The client's connection: its disconnect stops what it tracks.
   std::shared_ptr<Connection> connection;
+  // The name of the key the request proved ("" without keys): who asked,
+  // in the request log and the skill audit.
+  std::string key_name;
 };
 
 // A request for a route served outside the front (MCP's /mcp,

@@ -288,7 +288,8 @@ Error SkillFailed(const runtime::CapturedRun& run, bool overlong, absl::Duration
 
 }  // namespace
 
-Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const std::string& request_id) {
+Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const std::string& request_id,
+                                            const std::string& client) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
                                          "params", "limits", "workspace", "wait"})) {
@@ -304,8 +305,14 @@ Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const std::s
   // The skill's request: one line on its stdin. Each skill is a fresh
   // process, so a fixed id cannot collide.
   std::string line = rpc::Request(json::value(1), *method, skill_params) + "\n";
-  return RunWork(
-      [this, p = std::move(p), line = std::move(line)](int cancel_fd) { return CallSkill(p, line, cancel_fd); });
+  SkillAudit audit{client, *method, params->contains("argv") ? params->at("argv") : json::value(nullptr),
+                   std::move(skill_params)};
+  return RunWork([this, p = std::move(p), line = std::move(line), audit = std::move(audit)](int cancel_fd) {
+    const absl::Time start = absl::Now();
+    Expected<json::value> outcome = CallSkill(p, line, cancel_fd);
+    AuditSkillCall(audit, p, outcome, absl::Now() - start);
+    return outcome;
+  });
 }
 
 Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& line, int cancel_fd) {
@@ -343,6 +350,15 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& l
   out["stdout_logs"] = Text(stdout_logs);
   out["wall_ms"] = absl::ToDoubleMilliseconds(run->result.wall);
   out["profile"] = pool->name();
+  // What the skill's sandbox used, as accounted when it ended; the audit
+  // keeps it (rpc/skill_audit.cc).
+  json::object usage{{"user_ms", absl::ToDoubleMilliseconds(absl::DurationFromTimeval(run->result.rusage.ru_utime))},
+                     {"system_ms", absl::ToDoubleMilliseconds(absl::DurationFromTimeval(run->result.rusage.ru_stime))}};
+  if (run->result.cgroup.has_value()) {
+    if (run->result.cgroup->memory_peak_bytes) usage["memory_peak_bytes"] = *run->result.cgroup->memory_peak_bytes;
+    if (run->result.cgroup->cpu_usage_ns) usage["cpu_usage_ns"] = *run->result.cgroup->cpu_usage_ns;
+  }
+  out["usage"] = std::move(usage);
   return json::value(std::move(out));
 }
 

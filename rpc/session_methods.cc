@@ -69,6 +69,7 @@ absl::Status Daemon::OpenState() {
   CUBICLE_ASSIGN_OR_RETURN(sessions::StateDir dir, sessions::StateDir::Open(c.state_dir));
   state_dir_.emplace(std::move(dir));
   CUBICLE_ASSIGN_OR_RETURN(records_, sessions::Records::Open(c.state_dir + "/records.db"));
+  CUBICLE_ASSIGN_OR_RETURN(audit_, AuditLog::Open(c.state_dir + "/audit"));
   const bool root = ::geteuid() == 0;
   CUBICLE_ASSIGN_OR_RETURN(sessions::WorkspaceStore store,
                            sessions::WorkspaceStore::Open(c.state_dir + "/workspaces", /*mount_tmpfs=*/root));
@@ -212,7 +213,7 @@ void Daemon::AdmitToLease(Request request, const std::string& lease_key, const s
   // which may hold megabytes (files.put) that need not be copied.
   auto keep = std::make_shared<Request>(
       Request{Call{request.call.id, request.call.notification, request.call.method, nullptr}, request.replies,
-              request.cancel, request.connection, nullptr, request.request_id});
+              request.cancel, request.connection, nullptr, request.request_id, request.client});
   auto unanswered = std::make_shared<OnDrop>([this, keep, what] {
     Finish(*keep, Error{kShuttingDown, absl::StrCat("cancelled while it waited for ", what), nullptr});
   });

@@ -1,0 +1,93 @@
+// The skill audit trail's writer and audit.query (rpc/audit_log.h,
+// docs/skills.md "Audit"): one line per skill.call, whatever its end.
+#include <boost/json/object.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "rpc/daemon.h"
+#include "rpc/jsonrpc.h"
+
+namespace cubicle::rpc {
+namespace json = boost::json;
+
+namespace {
+
+constexpr size_t kMaxQueryLimit = 1000;
+
+// A time bound of audit.query: RFC 3339 text or Unix milliseconds.
+Expected<absl::Time> TimeParam(const json::object& params, const char* key, absl::Time unset) {
+  const json::value* v = params.if_contains(key);
+  if (v == nullptr || v->is_null()) return unset;
+  if (v->is_int64() || v->is_uint64()) return absl::FromUnixMillis(v->to_number<int64_t>());
+  absl::Time at;
+  std::string err;
+  if (v->is_string() && absl::ParseTime(absl::RFC3339_full, std::string(v->as_string()), &at, &err)) return at;
+  return Error{kInvalidParams, absl::StrCat(key, ": expected an RFC 3339 time or Unix milliseconds"),
+               json::object{{"field", key}}};
+}
+
+}  // namespace
+
+void Daemon::AuditSkillCall(const SkillAudit& call, const RunParams& p, const Expected<json::value>& outcome,
+                            absl::Duration took) {
+  if (audit_ == nullptr) return;
+  json::object line{{"request_id", p.request.request_id},
+                    {"profile", p.served->profile.name},
+                    {"method", call.method},
+                    {"params_sha256", JsonSha256(call.params)},
+                    {"duration_ms", absl::ToDoubleMilliseconds(took)}};
+  if (!call.client.empty()) line["client"] = call.client;
+  line["skill"] = nullptr;
+  if (!call.argv.is_null()) line["argv_sha256"] = JsonSha256(call.argv);
+  if (outcome.ok()) {
+    const json::object& r = outcome->as_object();
+    if (const json::value* result = r.if_contains("result")) {
+      line["outcome"] = "ok";
+      line["result_sha256"] = JsonSha256(*result);
+    } else {
+      line["outcome"] = "error";  // the skill answered with a JSON-RPC error
+      line["result_sha256"] = JsonSha256(r.at("error"));
+    }
+    if (const json::value* usage = r.if_contains("usage")) line["usage"] = *usage;
+  } else {
+    const Error& e = outcome.error();
+    line["outcome"] = e.code == kSkillFailed ? "failed" : "refused";
+    line["error_code"] = e.code;
+    if (const json::object* data = e.data.if_object()) {
+      if (const json::value* reason = data->if_contains("reason")) line["reason"] = *reason;
+    }
+  }
+  if (absl::Status written = audit_->Append(std::move(line)); !written.ok()) {
+    Warn(absl::StrCat("audit: ", written.message()));
+  }
+}
+
+Expected<json::value> Daemon::AuditQuery(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"skill", "request_id", "since", "until", "limit"})) return *bad;
+  if (audit_ == nullptr) {
+    return Error{kInvalidRequest,
+                 "the audit trail needs a state directory: set sessions.state_dir in the config or pass --state-dir",
+                 nullptr};
+  }
+  AuditFilter filter;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> skill, GetString(*params, "skill", false));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> request_id, GetString(*params, "request_id", false));
+  filter.skill = skill.value_or("");
+  filter.request_id = request_id.value_or("");
+  CUBICLE_RPC_ASSIGN_OR_RETURN(filter.since, TimeParam(*params, "since", absl::InfinitePast()));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(filter.until, TimeParam(*params, "until", absl::InfiniteFuture()));
+  if (const json::value* limit = params->if_contains("limit")) {
+    if (!limit->is_int64() || limit->as_int64() < 1 || static_cast<size_t>(limit->as_int64()) > kMaxQueryLimit) {
+      return InvalidParam("limit", "limit", absl::StrCat("must be a whole number from 1 to ", kMaxQueryLimit));
+    }
+    filter.limit = static_cast<size_t>(limit->as_int64());
+  }
+  absl::StatusOr<std::vector<json::object>> lines = audit_->Query(filter);
+  if (!lines.ok()) return Error{kInternalError, absl::StrCat("audit.query: ", lines.status().message()), nullptr};
+  json::array out;
+  for (json::object& l : *lines) out.push_back(std::move(l));
+  return json::value(json::object{{"entries", std::move(out)}});
+}
+
+}  // namespace cubicle::rpc
