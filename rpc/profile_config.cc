@@ -172,19 +172,6 @@ absl::Status CheckAgainstCeiling(const Object& o, const cgroups::Limits& l, cons
   return absl::OkStatus();
 }
 
-absl::Status ParseBreakers(const json::value& v, absl::string_view path, runtime::BreakerSpec* b) {
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, std::string(path),
-                                                  {"cpu", "cpu_window_ms", "cpu_grace_ms", "memory",
-                                                   "memory_grace_ms", "io", "io_window_ms"}));
-  CUBICLE_RETURN_IF_ERROR(o.Read("cpu", &b->cpu_share, json_read::PositiveNumber));
-  CUBICLE_RETURN_IF_ERROR(o.Read("cpu_window_ms", &b->cpu_window, kMillis));
-  CUBICLE_RETURN_IF_ERROR(o.Read("cpu_grace_ms", &b->cpu_grace, kMillis));
-  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &b->memory_mark, json_read::PositiveSize));
-  CUBICLE_RETURN_IF_ERROR(o.Read("memory_grace_ms", &b->memory_grace, kMillis));
-  CUBICLE_RETURN_IF_ERROR(o.Read("io", &b->io_bytes_per_sec, json_read::PositiveSize));
-  return o.Read("io_window_ms", &b->io_window, kMillis);
-}
-
 absl::Status ParsePool(const json::value& v, absl::string_view path, runtime::PoolConfig* pool) {
   CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, std::string(path),
                                                   {"min_idle", "max_idle", "max_total", "refill_parallelism",
@@ -402,6 +389,20 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
 }
 
 }  // namespace
+
+absl::Status ParseBreakers(const json::value& v, absl::string_view path, runtime::BreakerSpec* b) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, std::string(path),
+                                                  {"cpu", "cpu_window_ms", "cpu_grace_ms", "memory",
+                                                   "memory_grace_ms", "io", "io_window_ms"}));
+  CUBICLE_RETURN_IF_ERROR(o.Read("cpu", &b->cpu_share, json_read::PositiveNumber));
+  CUBICLE_RETURN_IF_ERROR(o.Read("cpu_window_ms", &b->cpu_window, kMillis));
+  CUBICLE_RETURN_IF_ERROR(o.Read("cpu_grace_ms", &b->cpu_grace, kMillis));
+  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &b->memory_mark, json_read::PositiveSize));
+  CUBICLE_RETURN_IF_ERROR(o.Read("memory_grace_ms", &b->memory_grace, kMillis));
+  CUBICLE_RETURN_IF_ERROR(o.Read("io", &b->io_bytes_per_sec, json_read::PositiveSize));
+  return o.Read("io_window_ms", &b->io_window, kMillis);
+}
+
 
 absl::Status ParseEnv(const json::value& v, absl::string_view path, std::vector<std::string>* env) {
   if (!v.is_object()) return json_read::WrongType(v, path, "an object of NAME: value strings");

@@ -40,6 +40,10 @@ absl::StatusOr<std::optional<uint64_t>> SizeOrUnlimited(const boost::json::value
 absl::StatusOr<std::optional<uint64_t>> PidsOrUnlimited(const boost::json::value& v, absl::string_view path);
 
 // {"NAME": "value"}: replaces NAME in `env`, or is added, in order.
+// A "breakers" object (a profile's, or a request's) into `b`, over what it
+// holds; errors name `path`.
+absl::Status ParseBreakers(const boost::json::value& v, absl::string_view path, runtime::BreakerSpec* b);
+
 absl::Status ParseEnv(const boost::json::value& v, absl::string_view path, std::vector<std::string>* env);
 
 }  // namespace cubicle::rpc

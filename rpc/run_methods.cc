@@ -18,6 +18,7 @@
 #include "egress/policy_json.h"
 #include "rpc/daemon.h"
 #include "rpc/npu_methods.h"
+#include "rpc/profile_config.h"
 #include "rpc/request_threads.h"
 #include "rpc/results_json.h"
 #include "runtime/capture.h"
@@ -177,6 +178,40 @@ std::optional<Error> ReadNetwork(const json::object& params, const Profile& prof
   return std::nullopt;
 }
 
+// breakers, which may only tighten the profile's: a threshold the profile
+// sets may only come down, one it does not set may be added, except io,
+// whose accounting a sandbox gets only from a profile with an io breaker.
+// Windows and graces are the request's to choose. Checked against the
+// run's memory limit as a profile's are.
+std::optional<Error> ReadBreakers(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
+  const json::value* v = FindParam(params, "breakers");
+  if (v == nullptr) return std::nullopt;
+  const runtime::BreakerSpec& base = profile.spec.breakers;
+  runtime::BreakerSpec b = base;
+  if (absl::Status st = ParseBreakers(*v, "params.breakers", &b); !st.ok()) return InvalidParams(st);
+  auto looser = [](const auto& asked, const auto& ceiling) { return asked && ceiling && *asked > *ceiling; };
+  if (looser(b.cpu_share, base.cpu_share)) {
+    return LimitExceeded(absl::StrCat("params.breakers.cpu: ", *b.cpu_share, " exceeds the profile's ", *base.cpu_share));
+  }
+  if (looser(b.memory_mark, base.memory_mark)) {
+    return LimitExceeded(absl::StrCat("params.breakers.memory: ", cgroups::DescribeBytes(*b.memory_mark),
+                                      " exceeds the profile's ", cgroups::DescribeBytes(*base.memory_mark)));
+  }
+  if (b.io_bytes_per_sec && !base.io_bytes_per_sec) {
+    return InvalidParam("params.breakers", "io", "the profile has no io breaker, so its sandboxes account no io");
+  }
+  if (looser(b.io_bytes_per_sec, base.io_bytes_per_sec)) {
+    return LimitExceeded(absl::StrCat("params.breakers.io: ", cgroups::DescribeBytes(*b.io_bytes_per_sec),
+                                      "/s exceeds the profile's ", cgroups::DescribeBytes(*base.io_bytes_per_sec), "/s"));
+  }
+  const cgroups::Limits& limits = request->limits.has_value() ? *request->limits : profile.spec.limits;
+  if (absl::Status st = runtime::ValidateBreakers(b, limits); !st.ok()) {
+    return InvalidParam("params", "breakers", st.message());
+  }
+  request->breakers = std::move(b);
+  return std::nullopt;
+}
+
 }  // namespace
 
 Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, const std::string& request_id) {
@@ -193,13 +228,14 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, c
   if (Expected<std::optional<bool>> wait = GetBool(params, "wait", false); !wait.ok()) return wait.error();
   if (auto e = ReadOutputBudget(params, profile, &out.budget)) return *e;
   if (auto e = ReadNetwork(params, profile, &out.narrowed)) return *e;
+  if (auto e = ReadBreakers(params, profile, &out.request)) return *e;
   return out;
 }
 
 Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw, const std::string& request_id) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes", "limits", "workspace", "wait", "network", "npu", "gpu"})) {
+                                         "output_bytes", "limits", "workspace", "wait", "network", "breakers", "npu", "gpu"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id));
@@ -292,7 +328,7 @@ Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const std::s
                                             const std::string& client) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
-                                         "params", "limits", "workspace", "wait"})) {
+                                         "params", "limits", "workspace", "wait", "network", "breakers"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id));
@@ -336,6 +372,8 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& l
   };
   runtime::Pool* pool = p.served->pool.get();  // held by p
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+  // A narrower network policy: a sandbox of its own, as for sandbox.run.
+  if (p.narrowed.has_value()) runner = runtime::FreshSandboxRunner(*p.narrowed);
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;  // this execution's own eventfd, as the line hook needs
   WatchForTheReader(&request);

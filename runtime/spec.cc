@@ -151,27 +151,6 @@ absl::Status ValidatePayloadProcess(const SandboxSpec& spec) {
   return ValidatePayloadAsPid1(spec);
 }
 
-absl::Status ValidateBreakers(const BreakerSpec& b, const cgroups::Limits& limits) {
-  if (b.cpu_share && !(*b.cpu_share > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("breaker cpu share ", *b.cpu_share, ": must be positive"));
-  }
-  if (b.memory_mark && *b.memory_mark == 0) {
-    return absl::InvalidArgumentError("breaker memory mark 0: must be positive");
-  }
-  if (b.memory_mark && limits.memory_max && *b.memory_mark >= *limits.memory_max) {
-    return absl::InvalidArgumentError(absl::StrCat("breaker memory mark ", *b.memory_mark,
-                                                   " must be below the memory limit ", *limits.memory_max));
-  }
-  if (b.io_bytes_per_sec && *b.io_bytes_per_sec == 0) {
-    return absl::InvalidArgumentError("breaker io rate 0: must be positive");
-  }
-  for (absl::Duration d : {b.cpu_window, b.cpu_grace, b.memory_grace, b.io_window}) {
-    if (d <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError("breaker windows and graces must be positive");
-    }
-  }
-  return absl::OkStatus();
-}
 
 // What the sandbox's cgroup enforces: limits, the breakers that watch it,
 // and the device allowlist.
@@ -196,6 +175,28 @@ absl::Status ValidateEgress(const SandboxSpec& spec) {
 }
 
 }  // namespace
+
+absl::Status ValidateBreakers(const BreakerSpec& b, const cgroups::Limits& limits) {
+  if (b.cpu_share && !(*b.cpu_share > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("breaker cpu share ", *b.cpu_share, ": must be positive"));
+  }
+  if (b.memory_mark && *b.memory_mark == 0) {
+    return absl::InvalidArgumentError("breaker memory mark 0: must be positive");
+  }
+  if (b.memory_mark && limits.memory_max && *b.memory_mark >= *limits.memory_max) {
+    return absl::InvalidArgumentError(absl::StrCat("breaker memory mark ", *b.memory_mark,
+                                                   " must be below the memory limit ", *limits.memory_max));
+  }
+  if (b.io_bytes_per_sec && *b.io_bytes_per_sec == 0) {
+    return absl::InvalidArgumentError("breaker io rate 0: must be positive");
+  }
+  for (absl::Duration d : {b.cpu_window, b.cpu_grace, b.memory_grace, b.io_window}) {
+    if (d <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("breaker windows and graces must be positive");
+    }
+  }
+  return absl::OkStatus();
+}
 
 // As bubblewrap does, everything is checked before the first syscall, so
 // that a bad spec never leaves half a sandbox. The order of the steps is

@@ -171,6 +171,11 @@ absl::Status ValidateExecution(const std::vector<std::string>& argv, const std::
 
 // Rejects what cannot work before anything is created: empty argv, bad
 // paths, unknown rlimits, a non-positive timeout, a bad mount plan.
+// Whether breakers `b` can watch a sandbox with `limits`: positive
+// thresholds, a memory mark below the memory limit. InvalidArgument says
+// which does not hold.
+absl::Status ValidateBreakers(const BreakerSpec& b, const cgroups::Limits& limits);
+
 absl::Status ValidateSpec(const SandboxSpec& spec);
 
 }  // namespace cubicle::runtime

@@ -85,6 +85,9 @@ struct ExecRequest {
   // (rpc::TightenLimits); CanApplyLimits() says whether this zygote's
   // groups can take them.
   std::optional<cgroups::Limits> limits;
+  // This execution's breakers, watched instead of the spec's. The caller
+  // has checked they are no looser (rpc: a request's "breakers").
+  std::optional<BreakerSpec> breakers;
   int stdin_fd = 0;
   int stdout_fd = 1;
   int stderr_fd = 2;

@@ -174,7 +174,7 @@ absl::Status Execution::SendRequest() {
 }
 
 absl::Status Execution::StartBreakers() {
-  const BreakerSpec& spec = z_.spec.breakers;
+  const BreakerSpec& spec = request_.breakers.has_value() ? *request_.breakers : z_.spec.breakers;
   if (!spec.any()) return absl::OkStatus();
   if (z_.cgroup == nullptr) {
     result_.warnings.push_back("the runtime breakers need a cgroup and are not enforced");
