@@ -56,7 +56,7 @@ contents=$(dpkg-deb --contents "$deb")
 for path in ./usr/bin/cubicle ./etc/cubicle/config.json ./usr/share/doc/cubicle/copyright \
     ./usr/share/doc/cubicle/changelog.Debian.gz ./usr/share/doc/cubicle/README.md \
     ./usr/share/doc/cubicle/docs/cli.md ./usr/share/doc/cubicle/docs/config.md \
-    ./usr/share/doc/cubicle/examples/run_examples.py ./usr/share/doc/cubicle/examples/skills/word_stats.py; do
+    ./usr/share/doc/cubicle/examples/run_examples.py ./usr/share/doc/cubicle/examples/skills/word-stats/1.0.0/skill.yaml; do
   expect contents "$contents" " $path"
 done
 if [[ $man_pages == 1 ]]; then
