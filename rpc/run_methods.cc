@@ -397,6 +397,9 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& l
   };
   runtime::Pool* pool = p.served->pool.get();  // held by p
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+  // A skill whose manifest narrows the network: a sandbox of its own, as
+  // a narrowed sandbox.run gets.
+  if (p.narrowed.has_value()) runner = runtime::FreshSandboxRunner(*p.narrowed);
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;  // this execution's own eventfd, as the line hook needs
   WatchForTheReader(&request);

@@ -93,17 +93,19 @@ class Skills : public HostHygieneTest {
     Put("greet/greet.sh", kShellSkill);
   }
 
-  std::string Config(const std::string& top = "") const {
+  std::string Config(const std::string& top = "", const std::string& more_profiles = "") const {
     return absl::StrCat(R"({"skills": {"dir": )", Quoted(skills_), "}, ", top, R"( "profiles": {
       "python": {"limits": {"memory": "256M", "pids": 64}, "timeout_ms": 20000, "max_timeout_ms": 60000,
                  "binds": [{"source": )", Quoted(gate_.path()), R"(, "dest": "/gate"}],
                  "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8},
                  "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}},
-      "shell": {"limits": {"memory": "128M", "pids": 32}, "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8}}}})");
+      "shell": {"limits": {"memory": "128M", "pids": 32}, "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8}})",
+                        more_profiles, "}}");
   }
 
-  SocketDaemon& Start(const std::vector<std::string>& more_flags = {}, const std::string& top = "") {
-    config_ = WriteConfig(dir_, Config(top));
+  SocketDaemon& Start(const std::vector<std::string>& more_flags = {}, const std::string& top = "",
+                      const std::string& more_profiles = "") {
+    config_ = WriteConfig(dir_, Config(top, more_profiles));
     std::vector<std::string> flags = {"--config", config_};
     flags.insert(flags.end(), more_flags.begin(), more_flags.end());
     daemon_ = std::make_unique<SocketDaemon>(SocketDaemon::Options{flags, std::nullopt, {"CUBICLE_LOG_LEVEL=info"}});
@@ -221,8 +223,10 @@ TEST_F(Skills, ListDescribeAndCallByNameAndVersion) {
   EXPECT_EQ(VersionRun(CallSkill("word-stats@1.0.0")), "1.0.0");
   EXPECT_EQ(VersionRun(CallSkill("word-stats@~1.0")), "1.0.0");
   EXPECT_EQ(VersionRun(CallSkill("word-stats@2.0.0-rc.1")), "2.0.0-rc.1");
-  // The request's env goes over the manifest's.
+  // The request's env goes over the manifest's; its limits and timeout
+  // replace the manifest's, within the profile's.
   EXPECT_EQ(Str(CallSkill("word-stats", R"(, "env": {"MODE": "request"})").at("result").at("mode")), "request");
+  EXPECT_EQ(VersionRun(CallSkill("word-stats", R"(, "limits": {"memory": "200M"}, "timeout_ms": 30000)")), "1.1.0");
 
   json::value divided = CallSkill("checked-divide");
   EXPECT_EQ(Str(divided.at("error").at("message")), "division by zero");
@@ -365,6 +369,31 @@ TEST_F(Skills, AReloadAddsAVersionWhileACallOnTheOldOneRuns) {
   ASSERT_TRUE(HasResult(reply)) << *line;
   EXPECT_EQ(VersionRun(reply.at("result")), "1.0.0");
   EXPECT_EQ(Str(reply.at("result").at("skill").at("version")), "1.0.0");
+}
+
+// A profile with an egress allowlist lets its sandboxes open AF_INET
+// sockets (to reach the gateway's bridge); a skill whose manifest says
+// "network: none" runs without, in a sandbox of its own.
+TEST_F(Skills, AManifestsNetworkNarrowsItsProfiles) {
+  const std::string probe =
+      "import json, socket, sys\n"
+      "r = json.loads(sys.stdin.readline())\n"
+      "try:\n"
+      "    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()\n"
+      "    net = 'allowed'\n"
+      "except OSError:\n"
+      "    net = 'refused'\n"
+      "print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'version': net}}), flush=True)\n";
+  Put("online/skill.yaml", "name: online\nversion: 1.0.0\nentry: main.py\nprofile: web\n");
+  Put("online/main.py", probe);
+  Put("offline/skill.yaml", "name: offline\nversion: 1.0.0\nentry: main.py\nprofile: web\nnetwork: none\n");
+  Put("offline/main.py", probe);
+  ASSERT_TRUE(Start({}, "", R"(, "web": {"network": {"allow_domains": ["example.org"]}, "limits": {"memory": "256M"},
+                                       "pool": {"min_idle": 1, "max_idle": 1, "max_total": 4}})")
+                  .up());
+  EXPECT_EQ(Result("skill.list", "").at("errors").as_array().size(), 0u);
+  EXPECT_EQ(VersionRun(CallSkill("online")), "allowed");
+  EXPECT_EQ(VersionRun(CallSkill("offline")), "refused");
 }
 
 TEST_F(Skills, AScopedCallerIsCheckedAgainstTheSkillsProfile) {
