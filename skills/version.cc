@@ -11,6 +11,10 @@
 namespace cubicle::skills {
 namespace {
 
+// Semver sets no bound; a version this long is a mistake, and an error
+// echoing it should not grow with it.
+constexpr size_t kMaxVersionBytes = 128;
+
 bool AllDigits(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
 }
@@ -87,6 +91,9 @@ std::strong_ordering operator<=>(const Version& a, const Version& b) {
 }
 
 absl::StatusOr<Version> ParseVersion(absl::string_view text) {
+  if (text.size() > kMaxVersionBytes) {
+    return NotAVersion(text, absl::StrCat(" (longer than ", kMaxVersionBytes, " bytes)"));
+  }
   if (text.find('+') != absl::string_view::npos) {
     return NotAVersion(text, " (build metadata, '+...', is not accepted: it does not order versions)");
   }

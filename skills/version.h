@@ -37,7 +37,8 @@ struct Version {
 
 // "1.2.0", "0.1.0-alpha.2". InvalidArgument saying what is wrong otherwise
 // ("'1.2' is not a semantic version (expected MAJOR.MINOR.PATCH, e.g.
-// 1.2.0)"). Numbers have no leading zeros and fit 64 bits.
+// 1.2.0)"). Numbers have no leading zeros and fit 64 bits; the whole is
+// at most 128 bytes.
 absl::StatusOr<Version> ParseVersion(absl::string_view text);
 
 // Which version a call asks for (the part after '@' in "word-stats@^1.2"):

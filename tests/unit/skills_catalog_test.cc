@@ -41,6 +41,7 @@ TEST(SkillVersion, PrecedenceIsSemver) {
     EXPECT_EQ(V(chain[i]).ToString(), chain[i]);
   }
   EXPECT_EQ(V("1.2.3"), V("1.2.3"));
+  EXPECT_EQ(V("1.0.0-" + std::string(122, 'a')).prerelease[0].size(), 122u);  // 128 bytes in all
 }
 
 TEST(SkillVersion, RefusesWhatIsNotSemver) {
@@ -48,6 +49,7 @@ TEST(SkillVersion, RefusesWhatIsNotSemver) {
                           "1.2.3-a_b", "99999999999999999999.0.0"}) {
     EXPECT_FALSE(ParseVersion(bad).ok()) << bad;
   }
+  EXPECT_FALSE(ParseVersion("1.0.0-" + std::string(123, 'a')).ok());  // 129 bytes
 }
 
 // The highest version of {1.0.0, 1.2.0, 1.3.0-rc.1, 2.0.0-beta} that `selector` picks.
