@@ -85,10 +85,10 @@ namespace {
 
 // Every method, for the metrics' labels: anything else counts as "other".
 std::vector<std::string> KnownMethods() {
-  return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "exec.start", "exec.status", "exec.wait", "exec.follow", "exec.cancel",
-          "exec.list", "exec.logs", "session.create", "session.get", "session.list", "session.exec",
-          "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete", "health",
-          "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run"};
+  return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "exec.start", "exec.status", "exec.wait",
+          "exec.follow", "exec.cancel", "exec.list", "exec.logs", "session.create", "session.get", "session.list",
+          "session.exec", "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete",
+          "health", "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run"};
 }
 
 }  // namespace

@@ -139,7 +139,9 @@ Expected<json::value> Daemon::SkillDescribe(const json::value& raw) {
   if (auto bad = RejectUnknown(*params, {"name", "version"})) return *bad;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> name, GetString(*params, "name", true));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> version, GetString(*params, "version", false));
-  if (!skills::IsSkillName(*name)) return InvalidParam("params", "name", absl::StrCat("'", *name, "' is not a skill name"));
+  if (!skills::IsSkillName(*name)) {
+    return InvalidParam("params", "name", absl::StrCat("'", name->substr(0, 64), "' is not a skill name"));
+  }
   absl::StatusOr<skills::VersionSelector> selector = skills::VersionSelector::Parse(version.value_or(""));
   if (!selector.ok()) return InvalidParam("params", "version", selector.status().message());
   absl::StatusOr<std::shared_ptr<const skills::Skill>> found = Skills()->Find(*name, *selector);

@@ -22,7 +22,9 @@ namespace {
 
 // What a file's open failed with, as a skill's author would read it.
 std::string OpenProblem(const absl::Status& st, absl::string_view name) {
-  if (absl::StrContains(st.message(), ": ENOENT")) return absl::StrCat("'", name, "' does not exist in the skill's folder");
+  if (absl::StrContains(st.message(), ": ENOENT")) {
+    return absl::StrCat("'", name, "' does not exist in the skill's folder");
+  }
   if (absl::StrContains(st.message(), ": ELOOP")) {
     return absl::StrCat("'", name, "' is a symlink or passes through one, and symlinks are not followed");
   }
