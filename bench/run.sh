@@ -5,8 +5,9 @@
 #   bench/run.sh [extra benchmark flags, e.g. --benchmark_filter=Bwrap]
 #   BENCH=cgroup bench/run.sh             # cubicle_cgroup_bench instead
 #   BENCH=pool bench/run.sh               # cubicle_pool_bench (pools, warm Python, skill.call)
+#   BENCH=skill bench/run.sh              # cubicle_skill_bench (skill.call by name vs by argv)
 #
-# Environment: BENCH (launch, the default, cgroup or pool), BUILD_DIR (default
+# Environment: BENCH (launch, the default, cgroup, pool or skill), BUILD_DIR (default
 # <repo>/build-bench), OUT (JSON file, default
 # $BUILD_DIR/cubicle_<BENCH>_bench.json), CUBICLE_BENCH_REPS (samples per
 # benchmark, default 200), CUBICLE_BINARY (cubicle binary to spawn).
@@ -17,8 +18,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$repo/build-bench}"
 bench="${BENCH:-launch}"
 case "$bench" in
-  launch | cgroup | pool) ;;
-  *) echo "BENCH must be launch, cgroup or pool" >&2; exit 2 ;;
+  launch | cgroup | pool | skill) ;;
+  *) echo "BENCH must be launch, cgroup, pool or skill" >&2; exit 2 ;;
 esac
 out="${OUT:-$build/cubicle_${bench}_bench.json}"
 

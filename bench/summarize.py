@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Turns the JSON output of cubicle_launch_bench, cubicle_pool_bench or
-cubicle_cgroup_bench into the Markdown tables of bench/README.md.
+"""Turns the JSON output of cubicle_launch_bench, cubicle_pool_bench,
+cubicle_skill_bench or cubicle_cgroup_bench into the Markdown tables of
+bench/README.md.
 
 launch bench: P50/P90/P99 per contender (/bin/true, then python3), the
 ratios, and the per-step breakdowns of the *Steps benchmarks.
 pool bench: P50/P90/P99 per contender and the cold and pooled ratios
 against bwrap and posix_spawn, all from the one program's run.
 cgroup bench: P50/P90/P99 per operation, direct cgroupfs I/O vs libcgroup.
+skill bench: skill.call by name against the same script by argv.
 
 Usage: bench/summarize.py RESULT.json
 """
@@ -88,6 +90,18 @@ POOL_RATIOS = [
     ("BM_PooledTrue", "BM_SpawnTrue"),
     ("BM_ColdTrue", "BM_BwrapTrue"),
 ]
+SKILL_ROWS = [
+    ("BM_SkillCallArgv", "skill.call, argv [python3, -I, -c, SCRIPT], warm python profile"),
+    ("BM_SkillCallByName", "skill.call {skill: inc}: the same script from the skills directory"),
+    ("BM_SkillCallByRange", "skill.call {skill: inc@^1}"),
+    ("BM_SkillCallArgvLarge", "= BM_SkillCallArgv, script padded to 64 KiB"),
+    ("BM_SkillCallByNameLarge", "= BM_SkillCallByName, script padded to 64 KiB"),
+]
+SKILL_RATIOS = [
+    ("BM_SkillCallByName", "BM_SkillCallArgv"),
+    ("BM_SkillCallByRange", "BM_SkillCallArgv"),
+    ("BM_SkillCallByNameLarge", "BM_SkillCallArgvLarge"),
+]
 # In the order they happen; see bench/README.md for what overlaps.
 STEPS = ["validate", "cgroup", "prepare", "clone", "cgroup_attach", "id_maps", "ready", "handoff",
          "child_ids", "rootfs", "uts_net", "request_wait", "payload_fork", "payload_setup", "run",
@@ -160,6 +174,12 @@ def pool(data, aggregates, errors):
     ratios(aggregates, POOL_RATIOS)
 
 
+def skill(data, aggregates, errors):
+    table(aggregates, errors, SKILL_ROWS, "ms")
+    print("\n### Ratios\n")
+    ratios(aggregates, SKILL_RATIOS)
+
+
 def launch(data, aggregates, errors):
     print("### /bin/true\n")
     table(aggregates, errors, TRUE_ROWS, "ms")
@@ -203,6 +223,8 @@ def main(path):
           f"{ctx.get('repetitions')} repetitions, load avg {ctx.get('load_avg')}\n")
     if any(f.startswith("BM_CreateRemove") for f in order):
         cgroup(data, aggregates, errors, order)
+    elif any(f.startswith("BM_SkillCallBy") for f in order):
+        skill(data, aggregates, errors)
     elif any(f in ("BM_SpawnTrue", "BM_DaemonTrue", "BM_PooledTrue") for f in order):
         pool(data, aggregates, errors)
     else:

@@ -17,6 +17,7 @@
 #include "rpc/daemon.h"
 #include "rpc/http_front.h"
 #include "rpc/preload_check.h"
+#include "rpc/skill_catalog.h"
 #include "runtime/cgroup_host.h"
 #include "rpc/systemd.h"
 
@@ -150,6 +151,20 @@ int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions&
   std::printf("sessions: %s\n", config.sessions.enabled()
                                      ? absl::StrCat("state directory ", config.sessions.state_dir).c_str()
                                      : "off (no state directory)");
+  // The skills as the daemon would load them; one that would be left out
+  // is said, but refuses nothing (a reload would serve the others).
+  std::shared_ptr<const skills::Catalog> skills =
+      rpc::LoadSkillCatalog(config.skills_dir, [&](const std::string& name) -> const rpc::Profile* {
+        auto it = config.profiles.find(name);
+        return it == config.profiles.end() ? nullptr : &it->second;
+      });
+  if (config.skills_dir.empty()) {
+    std::printf("skills: none (no skills.dir)\n");
+  } else {
+    std::printf("skills: %zu version(s) of %zu skill(s) from %s\n", skills->versions(), skills->skills().size(),
+                config.skills_dir.c_str());
+  }
+  for (const skills::LoadError& e : skills->errors()) std::printf("skill left out: %s\n", e.message.c_str());
   return 0;
 }
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Runs every example in this folder through `cubicle serve`.
 
-Starts the daemon on its built-in default config (stdio transport), warms
-the pools, then:
+Starts the daemon on its built-in default config (stdio transport) with
+skills/ as its skills directory, warms the pools, then:
 - each *.sh / *.py here as one sandbox.run request (the program on stdin;
   Python as `python3 -I -`, which the python profile's warm interpreters
   serve without starting an interpreter);
-- each skills/*.py as one skill.call (a JSON-RPC request on the skill's
-  stdin, its response line back; the skill passed as `python3 -I -c`),
+- each skill of skills/ (one folder per skill, one per version inside,
+  each with its manifest: docs/skills.md), listed by skill.list and called
+  by name with skill.call (a JSON-RPC request on the skill's stdin, its
+  response line back; the daemon passes the script it loaded to the warm
+  interpreter), with the method and params its script's header names,
 - a session (the daemon is given a temporary state directory): a CSV
   uploaded with files.put, two session.exec that see it and each other's
   files, the result fetched from outputs/ with files.get, then destroyed,
@@ -32,8 +35,14 @@ built = here.parent / "build" / "cli" / "cubicle"
 cubicle = sys.argv[1] if len(sys.argv) > 1 else str(built) if built.exists() else shutil.which("cubicle") or str(built)
 
 state_dir = tempfile.mkdtemp(prefix="cubicle-examples-")
-daemon = subprocess.Popen([cubicle, "serve", "--state-dir", state_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          text=True, bufsize=1)
+# The built-in configuration, with skills/ as the skills directory.
+config = json.loads(subprocess.run([cubicle, "serve", "--print-default-config"], check=True, capture_output=True,
+                                   text=True).stdout)
+config["skills"] = {"dir": str(here / "skills")}
+config_path = pathlib.Path(state_dir) / "config.json"
+config_path.write_text(json.dumps(config))
+daemon = subprocess.Popen([cubicle, "serve", "--config", str(config_path), "--state-dir", state_dir],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 next_id = 0
 
 
@@ -74,16 +83,22 @@ for path in sorted(here.glob("*.sh")) + sorted(p for p in here.glob("*.py") if p
     print(f"-- {path.name}: {'ok' if ok else 'UNEXPECTED'} reason={r['reason']} status={r['status']} "
           f"warm={r['warm']} round trip {ms:.1f} ms (sandbox wall {r['wall_ms']:.1f} ms)")
 
-for path in sorted((here / "skills").glob("*.py")):
-    text = path.read_text()
+listing, _ = call("skill.list", {})
+for error in listing["result"]["errors"]:
+    print(f"-- skills: left out: {error['error']}")
+    failures += 1
+for skill in listing["result"]["skills"]:
+    name = skill["name"]
+    described, _ = call("skill.describe", {"name": name})
+    folder = pathlib.Path(described["result"]["folder"])
+    text = (folder / described["result"]["entry"]).read_text()
     header = {l[2:].split(":", 1)[0]: l.split(":", 1)[1].strip() for l in text.splitlines()
               if l.startswith("# ") and ":" in l and l[2:].split(":", 1)[0] in ("what", "method", "params")}
-    params = {"profile": "python", "argv": ["python3", "-I", "-c", text], "method": header["method"],
-              "params": json.loads(header["params"]), "timeout_ms": 20000}
+    params = {"skill": name, "method": header["method"], "params": json.loads(header["params"])}
     reply, ms = call("skill.call", params)
-    print(f"== skills/{path.name}: {header['what']}")
+    print(f"== skill {name}@{skill['latest']}: {skill['description']}")
     if "error" in reply:
-        print(f"-- skills/{path.name}: JSON-RPC error {reply['error']}")
+        print(f"-- skill {name}: JSON-RPC error {reply['error']}")
         failures += 1
         continue
     r = reply["result"]
@@ -91,7 +106,8 @@ for path in sorted((here / "skills").glob("*.py")):
     print(f"   {header['method']}({json.dumps(params['params'])}) -> {json.dumps(answer)}")
     for line in r.get("logs", "").splitlines():
         print(f"   log: {line}")
-    print(f"-- skills/{path.name}: ok round trip {ms:.1f} ms (sandbox wall {r['wall_ms']:.1f} ms)")
+    print(f"-- skill {name}: ok, id {r['skill']['id'][:12]}, round trip {ms:.1f} ms "
+          f"(sandbox wall {r['wall_ms']:.1f} ms)")
 
 
 def session_example():

@@ -97,6 +97,9 @@ struct DaemonConfig {
   std::vector<std::string> workspace_roots;
   // Sessions and the durable records (rpc/session_config.h).
   SessionsConfig sessions;
+  // "skills.dir": the skills directory (docs/skills.md), an absolute path
+  // to a directory; empty: none. Read at start and at every reload.
+  std::string skills_dir;
   NpuConfig npu;
   // The MCP server (rpc/mcp_config.h).
   McpConfig mcp;

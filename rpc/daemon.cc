@@ -64,6 +64,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   // From now on the profiles are those served, which a reload replaces.
   d->config_.profiles.clear();
   d->profiles_.Replace(std::move(served), {});
+  // Its errors are said once Serve has the log (WarnSkillErrors).
+  d->LoadSkills(d->config_.skills_dir, /*warn=*/false);
   npu::InventoryOptions npu_options;
   npu_options.root = d->config_.npu.root;
   npu_options.cache_window = d->config_.npu.cache_window;
@@ -87,10 +89,11 @@ constexpr absl::Duration kGatewayCountsWait = absl::Milliseconds(100);
 
 // Every method, for the metrics' labels: anything else counts as "other".
 std::vector<std::string> KnownMethods() {
-  return {"sandbox.run", "skill.call", "exec.start", "exec.status", "exec.wait", "exec.follow", "exec.cancel",
-          "exec.list", "exec.logs", "session.create", "session.get", "session.list", "session.exec",
-          "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete", "health",
-          "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run", "audit.query"};
+  return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "exec.start", "exec.status", "exec.wait",
+          "exec.follow", "exec.cancel", "exec.list", "exec.logs", "session.create", "session.get", "session.list",
+          "session.exec", "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete",
+          "health", "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run",
+          "audit.query"};
 }
 
 }  // namespace
@@ -180,6 +183,13 @@ std::optional<std::string> Daemon::ProfileOf(const std::string& method, const js
     return info->profile;
   }
   if (method == "session.create") return member("profile").value_or(config_.sessions.default_profile);
+  if (method == "skill.call" && member("skill")) {
+    // The skill's own profile; an unknown skill is refused by the method
+    // itself, running nothing.
+    absl::StatusOr<std::shared_ptr<const skills::Skill>> skill = Skills()->Find(*member("skill"));
+    if (!skill.ok()) return std::nullopt;
+    return (*skill)->manifest.profile;
+  }
   if (method == "sandbox.run" || method == "skill.call" || method == "exec.start" || method == "pool.configure" ||
       method == "pool.warm") {
     return member("profile").value_or("shell");
@@ -326,6 +336,8 @@ Expected<json::value> Daemon::AnswerNow(const Call& call, const std::string& req
   if (call.method == "health") return Health();
   if (call.method == "pool.stats") return json::value(json::object{{"pools", PoolStatsJson()}});
   if (call.method == "pool.configure") return PoolConfigure(call.params);
+  if (call.method == "skill.list") return SkillList(call.params);
+  if (call.method == "skill.describe") return SkillDescribe(call.params);
   if (call.method == "exec.start") {
     if (std::optional<Error> refused = Refusal()) return *refused;
     return ExecStart(call.params, request_id);
@@ -635,7 +647,8 @@ class Daemon::Server {
       swapped.get_future().wait();
       keys = absl::StrCat("; keys reloaded (", next.keys->size(), ")");
     }
-    options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys));
+    const std::string skills = daemon_->SkillsSummary();
+    options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys, skills.empty() ? "" : "; ", skills));
     return absl::OkStatus();
   }
 
@@ -771,6 +784,10 @@ int Daemon::Serve(const ServeOptions& options) {
   if (absl::Status started = server.Start(); !started.ok()) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(started.message()).c_str());
     return 1;
+  }
+  if (std::shared_ptr<const skills::Catalog> skills = Skills(); !skills->dir().empty()) {
+    WarnSkillErrors(*skills);
+    options.info(SkillsSummary());
   }
   return server.Run();
 }

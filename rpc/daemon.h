@@ -47,6 +47,7 @@
 #include "runtime/pool.h"
 #include "sessions/records.h"
 #include "sessions/state_dir.h"
+#include "skills/catalog.h"
 
 namespace cubicle::rpc {
 
@@ -311,10 +312,16 @@ class Daemon {
     // A network policy narrower than the profile's (params.network): the
     // run gets a sandbox of its own instead of a pooled one.
     std::optional<runtime::SandboxSpec> narrowed;
+    // skill.call by name: the skill, as the catalog held it when the call
+    // was read (its script, not a path); null otherwise.
+    std::shared_ptr<const skills::Skill> skill;
   };
   // `request_id`: the daemon's id of the request the run serves
-  // (runtime::ExecRequest::request_id).
-  Expected<RunParams> ParseRunParams(const boost::json::object& params, const std::string& request_id);
+  // (runtime::ExecRequest::request_id). With `skill`, the call runs that
+  // skill: its command, and its manifest's env, limits, timeout and
+  // network under what the request says (docs/skills.md, "Calling a skill").
+  Expected<RunParams> ParseRunParams(const boost::json::object& params, const std::string& request_id,
+                                     std::shared_ptr<const skills::Skill> skill = nullptr);
   // skill.call's work: `line` to the skill's stdin, its response back.
   Expected<boost::json::value> CallSkill(const RunParams& p, const std::string& line, int cancel_fd);
   // What skill.call writes to the audit trail once the call has ended
@@ -333,6 +340,24 @@ class Daemon {
   // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
   Expected<boost::json::value> SandboxRunAccelerated(const RunParams& p, const RunChips& chips,
                                                      const std::string& stdin_data, int cancel_fd);
+
+  // Skills (rpc/skill_methods.cc, docs/skills.md): the catalog served
+  // now, which a reload replaces whole; a request keeps the skill it found.
+  std::shared_ptr<const skills::Catalog> Skills() const;
+  // Loads `dir` against the profiles served now and serves it; each error
+  // is warned when `warn`.
+  void LoadSkills(const std::string& dir, bool warn);
+  void WarnSkillErrors(const skills::Catalog& catalog);
+  // "skills: 4 version(s) of 3 skill(s) from DIR, 1 left out (...)"; ""
+  // without a skills directory.
+  std::string SkillsSummary() const;
+  boost::json::object SkillsHealth() const;
+  Expected<boost::json::value> SkillList(const boost::json::value& params);
+  Expected<boost::json::value> SkillDescribe(const boost::json::value& params);
+  // The skill a skill.call names in "skill"; null for a call with argv.
+  Expected<std::shared_ptr<const skills::Skill>> SkillOfCall(const boost::json::object& params);
+  mutable std::mutex skills_mu_;
+  std::shared_ptr<const skills::Catalog> skills_ = std::make_shared<const skills::Catalog>();
 
   // Sessions and files.* (rpc/session_methods.cc, rpc/files_methods.cc).
   // Opens the state directory (refused while another daemon holds it),

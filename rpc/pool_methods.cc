@@ -80,7 +80,8 @@ json::value Daemon::Health() {
                                                   {"max_concurrent", config_.max_concurrent},
                                                   {"max_queue", config_.max_queue}}},
                       {"pools", PoolStatsJson()},
-                      {"reloads", ReloadsJson()}};
+                      {"reloads", ReloadsJson()},
+                      {"skills", SkillsHealth()}};
 }
 
 json::object Daemon::Readiness() {

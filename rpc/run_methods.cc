@@ -21,6 +21,7 @@
 #include "rpc/profile_config.h"
 #include "rpc/request_threads.h"
 #include "rpc/results_json.h"
+#include "rpc/skill_catalog.h"
 #include "runtime/capture.h"
 
 namespace cubicle::rpc {
@@ -69,24 +70,59 @@ Error FromRunStatus(const absl::Status& st) {
 
 Error LimitExceeded(std::string message) { return Error{kLimitExceeded, std::move(message), nullptr}; }
 
+// A skill's limits with a request's over them: each field the request
+// sets, or spells "unlimited", replaces the skill's.
+cgroups::Limits OverSkillLimits(cgroups::Limits skill, const cgroups::Limits& asked,
+                                const std::vector<std::string>& unlimited) {
+  auto over = [](auto& field, const auto& request) {
+    if (request.has_value()) field = request;
+  };
+  over(skill.memory_max, asked.memory_max);
+  over(skill.memory_high, asked.memory_high);
+  over(skill.pids_max, asked.pids_max);
+  over(skill.cpus, asked.cpus);
+  over(skill.cpu_weight, asked.cpu_weight);
+  for (const std::string& key : unlimited) {
+    if (key == "memory") skill.memory_max.reset();
+    if (key == "memory_high") skill.memory_high.reset();
+    if (key == "pids") skill.pids_max.reset();
+  }
+  skill.io = asked.io;
+  return skill;
+}
+
 // ---------------------------------------------------------------------------
 // The params sandbox.run, skill.call and exec.start share, a step each.
 
-// argv, env (over the profile's) and cwd.
-std::optional<Error> ReadCommand(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
-  Expected<std::optional<std::vector<std::string>>> argv = GetStringArray(params, "argv", true);
-  if (!argv.ok()) return argv.error();
-  request->argv = **argv;
-  if (request->argv.empty() || request->argv[0].empty()) {
-    return InvalidParam("params", "argv", "must hold at least the command");
+// NAME=value replacing NAME in `env`, or added.
+void SetEnv(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  std::erase_if(env, [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
+  env.push_back(absl::StrCat(name, "=", value));
+}
+
+// argv (the skill's command, for a skill), env (the request's over the
+// skill's over the profile's) and cwd.
+std::optional<Error> ReadCommand(const json::object& params, const Profile& profile, const skills::Skill* skill,
+                                 runtime::ExecRequest* request) {
+  if (skill != nullptr) {
+    request->argv = SkillArgv(*skill, profile);
+  } else {
+    Expected<std::optional<std::vector<std::string>>> argv = GetStringArray(params, "argv", true);
+    if (!argv.ok()) return argv.error();
+    request->argv = **argv;
+    if (request->argv.empty() || request->argv[0].empty()) {
+      return InvalidParam("params", "argv", "must hold at least the command");
+    }
   }
   request->env = profile.spec.env;
+  if (skill != nullptr) {
+    for (const auto& [k, v] : skill->manifest.env) SetEnv(request->env, k, v);
+  }
   Expected<std::optional<std::vector<std::pair<std::string, std::string>>>> env = GetStringMap(params, "env", false);
   if (!env.ok()) return env.error();
   for (const auto& [k, v] : env->value_or(std::vector<std::pair<std::string, std::string>>{})) {
     if (k.empty() || k.find('=') != std::string::npos) return InvalidParam("params.env", k, "is not a variable name");
-    std::erase_if(request->env, [&](const std::string& kv) { return kv.rfind(k + "=", 0) == 0; });
-    request->env.push_back(absl::StrCat(k, "=", v));
+    SetEnv(request->env, k, v);
   }
   Expected<std::optional<std::string>> cwd = GetString(params, "cwd", false);
   if (!cwd.ok()) return cwd.error();
@@ -94,8 +130,10 @@ std::optional<Error> ReadCommand(const json::object& params, const Profile& prof
   return std::nullopt;
 }
 
-// timeout_ms, at most the profile's ceiling.
-std::optional<Error> ReadTimeout(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
+// timeout_ms, at most the profile's ceiling; without one, the skill's,
+// else the profile's default.
+std::optional<Error> ReadTimeout(const json::object& params, const Profile& profile, const skills::Skill* skill,
+                                 runtime::ExecRequest* request) {
   const int64_t max_timeout_ms = absl::ToInt64Milliseconds(profile.max_timeout);
   Expected<std::optional<int64_t>> timeout_ms = GetInt64(params, "timeout_ms", false, 1);
   if (!timeout_ms.ok()) return timeout_ms.error();
@@ -104,18 +142,33 @@ std::optional<Error> ReadTimeout(const json::object& params, const Profile& prof
         absl::StrCat("params.timeout_ms: ", **timeout_ms, " exceeds the profile's ceiling of ", max_timeout_ms));
   }
   request->timeout = timeout_ms->has_value() ? absl::Milliseconds(**timeout_ms) : profile.default_timeout;
+  if (!timeout_ms->has_value() && skill != nullptr && skill->manifest.timeout.has_value()) {
+    // Checked at load; a reload may have lowered the ceiling since.
+    request->timeout = std::min(*skill->manifest.timeout, profile.max_timeout);
+  }
   return std::nullopt;
 }
 
-// limits, which may only tighten the profile's.
-std::optional<Error> ReadLimits(const json::object& params, const Profile& profile, runtime::ExecRequest* request) {
+// limits, which may only tighten the profile's. A skill's are defaults:
+// each field the request sets replaces the skill's (within the profile's).
+std::optional<Error> ReadLimits(const json::object& params, const Profile& profile, const skills::Skill* skill,
+                                runtime::ExecRequest* request) {
   const json::value* limits = FindParam(params, "limits");
-  if (limits == nullptr) return std::nullopt;
+  const bool skill_limits = skill != nullptr && !skill->manifest.limits.empty();
+  if (limits == nullptr && !skill_limits) return std::nullopt;
   std::vector<std::string> unlimited;
-  absl::StatusOr<cgroups::Limits> asked = ParseRequestLimits(*limits, "params.limits", &unlimited);
-  if (!asked.ok()) return InvalidParams(asked.status());
-  absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, *asked, unlimited);
-  if (!tightened.ok()) return LimitExceeded(absl::StrCat("params.limits: ", tightened.status().message()));
+  cgroups::Limits asked;
+  if (limits != nullptr) {
+    absl::StatusOr<cgroups::Limits> parsed = ParseRequestLimits(*limits, "params.limits", &unlimited);
+    if (!parsed.ok()) return InvalidParams(parsed.status());
+    asked = *std::move(parsed);
+  }
+  if (skill_limits) asked = OverSkillLimits(SkillLimitsOf(skill->manifest.limits), asked, unlimited);
+  absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, asked, unlimited);
+  if (!tightened.ok()) {
+    return LimitExceeded(absl::StrCat(limits != nullptr ? "params.limits: " : "the skill's limits: ",
+                                      tightened.status().message()));
+  }
   request->limits = *std::move(tightened);
   return std::nullopt;
 }
@@ -159,16 +212,15 @@ std::optional<Error> ReadOutputBudget(const json::object& params, const Profile&
   return std::nullopt;
 }
 
-// network, which may only narrow the profile's policy: a narrower one gets
-// a sandbox of its own.
-std::optional<Error> ReadNetwork(const json::object& params, const Profile& profile,
+// network (`path` names it), which may only narrow the profile's policy:
+// a narrower one gets a sandbox of its own.
+std::optional<Error> ReadNetwork(const json::value* network, const std::string& path, const Profile& profile,
                                  std::optional<runtime::SandboxSpec>* narrowed) {
-  const json::value* network = FindParam(params, "network");
   if (network == nullptr) return std::nullopt;
-  absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*network, "params.network", profile.spec.egress);
+  absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*network, path, profile.spec.egress);
   if (!policy.ok()) return InvalidParams(policy.status());
   if (absl::Status st = egress::CheckNarrows(profile.spec.egress, *policy); !st.ok()) {
-    return LimitExceeded(absl::StrCat("params.network: ", st.message()));
+    return LimitExceeded(absl::StrCat(path, ": ", st.message()));
   }
   if (*policy != profile.spec.egress) {
     *narrowed = profile.spec;
@@ -214,21 +266,37 @@ std::optional<Error> ReadBreakers(const json::object& params, const Profile& pro
 
 }  // namespace
 
-Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, const std::string& request_id) {
+Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, const std::string& request_id,
+                                                   std::shared_ptr<const skills::Skill> skill) {
   RunParams out;
   out.request.request_id = request_id;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(out.served, FindProfile(params));
+  if (skill != nullptr) {
+    out.served = profiles_.Find(skill->manifest.profile);
+    if (out.served == nullptr) {
+      return Error{kNotFound,
+                   absl::StrCat("skill ", skill->Reference(), " runs in profile '", skill->manifest.profile,
+                                "', which is not served any more"),
+                   nullptr};
+    }
+  } else {
+    CUBICLE_RPC_ASSIGN_OR_RETURN(out.served, FindProfile(params));
+  }
   const Profile& profile = out.served->profile;
-  if (auto e = ReadCommand(params, profile, &out.request)) return *e;
-  if (auto e = ReadTimeout(params, profile, &out.request)) return *e;
-  if (auto e = ReadLimits(params, profile, &out.request)) return *e;
+  if (auto e = ReadCommand(params, profile, skill.get(), &out.request)) return *e;
+  if (auto e = ReadTimeout(params, profile, skill.get(), &out.request)) return *e;
+  if (auto e = ReadLimits(params, profile, skill.get(), &out.request)) return *e;
   if (auto e = ReadWorkspace(params, config_.workspace_roots, &out.request)) return *e;
   // "wait" (the workspace's lease, Daemon::WorkspaceLeaseOf) is read where
   // the lease is taken; here only checked.
   if (Expected<std::optional<bool>> wait = GetBool(params, "wait", false); !wait.ok()) return wait.error();
   if (auto e = ReadOutputBudget(params, profile, &out.budget)) return *e;
-  if (auto e = ReadNetwork(params, profile, &out.narrowed)) return *e;
+  if (skill != nullptr && skill->manifest.network.has_value()) {
+    if (auto e = ReadNetwork(&*skill->manifest.network, "the skill's network", profile, &out.narrowed)) return *e;
+  } else if (auto e = ReadNetwork(FindParam(params, "network"), "params.network", profile, &out.narrowed)) {
+    return *e;
+  }
   if (auto e = ReadBreakers(params, profile, &out.request)) return *e;
+  out.skill = std::move(skill);
   return out;
 }
 
@@ -327,11 +395,12 @@ Error SkillFailed(const runtime::CapturedRun& run, bool overlong, absl::Duration
 Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const std::string& request_id,
                                             const std::string& client) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
-  if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "timeout_ms", "output_bytes", "method",
-                                         "params", "limits", "workspace", "wait", "network", "breakers"})) {
+  if (auto bad = RejectUnknown(*params, {"skill", "profile", "argv", "env", "cwd", "timeout_ms", "output_bytes",
+                                         "method", "params", "limits", "workspace", "wait", "network", "breakers"})) {
     return *bad;
   }
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<const skills::Skill> skill, SkillOfCall(*params));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id, std::move(skill)));
   if (auto refused = RefuseAccelerated(p.served->profile, "skill.call")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
   json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);
@@ -372,7 +441,8 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& l
   };
   runtime::Pool* pool = p.served->pool.get();  // held by p
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  // A narrower network policy: a sandbox of its own, as for sandbox.run.
+  // A narrower network policy, the request's or the skill manifest's: a
+  // sandbox of its own, as a narrowed sandbox.run gets.
   if (p.narrowed.has_value()) runner = runtime::FreshSandboxRunner(*p.narrowed);
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;  // this execution's own eventfd, as the line hook needs
@@ -397,6 +467,10 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& l
     if (run->result.cgroup->cpu_usage_ns) usage["cpu_usage_ns"] = *run->result.cgroup->cpu_usage_ns;
   }
   out["usage"] = std::move(usage);
+  if (p.skill != nullptr) {
+    const skills::Manifest& m = p.skill->manifest;
+    out["skill"] = json::object{{"name", m.name}, {"version", m.version.ToString()}, {"id", p.skill->id}};
+  }
   return json::value(std::move(out));
 }
 

@@ -38,6 +38,10 @@ void Daemon::AuditSkillCall(const SkillAudit& call, const RunParams& p, const Ex
                     {"duration_ms", absl::ToDoubleMilliseconds(took)}};
   if (!call.client.empty()) line["client"] = call.client;
   line["skill"] = nullptr;
+  if (p.skill != nullptr) {
+    const skills::Manifest& m = p.skill->manifest;
+    line["skill"] = json::object{{"name", m.name}, {"version", m.version.ToString()}, {"id", p.skill->id}};
+  }
   if (!call.argv.is_null()) line["argv_sha256"] = JsonSha256(call.argv);
   if (outcome.ok()) {
     const json::object& r = outcome->as_object();

@@ -13,6 +13,7 @@ packages=(
   libsqlite3-dev   # sessions' and executions' durable records (sessions/records.h)
   libarchive-dev   # workspace archives (sessions/archive.h)
   libzstd-dev      # libzstd.a: libarchive's zstd filter, linked statically (CUBICLE_STATIC_DEPS)
+  libyaml-dev      # skill manifests in YAML (skills/yaml_document.h); libyaml.a linked statically
   libssl-dev       # SHA-256 of collected outputs (OpenSSL's EVP)
   libsystemd-dev   # sd_notify / sd_listen_fds' declarations (libsystemd itself is dlopen'ed, rpc/systemd.h)
   libgtest-dev libgmock-dev libbenchmark-dev

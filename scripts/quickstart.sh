@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on built-in defaults: install what is missing, build, start
-# `cubicle serve` on its built-in config and run every bundled example skill
+# `cubicle serve` on its built-in config (examples/skills as its skills
+# directory) and run every bundled example skill
 # in examples/ through it, printing what each did and the latencies measured.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

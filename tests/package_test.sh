@@ -56,7 +56,7 @@ contents=$(dpkg-deb --contents "$deb")
 for path in ./usr/bin/cubicle ./etc/cubicle/config.json ./usr/share/doc/cubicle/copyright \
     ./usr/share/doc/cubicle/changelog.Debian.gz ./usr/share/doc/cubicle/README.md \
     ./usr/share/doc/cubicle/docs/cli.md ./usr/share/doc/cubicle/docs/config.md \
-    ./usr/share/doc/cubicle/examples/run_examples.py ./usr/share/doc/cubicle/examples/skills/word_stats.py; do
+    ./usr/share/doc/cubicle/examples/run_examples.py ./usr/share/doc/cubicle/examples/skills/word-stats/1.0.0/skill.yaml; do
   expect contents "$contents" " $path"
 done
 if [[ $man_pages == 1 ]]; then
@@ -101,9 +101,11 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 
 if command -v lintian >/dev/null; then
-  # Its temporary files and any cache in the scratch directory.
+  # Its temporary files and any cache in the scratch directory. Without
+  # --show-overrides: with it, lintian counts an overridden error
+  # (packaging/lintian-overrides says why each is there) towards --fail-on.
   status=0
-  HOME=$scratch TMPDIR=$scratch lintian --fail-on error --display-info --show-overrides "$deb" "$bwrap_deb" \
+  HOME=$scratch TMPDIR=$scratch lintian --fail-on error --display-info "$deb" "$bwrap_deb" \
     >"$scratch/lintian.out" 2>&1 || status=$?
   grep -v "running with root privileges" "$scratch/lintian.out" || true
   ((status == 0)) || fail "lintian: exit status $status (errors above)"

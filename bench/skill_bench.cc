@@ -1,0 +1,156 @@
+// skill.call by name against skill.call by argv, in the same run (issue 32):
+// one in-process daemon (Daemon::HandleLine, as cubicle_pool_bench's
+// skill.call) whose skills directory holds a trivial Python skill, called
+// as {"skill": "inc"}, {"skill": "inc@^1"} and as the argv that runs the
+// same script on the same warm python profile; then the same with the
+// script padded to 64 KiB, where the argv call carries (and parses) the
+// script in every request and the call by name does not. Each repetition
+// starts on a quiet pool (4 idle, nothing building or tearing down): it
+// times the round trip, not the refill.
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+
+#include <boost/json/array.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "bench/bench_stats.h"
+#include "benchmark/benchmark.h"
+#include "rpc/config.h"
+#include "rpc/daemon.h"
+
+namespace cubicle::bench {
+namespace {
+
+const char kSkill[] =
+    "import json, sys\n"
+    "req = json.loads(sys.stdin.readline())\n"
+    "print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': req['params']['a'] + 1}), flush=True)\n";
+
+std::string LargeSkill() { return absl::StrCat(kSkill, "#", std::string(64 << 10, 'x'), "\n"); }
+
+// A skills directory for this process's life: inc and inc-large, 1.0.0.
+class SkillsDir {
+ public:
+  SkillsDir() {
+    char tmpl[] = "/tmp/cubicle-skill-bench-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      std::perror("skill_bench: mkdtemp");
+      std::exit(1);
+    }
+    path_ = tmpl;
+    Put("inc", kSkill);
+    Put("inc-large", LargeSkill());
+  }
+  ~SkillsDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  void Put(const std::string& name, const std::string& script) {
+    const std::string folder = absl::StrCat(path_, "/", name, "/1.0.0");
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder + "/skill.yaml") << "name: " << name << "\nversion: 1.0.0\nentry: main.py\n";
+    std::ofstream(folder + "/main.py") << script;
+  }
+  std::string path_;
+};
+
+SkillsDir& Skills() {
+  static SkillsDir dir;
+  return dir;
+}
+
+rpc::Daemon& SharedDaemon() {
+  static std::unique_ptr<rpc::Daemon> daemon = [] {
+    absl::StatusOr<rpc::DaemonConfig> made = rpc::DefaultConfig();
+    if (!made.ok()) {
+      std::fprintf(stderr, "skill_bench: %s\n", std::string(made.status().message()).c_str());
+      std::exit(1);
+    }
+    rpc::DaemonConfig config = *std::move(made);
+    config.skills_dir = Skills().path();
+    for (auto& [name, profile] : config.profiles) {
+      profile.pool.min_idle = 4;
+      profile.pool.max_idle = 4;
+      profile.pool.max_total = 8;
+      profile.pool.zygote.interpreter = profile.interpreter;
+    }
+    absl::StatusOr<std::unique_ptr<rpc::Daemon>> d = rpc::Daemon::Create(std::move(config));
+    if (!d.ok()) {
+      std::fprintf(stderr, "skill_bench: %s\n", std::string(d.status().message()).c_str());
+      std::exit(1);
+    }
+    return *std::move(d);
+  }();
+  return *daemon;
+}
+
+std::string Answer(rpc::Daemon& daemon, const std::string& line) {
+  std::promise<std::string> reply;
+  daemon.HandleLine(line, [&](std::string r) { reply.set_value(std::move(r)); });
+  return reply.get_future().get();
+}
+
+// The python pool holds 4 idle zygotes and nothing builds or tears down.
+void WaitQuiet(rpc::Daemon& daemon) {
+  Answer(daemon,
+         R"({"jsonrpc":"2.0","id":0,"method":"pool.warm","params":{"profile":"python","count":4,"timeout_ms":30000}})");
+  for (int i = 0; i < 3000; ++i) {
+    boost::json::value v = boost::json::parse(Answer(daemon, R"({"jsonrpc":"2.0","id":0,"method":"pool.stats"})"));
+    const boost::json::object& python = v.at("result").at("pools").at("python").as_object();
+    if (python.at("building").as_int64() == 0 && python.at("tearing_down").as_int64() == 0 &&
+        python.at("idle").as_int64() >= 4) {
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+// `call` is skill.call's params but for "method" and "params".
+void SkillCall(benchmark::State& state, const std::string& call) {
+  rpc::Daemon& daemon = SharedDaemon();
+  const std::string line =
+      absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":"skill.call","params":{)", call,
+                   R"(,"method":"inc","params":{"a":41}}})");
+  WaitQuiet(daemon);
+  for (auto _ : state) {
+    std::string r = Answer(daemon, line);
+    if (r.find("\"result\":42") == std::string::npos) {
+      state.SkipWithError(r.substr(0, 300).c_str());
+      break;
+    }
+  }
+}
+
+std::string ArgvCall(const std::string& script) {
+  return absl::StrCat(R"("profile":"python","argv":)",
+                      boost::json::serialize(boost::json::array{"python3", "-I", "-c", script}));
+}
+
+void BM_SkillCallArgv(benchmark::State& s) { SkillCall(s, ArgvCall(kSkill)); }
+void BM_SkillCallByName(benchmark::State& s) { SkillCall(s, R"("skill":"inc")"); }
+void BM_SkillCallByRange(benchmark::State& s) { SkillCall(s, R"("skill":"inc@^1")"); }
+void BM_SkillCallArgvLarge(benchmark::State& s) { SkillCall(s, ArgvCall(LargeSkill())); }
+void BM_SkillCallByNameLarge(benchmark::State& s) { SkillCall(s, R"("skill":"inc-large")"); }
+
+BENCHMARK(BM_SkillCallArgv)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallByName)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallByRange)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallArgvLarge)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallByNameLarge)->Apply(PerExecution);
+
+}  // namespace
+}  // namespace cubicle::bench
+
+BENCHMARK_MAIN();

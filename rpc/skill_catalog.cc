@@ -1,0 +1,105 @@
+#include "rpc/skill_catalog.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "egress/policy.h"
+#include "egress/policy_json.h"
+#include "namespaces/exec_request.h"
+
+namespace cubicle::rpc {
+namespace json = boost::json;
+
+namespace {
+
+// What a call may still add to the execution request beside the skill's
+// command and environment: its own env, cwd and the search path.
+constexpr size_t kRequestRoom = 4096;
+
+absl::Status FieldError(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+size_t StringsBytes(const std::vector<std::string>& strings) {
+  size_t n = 0;
+  for (const std::string& s : strings) n += s.size() + 1;
+  return n;
+}
+
+}  // namespace
+
+cgroups::Limits SkillLimitsOf(const skills::SkillLimits& limits) {
+  cgroups::Limits out;
+  out.memory_max = limits.memory;
+  out.memory_high = limits.memory_high;
+  out.pids_max = limits.pids;
+  out.cpus = limits.cpus;
+  out.cpu_weight = limits.cpu_weight;
+  return out;
+}
+
+json::object LimitsToJson(const cgroups::Limits& limits) {
+  json::object out;
+  if (limits.memory_max) out["memory"] = *limits.memory_max;
+  if (limits.memory_high) out["memory_high"] = *limits.memory_high;
+  if (limits.pids_max) out["pids"] = *limits.pids_max;
+  if (limits.cpus) out["cpus"] = *limits.cpus;
+  if (limits.cpu_weight) out["cpu_weight"] = *limits.cpu_weight;
+  return out;
+}
+
+std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile) {
+  if (skill.manifest.interpreter == skills::Interpreter::kShell) {
+    return {"/bin/sh", "-c", skill.script, skill.manifest.name};  // $0 is the skill's name
+  }
+  std::vector<std::string> argv =
+      profile.interpreter.has_value() ? profile.interpreter->argv : std::vector<std::string>{"python3", "-I"};
+  argv.push_back("-c");
+  argv.push_back(skill.script);
+  return argv;
+}
+
+absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile) {
+  const skills::Manifest& m = skill.manifest;
+  if (profile == nullptr) {
+    return FieldError("profile", absl::StrCat("no profile named '", m.profile, "' is configured"));
+  }
+  if (!profile->npus.empty() || !profile->gpus.empty()) {
+    return FieldError("profile", absl::StrCat("'", m.profile, "' passes accelerators through, which skill.call "
+                                                              "does not take"));
+  }
+  if (!m.limits.empty()) {
+    absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile->spec.limits, SkillLimitsOf(m.limits));
+    if (!tightened.ok()) return FieldError("limits", tightened.status().message());
+  }
+  if (m.timeout.has_value() && *m.timeout > profile->max_timeout) {
+    return FieldError("timeout_ms", absl::StrCat(absl::ToInt64Milliseconds(*m.timeout),
+                                                 " exceeds the profile's ceiling of ",
+                                                 absl::ToInt64Milliseconds(profile->max_timeout)));
+  }
+  if (m.network.has_value()) {
+    absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*m.network, "network", profile->spec.egress);
+    if (!policy.ok()) return policy.status();
+    if (absl::Status st = egress::CheckNarrows(profile->spec.egress, *policy); !st.ok()) {
+      return FieldError("network", st.message());
+    }
+  }
+  // The script travels inside one execution request, with the environment.
+  std::vector<std::string> env = profile->spec.env;
+  for (const auto& [name, value] : m.env) env.push_back(absl::StrCat(name, "=", value));
+  const size_t bytes = StringsBytes(SkillArgv(skill, *profile)) + StringsBytes(env) + kRequestRoom;
+  if (bytes > namespaces::kMaxExecRequestBytes) {
+    return FieldError("entry", absl::StrCat("the script (", skill.script.size(), " bytes) with the environment "
+                                            "needs about ", bytes, " bytes of an execution request, which holds ",
+                                            namespaces::kMaxExecRequestBytes));
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles) {
+  if (dir.empty()) return std::make_shared<const skills::Catalog>();
+  skills::LoadOptions options;
+  options.check = [&](const skills::Skill& skill) { return CheckSkillFits(skill, profiles(skill.manifest.profile)); };
+  return std::make_shared<const skills::Catalog>(skills::Catalog::Load(dir, options));
+}
+
+}  // namespace cubicle::rpc

@@ -1,0 +1,168 @@
+// skill.list and skill.describe (docs/protocol.md), and the catalog of
+// skills the daemon serves (docs/skills.md): loaded from the skills
+// directory at start and at every reload, against the profiles served
+// then, and swapped whole. skill.call by name is rpc/run_methods.cc's.
+#include <utility>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/daemon.h"
+#include "rpc/skill_catalog.h"
+
+namespace cubicle::rpc {
+namespace json = boost::json;
+
+namespace {
+
+json::object VersionJson(const skills::Skill& skill) {
+  const skills::Manifest& m = skill.manifest;
+  return json::object{{"version", m.version.ToString()},
+                      {"id", skill.id},
+                      {"prerelease", m.version.is_prerelease()},
+                      {"profile", m.profile},
+                      {"description", m.description}};
+}
+
+// skill.describe's result: the skill as loaded, and what a call by name
+// gets in `served` (null when its profile went away meanwhile: then the
+// manifest's own values).
+json::object DescribeJson(const skills::Skill& skill, const ServedProfile* served) {
+  const skills::Manifest& m = skill.manifest;
+  json::array requirements;
+  for (const skills::Requirement& r : m.requirements) requirements.push_back(json::value(r.Canonical()));
+  json::object env;
+  for (const auto& [name, value] : m.env) env[name] = value;
+  cgroups::Limits limits = SkillLimitsOf(m.limits);
+  std::optional<absl::Duration> timeout = m.timeout;
+  bool warm = false;
+  if (served != nullptr) {
+    const Profile& profile = served->profile;
+    if (absl::StatusOr<cgroups::Limits> t = TightenLimits(profile.spec.limits, limits); t.ok()) limits = *t;
+    if (!timeout.has_value()) timeout = profile.default_timeout;
+    warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value();
+  }
+  return json::object{{"name", m.name},
+                      {"version", m.version.ToString()},
+                      {"id", skill.id},
+                      {"description", m.description},
+                      {"profile", m.profile},
+                      {"interpreter", std::string(skills::InterpreterName(m.interpreter))},
+                      {"warm", warm},
+                      {"entry", m.entry},
+                      {"script_bytes", skill.script.size()},
+                      {"requires", std::move(requirements)},
+                      {"env", std::move(env)},
+                      {"limits", LimitsToJson(limits)},
+                      {"timeout_ms", timeout.has_value() ? json::value(absl::ToInt64Milliseconds(*timeout))
+                                                         : json::value(nullptr)},
+                      {"network", m.network.value_or(nullptr)},
+                      {"folder", skill.folder},
+                      {"manifest_path", skill.manifest_path},
+                      {"manifest", m.document}};
+}
+
+}  // namespace
+
+std::shared_ptr<const skills::Catalog> Daemon::Skills() const {
+  std::lock_guard<std::mutex> lock(skills_mu_);
+  return skills_;
+}
+
+void Daemon::LoadSkills(const std::string& dir, bool warn) {
+  std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
+  std::shared_ptr<const skills::Catalog> next = LoadSkillCatalog(dir, [&](const std::string& name) -> const Profile* {
+    auto it = profiles->find(name);
+    return it == profiles->end() ? nullptr : &it->second->profile;
+  });
+  if (warn) WarnSkillErrors(*next);
+  std::shared_ptr<const skills::Catalog> old;
+  {
+    std::lock_guard<std::mutex> lock(skills_mu_);
+    old = std::exchange(skills_, std::move(next));
+  }
+  // The old catalog goes here, outside the lock, when no request holds
+  // one of its skills.
+}
+
+void Daemon::WarnSkillErrors(const skills::Catalog& catalog) {
+  for (const skills::LoadError& e : catalog.errors()) Warn(absl::StrCat("skill left out: ", e.message));
+}
+
+std::string Daemon::SkillsSummary() const {
+  std::shared_ptr<const skills::Catalog> c = Skills();
+  if (c->dir().empty()) return "";
+  std::string summary = absl::StrCat("skills: ", c->versions(), " version(s) of ", c->skills().size(),
+                                     " skill(s) from ", c->dir());
+  if (!c->errors().empty()) absl::StrAppend(&summary, ", ", c->errors().size(), " left out (skill.list says why)");
+  return summary;
+}
+
+json::object Daemon::SkillsHealth() const {
+  std::shared_ptr<const skills::Catalog> c = Skills();
+  return json::object{{"dir", c->dir().empty() ? json::value(nullptr) : json::value(c->dir())},
+                      {"skills", c->skills().size()},
+                      {"versions", c->versions()},
+                      {"errors", c->errors().size()}};
+}
+
+Expected<json::value> Daemon::SkillList(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {})) return *bad;
+  std::shared_ptr<const skills::Catalog> c = Skills();
+  json::array list;
+  for (const auto& [name, versions] : c->skills()) {
+    json::array each;
+    for (const auto& [version, skill] : versions) each.push_back(VersionJson(*skill));
+    // What a call by name runs, and its description; a skill with
+    // prereleases only shows its highest.
+    absl::StatusOr<std::shared_ptr<const skills::Skill>> latest = c->Find(name, skills::VersionSelector());
+    const skills::Skill& shown = latest.ok() ? **latest : *versions.rbegin()->second;
+    list.push_back(json::object{
+        {"name", name},
+        {"description", shown.manifest.description},
+        {"latest", latest.ok() ? json::value((*latest)->manifest.version.ToString()) : json::value(nullptr)},
+        {"versions", std::move(each)}});
+  }
+  json::array errors;
+  for (const skills::LoadError& e : c->errors()) {
+    errors.push_back(json::object{{"path", e.path}, {"error", e.message}});
+  }
+  return json::value(json::object{{"dir", c->dir().empty() ? json::value(nullptr) : json::value(c->dir())},
+                                  {"skills", std::move(list)},
+                                  {"errors", std::move(errors)}});
+}
+
+Expected<json::value> Daemon::SkillDescribe(const json::value& raw) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
+  if (auto bad = RejectUnknown(*params, {"name", "version"})) return *bad;
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> name, GetString(*params, "name", true));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> version, GetString(*params, "version", false));
+  if (!skills::IsSkillName(*name)) {
+    return InvalidParam("params", "name", absl::StrCat("'", name->substr(0, 64), "' is not a skill name"));
+  }
+  absl::StatusOr<skills::VersionSelector> selector = skills::VersionSelector::Parse(version.value_or(""));
+  if (!selector.ok()) return InvalidParam("params", "version", selector.status().message());
+  absl::StatusOr<std::shared_ptr<const skills::Skill>> found = Skills()->Find(*name, *selector);
+  if (!found.ok()) return Error{kNotFound, std::string(found.status().message()), nullptr};
+  std::shared_ptr<const ServedProfile> served = profiles_.Find((*found)->manifest.profile);
+  return json::value(DescribeJson(**found, served.get()));
+}
+
+Expected<std::shared_ptr<const skills::Skill>> Daemon::SkillOfCall(const json::object& params) {
+  if (FindParam(params, "skill") == nullptr) return std::shared_ptr<const skills::Skill>();
+  if (FindParam(params, "argv") != nullptr) {
+    return InvalidParam("params", "skill", "cannot be given with argv: a call names a skill or gives a command");
+  }
+  if (FindParam(params, "profile") != nullptr) {
+    return InvalidParam("params", "profile", "cannot be given with skill: the skill's manifest names its profile");
+  }
+  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> reference, GetString(params, "skill", true));
+  absl::StatusOr<std::shared_ptr<const skills::Skill>> found = Skills()->Find(*reference);
+  if (absl::IsNotFound(found.status())) return Error{kNotFound, std::string(found.status().message()), nullptr};
+  if (!found.ok()) return InvalidParam("params", "skill", found.status().message());
+  return *std::move(found);
+}
+
+}  // namespace cubicle::rpc

@@ -1,0 +1,196 @@
+#include "skills/catalog.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "sessions/paths.h"
+
+namespace cubicle::skills {
+namespace {
+
+// One load's walk of the directory: the skills that read, the errors of
+// those that did not.
+class Walk {
+ public:
+  Walk(const LoadOptions& options, std::vector<Skill>* loaded, std::vector<LoadError>* errors)
+      : options_(options), loaded_(loaded), errors_(errors) {}
+
+  void Directory(const std::string& dir) {
+    UniqueFd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!root) return Fail(dir, ErrnoStatus(errno, absl::StrCat("open(", dir, ")")).message());
+    for (const std::string& name : Folders(root.get(), dir)) {
+      const std::string path = absl::StrCat(dir, "/", name);
+      absl::StatusOr<UniqueFd> folder = sessions::OpenBeneath(root.get(), name, O_RDONLY | O_DIRECTORY);
+      if (!folder.ok()) {
+        Fail(path, folder.status().message());
+        continue;
+      }
+      if (HoldsManifest(folder->get())) {
+        One(folder->get(), path);
+        continue;
+      }
+      std::vector<std::string> versions = Folders(folder->get(), path);
+      if (versions.empty()) Fail(path, "holds neither skill.yaml nor skill.json, nor a folder per version");
+      for (const std::string& version : versions) {
+        const std::string version_path = absl::StrCat(path, "/", version);
+        absl::StatusOr<UniqueFd> sub = sessions::OpenBeneath(folder->get(), version, O_RDONLY | O_DIRECTORY);
+        if (!sub.ok()) {
+          Fail(version_path, sub.status().message());
+          continue;
+        }
+        One(sub->get(), version_path);
+      }
+    }
+  }
+
+ private:
+  void Fail(const std::string& path, absl::string_view problem) {
+    errors_->push_back(LoadError{path, absl::StrCat(path, ": ", problem)});
+  }
+
+  // The folders in `dir` (`path`), by name: dot names passed over, files
+  // left alone, a symlink reported (never followed).
+  std::vector<std::string> Folders(int dir, const std::string& path) {
+    std::vector<std::string> folders;
+    absl::StatusOr<std::vector<std::string>> names = sessions::ReadNames(dir, path, options_.max_folders);
+    if (!names.ok()) {
+      Fail(path, names.status().message());
+      return folders;
+    }
+    std::sort(names->begin(), names->end());
+    for (const std::string& name : *names) {
+      if (name.empty() || name[0] == '.') continue;
+      struct stat st;
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+      if (S_ISLNK(st.st_mode)) {
+        Fail(absl::StrCat(path, "/", name), "is a symlink; nothing below the skills directory is reached through one");
+        continue;
+      }
+      if (!S_ISDIR(st.st_mode)) continue;
+      if (++visited_ > options_.max_folders) {
+        if (visited_ == options_.max_folders + 1) {
+          Fail(path, absl::StrCat("more than ", options_.max_folders, " folders under the skills directory; the "
+                                                                      "rest were not looked at"));
+        }
+        break;
+      }
+      folders.push_back(name);
+    }
+    return folders;
+  }
+
+  static bool HoldsManifest(int folder) {
+    struct stat st;
+    return std::any_of(std::begin(kManifestNames), std::end(kManifestNames),
+                       [&](const char* name) { return ::fstatat(folder, name, &st, AT_SYMLINK_NOFOLLOW) == 0; });
+  }
+
+  void One(int folder, const std::string& path) {
+    std::string at = path;
+    absl::StatusOr<Skill> skill = LoadSkill(folder, path, &at);
+    if (!skill.ok()) {
+      errors_->push_back(LoadError{at, std::string(skill.status().message())});
+      return;
+    }
+    loaded_->push_back(*std::move(skill));
+  }
+
+  const LoadOptions& options_;
+  std::vector<Skill>* loaded_;
+  std::vector<LoadError>* errors_;
+  size_t visited_ = 0;
+};
+
+}  // namespace
+
+Catalog Catalog::Load(const std::string& dir, const LoadOptions& options) {
+  Catalog c;
+  c.dir_ = dir;
+  std::vector<Skill> loaded;
+  Walk(options, &loaded, &c.errors_).Directory(dir);
+  // Two manifests claiming one name and version: neither is served, since
+  // which one a call meant cannot be known.
+  std::map<std::string, std::vector<size_t>> by_reference;
+  for (size_t i = 0; i < loaded.size(); ++i) by_reference[loaded[i].Reference()].push_back(i);
+  std::vector<bool> dropped(loaded.size(), false);
+  for (const auto& [reference, indexes] : by_reference) {
+    if (indexes.size() < 2) continue;
+    for (size_t i : indexes) {
+      dropped[i] = true;
+      const std::string& path = loaded[i].manifest_path;
+      std::vector<std::string> others;
+      for (size_t j : indexes) {
+        if (j != i) others.push_back(loaded[j].manifest_path);
+      }
+      c.errors_.push_back(LoadError{path, absl::StrCat(path, ": ", reference, " is also the name and version of ",
+                                                       absl::StrJoin(others, ", "), "; none of them is served")});
+    }
+  }
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (dropped[i]) continue;
+    Skill& skill = loaded[i];
+    if (options.check) {
+      if (absl::Status st = options.check(skill); !st.ok()) {
+        c.errors_.push_back(LoadError{skill.manifest_path, absl::StrCat(skill.manifest_path, ": ", st.message())});
+        continue;
+      }
+    }
+    const std::string name = skill.manifest.name;
+    const Version version = skill.manifest.version;
+    c.skills_[name][version] = std::make_shared<const Skill>(std::move(skill));
+  }
+  std::stable_sort(c.errors_.begin(), c.errors_.end(),
+                   [](const LoadError& a, const LoadError& b) { return a.path < b.path; });
+  return c;
+}
+
+size_t Catalog::versions() const {
+  size_t n = 0;
+  for (const auto& [name, versions] : skills_) n += versions.size();
+  return n;
+}
+
+absl::StatusOr<std::shared_ptr<const Skill>> Catalog::Find(absl::string_view name,
+                                                           const VersionSelector& selector) const {
+  auto it = skills_.find(std::string(name));
+  if (it == skills_.end()) return absl::NotFoundError(absl::StrCat("no skill named '", name, "'"));
+  for (auto v = it->second.rbegin(); v != it->second.rend(); ++v) {
+    if (selector.Matches(v->first)) return v->second;
+  }
+  std::vector<std::string> have;
+  for (const auto& [version, skill] : it->second) have.push_back(version.ToString());
+  if (selector.text().empty()) {
+    return absl::NotFoundError(absl::StrCat("skill '", name, "' has prereleases only (", absl::StrJoin(have, ", "),
+                                            "): name one exactly, as ", name, "@", have.back()));
+  }
+  return absl::NotFoundError(absl::StrCat("skill '", name, "' has no version matching '", selector.text(),
+                                          "' (it has ", absl::StrJoin(have, ", "), ")"));
+}
+
+absl::StatusOr<std::shared_ptr<const Skill>> Catalog::Find(absl::string_view reference) const {
+  const size_t at = reference.find('@');
+  absl::string_view name = reference.substr(0, at);
+  if (!IsSkillName(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name.substr(0, 64), "' is not a skill name"));
+  }
+  absl::string_view selector_text;
+  if (at != absl::string_view::npos) {
+    selector_text = reference.substr(at + 1);
+    if (selector_text.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", reference.substr(0, 80), "': no version after '@'"));
+    }
+  }
+  absl::StatusOr<VersionSelector> selector = VersionSelector::Parse(selector_text);
+  if (!selector.ok()) return selector.status();
+  return Find(name, *selector);
+}
+
+}  // namespace cubicle::skills

@@ -1,0 +1,184 @@
+#include "skills/manifest.h"
+
+#include <map>
+
+#include <boost/json/object.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/json_reader.h"
+#include "base/status.h"
+#include "egress/policy_json.h"
+
+namespace cubicle::skills {
+namespace json = boost::json;
+
+namespace {
+
+using json_read::Error;
+using json_read::Object;
+
+constexpr size_t kMaxNameBytes = 64;
+constexpr size_t kMaxDescriptionBytes = 4096;
+constexpr size_t kMaxRequirements = 256;
+constexpr uint64_t kMaxPids = 4194304;  // the kernel's PID_MAX_LIMIT
+constexpr uint64_t kMaxCpuWeight = 10000;
+
+absl::Status Required(const Object& o, absl::string_view key, absl::string_view what) {
+  if (o.Find(key) != nullptr) return absl::OkStatus();
+  return Error(o.PathOf(key), absl::StrCat("missing: ", what, " is required"));
+}
+
+absl::Status ReadName(const Object& o, Manifest* m) {
+  CUBICLE_RETURN_IF_ERROR(Required(o, "name", "the skill's name (e.g. word-stats)"));
+  CUBICLE_RETURN_IF_ERROR(o.Read("name", &m->name, json_read::String));
+  if (!IsSkillName(m->name)) {
+    return Error(o.PathOf("name"), absl::StrCat("'", m->name.substr(0, json_read::kMaxEcho),
+                                                "' is not a skill name (1 to 64 of a-z, 0-9, '.', '_', '-', "
+                                                "beginning with a letter or digit)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadVersion(const Object& o, Manifest* m) {
+  CUBICLE_RETURN_IF_ERROR(Required(o, "version", "a semantic version (e.g. 1.2.0)"));
+  const json::value& v = *o.Find("version");
+  if (!v.is_string()) {
+    // 1.2 in YAML is a number: say what to write instead.
+    return json_read::WrongType(v, o.PathOf("version"), "a string like \"1.2.0\" (quote it in YAML)");
+  }
+  CUBICLE_ASSIGN_OR_RETURN(std::string text, json_read::String(v, o.PathOf("version")));
+  absl::StatusOr<Version> version = ParseVersion(text);
+  if (!version.ok()) return Error(o.PathOf("version"), version.status().message());
+  m->version = *std::move(version);
+  return absl::OkStatus();
+}
+
+absl::Status ReadEntry(const Object& o, Manifest* m) {
+  CUBICLE_RETURN_IF_ERROR(Required(o, "entry", "the script's file, relative to the skill's folder (e.g. main.py)"));
+  CUBICLE_RETURN_IF_ERROR(o.Read("entry", &m->entry, json_read::String));
+  // Its form is checked where it is opened (skills/skill.h): beneath the
+  // folder, never through a symlink.
+  if (m->entry.empty()) return Error(o.PathOf("entry"), "is empty");
+  return absl::OkStatus();
+}
+
+// "interpreter", else by the entry's extension; "profile", else the
+// built-in profile of that interpreter.
+absl::Status ReadInterpreter(const Object& o, Manifest* m) {
+  if (const json::value* v = o.Find("interpreter")) {
+    CUBICLE_ASSIGN_OR_RETURN(std::string name, json_read::String(*v, o.PathOf("interpreter")));
+    if (name == "python") {
+      m->interpreter = Interpreter::kPython;
+    } else if (name == "shell") {
+      m->interpreter = Interpreter::kShell;
+    } else {
+      return Error(o.PathOf("interpreter"), absl::StrCat("'", name.substr(0, json_read::kMaxEcho),
+                                                         "' is not an interpreter (expected \"python\" or \"shell\")"));
+    }
+  } else if (absl::EndsWith(m->entry, ".py")) {
+    m->interpreter = Interpreter::kPython;
+  } else if (absl::EndsWith(m->entry, ".sh")) {
+    m->interpreter = Interpreter::kShell;
+  } else {
+    return Error(o.PathOf("interpreter"),
+                 absl::StrCat("missing: the entry '", m->entry.substr(0, json_read::kMaxEcho),
+                              "' ends in neither .py nor .sh, so the interpreter must be named (\"python\" or "
+                              "\"shell\")"));
+  }
+  m->profile = std::string(InterpreterName(m->interpreter));
+  CUBICLE_RETURN_IF_ERROR(o.Read("profile", &m->profile, json_read::String));
+  if (m->profile.empty()) return Error(o.PathOf("profile"), "is empty");
+  return absl::OkStatus();
+}
+
+absl::Status ReadRequires(const json::value& v, const std::string& path, Manifest* m) {
+  std::map<std::string, size_t> seen;  // name -> index
+  if (v.is_array() && v.get_array().size() > kMaxRequirements) {
+    return Error(path, absl::StrCat("more than ", kMaxRequirements, " requirements"));
+  }
+  size_t index = 0;
+  return json_read::ForEachElement(v, path, [&](const json::value& item, const std::string& at) -> absl::Status {
+    CUBICLE_ASSIGN_OR_RETURN(std::string text, json_read::String(item, at));
+    absl::StatusOr<Requirement> r = ParseRequirement(text);
+    if (!r.ok()) return Error(at, r.status().message());
+    auto [it, fresh] = seen.emplace(r->name, index++);
+    if (!fresh) {
+      return Error(at, absl::StrCat("'", r->name, "' is required already by ", json_read::Element(path, it->second),
+                                    " (join constraints with ',': 'numpy>=1.10,<2')"));
+    }
+    m->requirements.push_back(*std::move(r));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status ReadLimits(const json::value& v, const std::string& path, SkillLimits* limits) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"memory", "memory_high", "pids", "cpus", "cpu_weight"}));
+  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &limits->memory, json_read::PositiveSize));
+  CUBICLE_RETURN_IF_ERROR(o.Read("memory_high", &limits->memory_high, json_read::PositiveSize));
+  CUBICLE_RETURN_IF_ERROR(o.ReadCount("pids", &limits->pids, 1, kMaxPids));
+  CUBICLE_RETURN_IF_ERROR(o.Read("cpus", &limits->cpus, json_read::PositiveNumber));
+  return o.ReadCount("cpu_weight", &limits->cpu_weight, 1, kMaxCpuWeight);
+}
+
+absl::Status ReadEnv(const json::value& v, const std::string& path, Manifest* m) {
+  CUBICLE_ASSIGN_OR_RETURN(m->env, json_read::StringMap(v, path));
+  for (const auto& [name, value] : m->env) {
+    if (name.empty() || name.find('=') != std::string::npos) {
+      return Error(json_read::Member(path, name), "is not a variable name");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view InterpreterName(Interpreter interpreter) {
+  return interpreter == Interpreter::kShell ? "shell" : "python";
+}
+
+bool IsSkillName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  auto lower_or_digit = [](char c) { return absl::ascii_islower(c) || absl::ascii_isdigit(c); };
+  if (!lower_or_digit(name[0])) return false;
+  for (char c : name) {
+    if (!lower_or_digit(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
+  // Boost.JSON throws on allocation failure; nothing may cross this API.
+  try {
+    CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(document, "",
+                                                    {"name", "version", "description", "entry", "interpreter",
+                                                     "profile", "requires", "limits", "env", "network",
+                                                     "timeout_ms"}));
+    Manifest m;
+    CUBICLE_RETURN_IF_ERROR(ReadName(o, &m));
+    CUBICLE_RETURN_IF_ERROR(ReadVersion(o, &m));
+    CUBICLE_RETURN_IF_ERROR(o.Read("description", &m.description, json_read::String));
+    if (m.description.size() > kMaxDescriptionBytes) {
+      return Error(o.PathOf("description"), absl::StrCat("is longer than ", kMaxDescriptionBytes, " bytes"));
+    }
+    CUBICLE_RETURN_IF_ERROR(ReadEntry(o, &m));
+    CUBICLE_RETURN_IF_ERROR(ReadInterpreter(o, &m));
+    if (const json::value* v = o.Find("requires")) CUBICLE_RETURN_IF_ERROR(ReadRequires(*v, o.PathOf("requires"), &m));
+    if (const json::value* v = o.Find("limits")) CUBICLE_RETURN_IF_ERROR(ReadLimits(*v, o.PathOf("limits"), &m.limits));
+    if (const json::value* v = o.Find("env")) CUBICLE_RETURN_IF_ERROR(ReadEnv(*v, o.PathOf("env"), &m));
+    if (const json::value* v = o.Find("network")) {
+      // Its form now; whether it narrows the profile's policy, at load.
+      absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*v, o.PathOf("network"), egress::Policy{});
+      if (!policy.ok()) return policy.status();
+      m.network = *v;
+    }
+    CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &m.timeout, json_read::MillisIn(1, json_read::kYearMs)));
+    m.document = document;
+    return m;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("reading the manifest: ", e.what()));
+  }
+}
+
+}  // namespace cubicle::skills

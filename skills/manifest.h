@@ -1,0 +1,64 @@
+// A skill's manifest (docs/skills.md, "The manifest"): skill.yaml or
+// skill.json in the skill's folder, read by base/json_reader.h's rules
+// whichever the format — unknown keys, wrong types and bad values are
+// InvalidArgument naming the field ("requires[1]: 'numpy>>1' is not a
+// version constraint ..."). Only what the manifest says by itself is
+// checked here; whether its profile exists and its limits fit that
+// profile is the daemon's to say (rpc/skill_catalog.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/json/value.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "skills/requirement.h"
+#include "skills/version.h"
+
+namespace cubicle::skills {
+
+// How the script is run: "python" (python3 -c SCRIPT, or the profile's
+// warm interpreter) or "shell" (/bin/sh -c SCRIPT).
+enum class Interpreter { kPython, kShell };
+absl::string_view InterpreterName(Interpreter interpreter);
+
+// The limits a skill runs with by default: a request's "limits" keys
+// (docs/protocol.md), never "unlimited". Whether they fit the profile is
+// checked by the daemon, as for a request.
+struct SkillLimits {
+  std::optional<uint64_t> memory;       // bytes
+  std::optional<uint64_t> memory_high;  // bytes
+  std::optional<uint64_t> pids;
+  std::optional<double> cpus;
+  std::optional<uint32_t> cpu_weight;
+  bool empty() const { return !memory && !memory_high && !pids && !cpus && !cpu_weight; }
+};
+
+struct Manifest {
+  std::string name;
+  Version version;
+  std::string description;
+  std::string entry;  // the script, relative to the skill's folder, as written
+  Interpreter interpreter = Interpreter::kPython;
+  std::string profile;  // as written, else "python" or "shell" by the interpreter
+  std::vector<Requirement> requirements;  // "requires", in the order written
+  SkillLimits limits;
+  std::vector<std::pair<std::string, std::string>> env;  // in the order written
+  std::optional<boost::json::value> network;  // a network policy, checked for form only
+  std::optional<absl::Duration> timeout;      // timeout_ms
+  boost::json::value document;                // the manifest as read
+};
+
+// [a-z0-9][a-z0-9._-]{0,63}
+bool IsSkillName(absl::string_view name);
+
+// The manifest `document` (a parsed skill.json or skill.yaml).
+absl::StatusOr<Manifest> ParseManifest(const boost::json::value& document);
+
+}  // namespace cubicle::skills
