@@ -3,6 +3,8 @@
 // recomputes with sha256sum(1) from the bytes it sent and the skill wrote,
 // found again by audit.query by request id and time; and the method's
 // refusals.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -95,6 +97,38 @@ TEST_F(SkillAudit, EveryCallIsOneLineWithHashesOfWhatWentInAndOut) {
   // sandbox.run is not a skill call: no line.
   ASSERT_TRUE(HasResult(Call(c, "sandbox.run", R"({"argv": ["true"]})")));
   EXPECT_EQ(Call(c, "audit.query", "{}").at("result").at("entries").as_array().size(), 3u);
+}
+
+TEST_F(SkillAudit, ACallByNameNamesItsSkillVersionAndId) {
+  TempDir skills;
+  const std::string folder = skills.Join("answer");
+  ASSERT_EQ(::mkdir(folder.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFile(folder + "/skill.json",
+                        R"({"name": "answer", "version": "1.2.0", "entry": "main.sh", "profile": "shell"})"));
+  ASSERT_TRUE(WriteFile(folder + "/main.sh", R"(read line; echo '{"jsonrpc":"2.0","id":1,"result":42}')"));
+  std::string config = SessionConfig(StateMembers());
+  config.insert(1, absl::StrCat(R"("skills": {"dir": )", Quoted(skills.path()), "}, "));
+  SocketDaemon& d = StartDaemon(config);
+  ASSERT_TRUE(d.up()) << d.process().StderrSoFar();
+  DaemonClient c(d.socket());
+  json::value called = Call(c, "skill.call", R"({"skill": "answer", "method": "ask", "params": {"q": 1}})");
+  ASSERT_TRUE(HasResult(called)) << called;
+  const std::string id = Str(called.at("result").at("skill").at("id"));
+  ASSERT_EQ(id.size(), 64u) << called;
+
+  json::value found = Call(c, "audit.query", R"({"skill": "answer"})");
+  ASSERT_TRUE(HasResult(found)) << found;
+  ASSERT_EQ(found.at("result").at("entries").as_array().size(), 1u) << found;
+  const json::object& line = found.at("result").at("entries").at(0).as_object();
+  EXPECT_EQ(line.at("skill").at("name"), "answer");
+  EXPECT_EQ(line.at("skill").at("version"), "1.2.0");
+  EXPECT_EQ(Str(line.at("skill").at("id")), id);
+  EXPECT_FALSE(line.contains("argv_sha256")) << "a call by name has no argv of the caller's";
+  EXPECT_EQ(Str(line.at("params_sha256")), Sha256Hex(R"({"q":1})"));
+  EXPECT_EQ(Str(line.at("result_sha256")), Sha256Hex("42"));
+  EXPECT_EQ(Call(c, "audit.query", absl::StrCat(R"({"skill": ")", id, R"("})")).at("result").at("entries"),
+            found.at("result").at("entries"))
+      << "by id as by name";
 }
 
 TEST_F(SkillAudit, BadQueriesAreRefusedNamingTheField) {
