@@ -66,6 +66,32 @@ class Client(RpcClient):
         request.update(_params(method=method, params=params))
         return SkillResult.from_json(self.call("skill.call", request, timeout=timeout))
 
+    def call_skill(self, skill: str, method: str, params: Any = None, *, env: Optional[Dict[str, str]] = None,
+                   timeout_ms: Optional[int] = None, limits: Optional[Dict[str, Any]] = None,
+                   breakers: Optional[Dict[str, Any]] = None, network: Any = None,
+                   timeout: Optional[float] = None, **more: Any) -> SkillResult:
+        """skill.call by name from the daemon's skills directory (docs/skills.md):
+        `skill` is "name", "name@1.2.0" or "name@^1.2". The result's `skill`
+        says which version ran and its id."""
+        request = _params(skill=skill, method=method, params=params, env=env, timeout_ms=timeout_ms, limits=limits,
+                          breakers=breakers, network=network)
+        request.update(more)
+        return SkillResult.from_json(self.call("skill.call", request, timeout=timeout))
+
+    def skill_list(self) -> Dict[str, Any]:
+        """skill.list: the skills by name with their versions, and the manifests left out (`errors`)."""
+        return self.call("skill.list", {})
+
+    def skill_describe(self, name: str, version: Optional[str] = None) -> Dict[str, Any]:
+        return self.call("skill.describe", _params(name=name, version=version))
+
+    def audit_query(self, *, skill: Optional[str] = None, request_id: Optional[str] = None, since: Any = None,
+                    until: Any = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """audit.query: the skill calls' audit lines, newest first (`since`/`until`:
+        RFC 3339 text or Unix milliseconds)."""
+        return self.call("audit.query", _params(skill=skill, request_id=request_id, since=since, until=until,
+                                                limit=limit))["entries"]
+
     # ---- managed executions ------------------------------------------------
 
     def exec_start(self, argv: Sequence[str], *, session: Optional[str] = None, key: Optional[str] = None,

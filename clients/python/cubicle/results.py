@@ -93,6 +93,8 @@ class SkillResult:
     wall_ms: Optional[float]
     profile: Optional[str]
     raw: Dict[str, Any] = field(repr=False)
+    skill: Optional[Dict[str, Any]] = None   # a call by name: {"name", "version", "id"}
+    usage: Optional[Dict[str, Any]] = None   # what its sandbox used: user_ms, system_ms, ...
 
     @property
     def ok(self) -> bool:
@@ -110,7 +112,8 @@ class SkillResult:
     def from_json(cls, raw: Dict[str, Any]) -> "SkillResult":
         return cls(result=raw.get("result"), error=raw.get("error"), logs=raw.get("logs", ""),
                    logs_truncated=bool(raw.get("logs_truncated", False)), stdout_logs=raw.get("stdout_logs", ""),
-                   wall_ms=raw.get("wall_ms"), profile=raw.get("profile"), raw=raw)
+                   wall_ms=raw.get("wall_ms"), profile=raw.get("profile"), raw=raw, skill=raw.get("skill"),
+                   usage=raw.get("usage"))
 
 
 @dataclass

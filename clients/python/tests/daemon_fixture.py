@@ -28,6 +28,9 @@ HEALTH_KEY = "health-" + "0123456789abcdef" * 2
 SIGNING_NAME = "signer"
 SIGNING_SECRET = "signer-secret-" + "fedcba9876543210" * 2
 
+# The repository's example skills, served by name.
+EXAMPLE_SKILLS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "skills"))
+
 # Small pools, so that a daemon is up and warm quickly; limits, so that
 # every sandbox has a cgroup (whose removal the cleanup test checks).
 CONFIG = {
@@ -39,6 +42,7 @@ CONFIG = {
                    "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}},
     },
     "sessions": {"max_sessions": 8, "workspace_bytes": "16M"},
+    "skills": {"dir": EXAMPLE_SKILLS},
 }
 
 

@@ -95,6 +95,21 @@ class ClientCases:
         self.assertEqual((caught.exception.code, caught.exception.message, caught.exception.data),
                          (7, "asked to fail", {"a": 5}))
 
+    def test_a_skill_by_name_answers_and_is_audited(self) -> None:
+        listed = self.client.skill_list()
+        self.assertIn("word-stats", [s["name"] for s in listed["skills"]])
+        described = self.client.skill_describe("word-stats")
+        answer = self.client.call_skill("word-stats", "stats", {"text": "a b a", "top": 1})
+        self.assertEqual(answer.unwrap()["words"], 3)
+        self.assertEqual(answer.skill["name"], "word-stats")
+        self.assertEqual(answer.skill["id"], described["id"])
+        self.assertIn("user_ms", answer.usage)
+        lines = self.client.audit_query(skill=described["id"], limit=1000)
+        self.assertTrue(lines, "the call is in the audit trail")
+        self.assertEqual(lines[0]["skill"]["version"], answer.skill["version"])
+        with self.assertRaises(cubicle.NotFoundError):
+            self.client.call_skill("no-such-skill", "x")
+
     def test_a_skill_that_never_answers_is_skill_failed(self) -> None:
         with self.assertRaises(cubicle.SkillFailed) as caught:
             self.client.skill_call(["sh", "-c", "echo not an answer; exit 4"], "x", profile="shell")
