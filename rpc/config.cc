@@ -13,6 +13,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/json_reader.h"
@@ -127,9 +128,21 @@ absl::Status ResolveWorkspaceRoots(std::vector<std::string>* roots) {
 // "skills": {"dir": "/srv/cubicle/skills"}. The directory is read by the
 // daemon (rpc/skill_catalog.h); here it must only exist.
 absl::Status ParseSkills(const json::value& v, DaemonConfig* config) {
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir"}));
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir", "tz"}));
   if (o.Find("dir") == nullptr) return Error("skills", "dir is required");
   CUBICLE_RETURN_IF_ERROR(o.Read("dir", &config->skills_dir, json_read::String));
+  CUBICLE_RETURN_IF_ERROR(o.Read("tz", &config->skills_tz, json_read::String));
+  // A zone name ("Europe/Paris", "UTC", "Etc/GMT+2"): never a path (":/x"
+  // or "/x") that would have the C library read a file the operator did
+  // not mean.
+  const std::string& tz = config->skills_tz;
+  const bool zone = !tz.empty() && tz.size() <= 64 && tz[0] != '/' && tz[0] != ':' &&
+                    tz.find("..") == std::string::npos &&
+                    std::all_of(tz.begin(), tz.end(), [](char c) {
+                      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '_' || c == '+' ||
+                             c == '-';
+                    });
+  if (!zone) return Error(o.PathOf("tz"), absl::StrCat("'", tz, "' is not a time zone name (e.g. \"Europe/Paris\")"));
   struct stat st;
   const std::string& dir = config->skills_dir;
   if (dir.empty() || dir[0] != '/' || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -100,6 +100,9 @@ struct DaemonConfig {
   // "skills.dir": the skills directory (docs/skills.md), an absolute path
   // to a directory; empty: none. Read at start and at every reload.
   std::string skills_dir;
+  // "skills.tz": TZ of a skill called by name (with the other environment
+  // defaults skill authors expect, docs/skills.md).
+  std::string skills_tz = "UTC";
   NpuConfig npu;
   // The MCP server (rpc/mcp_config.h).
   McpConfig mcp;

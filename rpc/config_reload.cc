@@ -28,6 +28,7 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& running, const D
   if (!a.enabled() && !b.enabled()) a.default_profile = b.default_profile;
   check("sessions", a == b);
   check("npu", running.npu == next.npu);
+  check("skills.tz", running.skills_tz == next.skills_tz);
   return changed;
 }
 

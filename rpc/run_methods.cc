@@ -100,10 +100,22 @@ void SetEnv(std::vector<std::string>& env, const std::string& name, const std::s
   env.push_back(absl::StrCat(name, "=", value));
 }
 
+// What a skill called by name finds in its environment unless its profile
+// or manifest says otherwise (docs/skills.md): numerical libraries on one
+// thread each (the sandbox's CPU limit, not the host's core count, is what
+// it has), plots without a display, unbuffered output, and TZ.
+constexpr std::pair<const char*, const char*> kSkillEnvDefaults[] = {
+    {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}, {"MKL_NUM_THREADS", "1"},
+    {"MPLBACKEND", "Agg"},    {"PYTHONUNBUFFERED", "1"}};
+
+bool HasEnv(const std::vector<std::string>& env, const std::string& name) {
+  return std::any_of(env.begin(), env.end(), [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
+}
+
 // argv (the skill's command, for a skill), env (the request's over the
-// skill's over the profile's) and cwd.
+// skill's over the skill defaults over the profile's) and cwd.
 std::optional<Error> ReadCommand(const json::object& params, const Profile& profile, const skills::Skill* skill,
-                                 runtime::ExecRequest* request) {
+                                 const std::string& skills_tz, runtime::ExecRequest* request) {
   if (skill != nullptr) {
     request->argv = SkillArgv(*skill, profile);
   } else {
@@ -116,6 +128,10 @@ std::optional<Error> ReadCommand(const json::object& params, const Profile& prof
   }
   request->env = profile.spec.env;
   if (skill != nullptr) {
+    for (const auto& [k, v] : kSkillEnvDefaults) {
+      if (!HasEnv(request->env, k)) SetEnv(request->env, k, v);
+    }
+    if (!HasEnv(request->env, "TZ")) SetEnv(request->env, "TZ", skills_tz);
     for (const auto& [k, v] : skill->manifest.env) SetEnv(request->env, k, v);
   }
   Expected<std::optional<std::vector<std::pair<std::string, std::string>>>> env = GetStringMap(params, "env", false);
@@ -282,7 +298,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, c
     CUBICLE_RPC_ASSIGN_OR_RETURN(out.served, FindProfile(params));
   }
   const Profile& profile = out.served->profile;
-  if (auto e = ReadCommand(params, profile, skill.get(), &out.request)) return *e;
+  if (auto e = ReadCommand(params, profile, skill.get(), config_.skills_tz, &out.request)) return *e;
   if (auto e = ReadTimeout(params, profile, skill.get(), &out.request)) return *e;
   if (auto e = ReadLimits(params, profile, skill.get(), &out.request)) return *e;
   if (auto e = ReadWorkspace(params, config_.workspace_roots, &out.request)) return *e;

@@ -94,7 +94,7 @@ class Skills : public HostHygieneTest {
   }
 
   std::string Config(const std::string& top = "", const std::string& more_profiles = "") const {
-    return absl::StrCat(R"({"skills": {"dir": )", Quoted(skills_), "}, ", top, R"( "profiles": {
+    return absl::StrCat(R"({"skills": {"dir": )", Quoted(skills_), skills_more_, "}, ", top, R"( "profiles": {
       "python": {"limits": {"memory": "256M", "pids": 64}, "timeout_ms": 20000, "max_timeout_ms": 60000,
                  "binds": [{"source": )", Quoted(gate_.path()), R"(, "dest": "/gate"}],
                  "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8},
@@ -165,6 +165,7 @@ class Skills : public HostHygieneTest {
   TempDir dir_;
   TempDir gate_;
   std::string skills_;
+  std::string skills_more_;  // more members of "skills", after its dir
   std::string config_;
   std::unique_ptr<SocketDaemon> daemon_;
   int64_t id_ = 0;
@@ -374,6 +375,31 @@ TEST_F(Skills, AReloadAddsAVersionWhileACallOnTheOldOneRuns) {
 // A profile with an egress allowlist lets its sandboxes open AF_INET
 // sockets (to reach the gateway's bridge); a skill whose manifest says
 // "network: none" runs without, in a sandbox of its own.
+TEST_F(Skills, ASkillFindsTheEnvironmentDefaultsItsAuthorExpects) {
+  const std::string probe =
+      "import json, os, sys\n"
+      "r = json.loads(sys.stdin.readline())\n"
+      "keys = ['OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'MPLBACKEND', 'PYTHONUNBUFFERED', 'TZ']\n"
+      "seen = [os.environ.get(k, '-') for k in keys]\n"
+      "seen.append('home-writable' if os.access(os.environ.get('HOME', '/'), os.W_OK) else 'home-read-only')\n"
+      "print(json.dumps({'jsonrpc': '2.0', 'id': r['id'], 'result': {'version': ' '.join(seen)}}), flush=True)\n";
+  Put("env/skill.yaml", "name: env\nversion: 1.0.0\nentry: main.py\n");
+  Put("env/main.py", probe);
+  Put("env4/skill.yaml", "name: env4\nversion: 1.0.0\nentry: main.py\nenv:\n  OMP_NUM_THREADS: \"4\"\n");
+  Put("env4/main.py", probe);
+  skills_more_ = R"(, "tz": "Europe/Paris")";
+  ASSERT_TRUE(Start().up());
+  EXPECT_EQ(VersionRun(CallSkill("env")), "1 1 1 Agg 1 Europe/Paris home-writable");
+  EXPECT_EQ(VersionRun(CallSkill("env4")), "4 1 1 Agg 1 Europe/Paris home-writable") << "the manifest's env wins";
+  EXPECT_EQ(VersionRun(CallSkill("env", R"(, "env": {"TZ": "UTC", "MPLBACKEND": "svg"})")),
+            "1 1 1 svg 1 UTC home-writable")
+      << "the request's env wins";
+  // A skill by argv is a command like any other: no skill defaults.
+  json::value by_argv = Result("skill.call", absl::StrCat(R"({"profile": "python", "argv": ["python3", "-I", "-c", )",
+                                                          Quoted(probe), R"(], "method": "m"})"));
+  EXPECT_EQ(VersionRun(by_argv), "- - - - - - home-writable");
+}
+
 TEST_F(Skills, AManifestsNetworkNarrowsItsProfiles) {
   const std::string probe =
       "import json, socket, sys\n"

@@ -271,6 +271,23 @@ TEST(ParseConfig, LogTakesALevelAndADestination) {
   EXPECT_CONFIG_ERROR(Config("", R"("log": {"level": 3})"), "log.level");
 }
 
+TEST(ParseConfig, SkillsTzIsAZoneNameNeverAPath) {
+  const std::string dir = ::testing::TempDir();
+  auto with = [&](const std::string& tz) {
+    return Config("", absl::StrCat(R"("skills": {"dir": ")", dir, R"(", "tz": )", tz, "}"));
+  };
+  absl::StatusOr<DaemonConfig> unset = ParseConfig(Config("", absl::StrCat(R"("skills": {"dir": ")", dir, R"("})")));
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->skills_tz, "UTC");
+  absl::StatusOr<DaemonConfig> paris = ParseConfig(with(R"("Europe/Paris")"));
+  ASSERT_TRUE(paris.ok()) << paris.status();
+  EXPECT_EQ(paris->skills_tz, "Europe/Paris");
+  EXPECT_TRUE(ParseConfig(with(R"("Etc/GMT+2")")).ok());
+  for (const char* bad : {R"(":/etc/shadow")", R"("/etc/localtime")", R"("../../etc/x")", R"("")", R"("a b")", "3"}) {
+    EXPECT_CONFIG_ERROR(with(bad), "skills.tz");
+  }
+}
+
 TEST(ParseConfig, NoCeilingsMeansTheDefaultMemoryAndPidsLimitsAndBounds) {
   absl::StatusOr<DaemonConfig> config = ParseConfig(Config(""));
   ASSERT_TRUE(config.ok()) << config.status();
