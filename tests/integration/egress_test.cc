@@ -1047,6 +1047,40 @@ std::string ReadHead(int fd) {
   return got;
 }
 
+// An in-process gateway allowing kName (resolved to 127.0.0.1) on `ports`,
+// logging to DIR/log.jsonl, with one sandbox `sandbox` attached: `channel`
+// is that sandbox's end. Empty `gateway` (and a test failure) when it
+// could not be started.
+struct LoopbackGateway {
+  std::shared_ptr<egress::Gateway> gateway;
+  egress::Attachment attachment;
+  UniqueFd channel;
+};
+LoopbackGateway StartLoopbackGateway(const TempDir& dir, std::vector<uint16_t> ports, const std::string& sandbox,
+                                     std::optional<size_t> max_connections = std::nullopt) {
+  LoopbackGateway out;
+  egress::Policy policy;
+  policy.mode = egress::NetMode::kAllowlist;
+  policy.domains = {*egress::ParseDomainPattern(kName)};
+  policy.ports = std::move(ports);
+  policy.allow_cidrs = {*egress::ParseCidr("127.0.0.1/32")};
+  policy.resolve = {*egress::ParseResolve(absl::StrCat(kName, "=127.0.0.1"))};
+  if (max_connections.has_value()) policy.budgets.max_connections = *max_connections;
+  policy.log_path = dir.Join("log.jsonl");
+  absl::StatusOr<std::shared_ptr<egress::Gateway>> gateway = egress::Gateway::Start(policy);
+  EXPECT_TRUE(gateway.ok()) << gateway.status();
+  if (!gateway.ok()) return out;
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  out.channel.reset(sv[1]);
+  absl::StatusOr<egress::Attachment> attachment = (*gateway)->Attach(sandbox, UniqueFd(sv[0]));
+  EXPECT_TRUE(attachment.ok()) << attachment.status();
+  if (!attachment.ok()) return out;
+  out.gateway = *std::move(gateway);
+  out.attachment = *std::move(attachment);
+  return out;
+}
+
 TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox) {
   constexpr int kTunnels = 300;
   // Each tunnel holds about eight fds in this process (the client's and the
@@ -1063,21 +1097,11 @@ TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox)
   int nonblocking = ::fcntl(bridge.get(), F_GETFL) | O_NONBLOCK;
   ::fcntl(bridge.get(), F_SETFL, nonblocking);
 
-  egress::Policy policy;
-  policy.mode = egress::NetMode::kAllowlist;
-  policy.domains = {*egress::ParseDomainPattern(kName)};
-  policy.ports = {hold_port, echo_port};
-  policy.allow_cidrs = {*egress::ParseCidr("127.0.0.1/32")};
-  policy.resolve = {*egress::ParseResolve(absl::StrCat(kName, "=127.0.0.1"))};
-  policy.budgets.max_connections = kTunnels + 10;
-  policy.log_path = dir.Join("log.jsonl");
-  absl::StatusOr<std::shared_ptr<egress::Gateway>> gateway = egress::Gateway::Start(policy);
-  ASSERT_TRUE(gateway.ok()) << gateway.status();
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  UniqueFd channel(sv[1]);
-  absl::StatusOr<egress::Attachment> attachment = (*gateway)->Attach("stress", UniqueFd(sv[0]));
-  ASSERT_TRUE(attachment.ok()) << attachment.status();
+  LoopbackGateway gw = StartLoopbackGateway(dir, {hold_port, echo_port}, "stress", kTunnels + 10);
+  ASSERT_NE(gw.gateway, nullptr);
+  UniqueFd& channel = gw.channel;
+  egress::Attachment* attachment = &gw.attachment;
+  std::shared_ptr<egress::Gateway>* gateway = &gw.gateway;
 
   // As root, the gateway's thread is not: unprivileged ids, no capabilities.
   if (IsRoot()) {
@@ -1129,7 +1153,7 @@ TEST_F(EgressGatewayTest, HundredsOfTunnelsStayResponsiveAndCloseWithTheSandbox)
     ASSERT_EQ(::recv(t.get(), &c, 1, 0), 0);
   }
   gateway->reset();
-  std::vector<std::string> lines = Lines(ReadFile(policy.log_path));
+  std::vector<std::string> lines = Lines(ReadFile(dir.Join("log.jsonl")));
   EXPECT_EQ(lines.size(), static_cast<size_t>(kTunnels + 1));
   size_t gone = 0;
   for (const std::string& line : lines) gone += absl::StrContains(line, R"("end":"sandbox_gone")");
@@ -1147,20 +1171,11 @@ TEST_F(EgressGatewayTest, ATagHoldsForTheConnectionsThatComeAfterIt) {
   for (uint16_t& port : ports) upstreams.push_back(ListenLoopback(&port));
   UniqueFd bridge = ListenLoopback(&bridge_port);
   ::fcntl(bridge.get(), F_SETFL, ::fcntl(bridge.get(), F_GETFL) | O_NONBLOCK);
-  egress::Policy policy;
-  policy.mode = egress::NetMode::kAllowlist;
-  policy.domains = {*egress::ParseDomainPattern(kName)};
-  policy.ports = {ports[0], ports[1], ports[2]};
-  policy.allow_cidrs = {*egress::ParseCidr("127.0.0.1/32")};
-  policy.resolve = {*egress::ParseResolve(absl::StrCat(kName, "=127.0.0.1"))};
-  policy.log_path = dir.Join("log.jsonl");
-  absl::StatusOr<std::shared_ptr<egress::Gateway>> gateway = egress::Gateway::Start(policy);
-  ASSERT_TRUE(gateway.ok()) << gateway.status();
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  UniqueFd channel(sv[1]);
-  absl::StatusOr<egress::Attachment> attachment = (*gateway)->Attach("reused", UniqueFd(sv[0]));
-  ASSERT_TRUE(attachment.ok()) << attachment.status();
+  LoopbackGateway gw = StartLoopbackGateway(dir, {ports[0], ports[1], ports[2]}, "reused");
+  ASSERT_NE(gw.gateway, nullptr);
+  UniqueFd& channel = gw.channel;
+  egress::Attachment* attachment = &gw.attachment;
+  std::shared_ptr<egress::Gateway>* gateway = &gw.gateway;
   auto connect = [&](const std::string& host, uint16_t port) {
     UniqueFd c = ConnectLoopback(bridge_port);
     egress::bridge::PassPending(bridge.get(), channel.get());
@@ -1185,7 +1200,7 @@ TEST_F(EgressGatewayTest, ATagHoldsForTheConnectionsThatComeAfterIt) {
   gateway->reset();
 
   std::map<std::string, std::string> tags;  // "HOST:PORT" → request_id ("-": none)
-  for (const std::string& line : Lines(ReadFile(policy.log_path))) {
+  for (const std::string& line : Lines(ReadFile(dir.Join("log.jsonl")))) {
     boost::json::object o = boost::json::parse(line).as_object();
     const boost::json::value* id = o.if_contains("request_id");
     tags[absl::StrCat(o.at("host").as_string().c_str(), ":", o.at("port").as_int64())] =
