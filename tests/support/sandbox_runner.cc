@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -95,15 +94,6 @@ std::map<pid_t, pid_t> ParentTable() {
   }
   ::closedir(dir);
   return table;
-}
-
-int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
-  if (type == FTW_DP) {
-    ::rmdir(path);
-  } else {
-    ::unlink(path);
-  }
-  return 0;
 }
 
 }  // namespace
@@ -491,21 +481,6 @@ std::set<std::string> ListDirectory(const std::string& path) {
   ::closedir(dir);
   return names;
 }
-
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr && base[0] == '/' ? base : "/tmp", "/", kTempPrefix,
-                                  "XXXXXX");
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    std::perror("mkdtemp");
-    std::abort();
-  }
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() { ::nftw(path_.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS); }
-
-std::string TempDir::Join(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
 
 bool WriteFile(const std::string& path, absl::string_view data) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/unique_fd.h"
+#include "tests/support/temp_dir.h"
 #include "runtime/defaults.h"
 #include "runtime/launcher.h"
 #include "runtime/result.h"
@@ -221,22 +222,7 @@ std::set<std::string> ListDirectory(const std::string& dir);
 
 // ---- Files ----------------------------------------------------------------
 
-// A fresh directory under $TMPDIR (or /tmp) named "itest-XXXXXX", removed
-// recursively (without following symlinks) on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Join(absl::string_view name) const;
-
- private:
-  std::string path_;
-};
-
-inline constexpr char kTempPrefix[] = "itest-";
+// TempDir: tests/support/temp_dir.h.
 
 bool WriteFile(const std::string& path, absl::string_view data);
 std::string ReadFile(const std::string& path);  // "" when unreadable

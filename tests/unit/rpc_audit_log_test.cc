@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/support/temp_dir.h"
 
 namespace cubicle::rpc {
 namespace {
@@ -24,13 +25,6 @@ namespace json = boost::json;
 
 class AuditLogTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/itest-audit-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    dir_ = root_ + "/audit";
-  }
-  void TearDown() override { (void)!::system(absl::StrCat("rm -rf '", root_, "'").c_str()); }
 
   static json::object Line(const std::string& request, const std::string& skill, int n = 0) {
     json::object o{{"request_id", request}, {"outcome", "ok"}, {"n", n}};
@@ -38,7 +32,8 @@ class AuditLogTest : public ::testing::Test {
     return o;
   }
 
-  std::string root_, dir_;
+  test_support::TempDir root_;
+  const std::string dir_ = root_.Join("audit");
 };
 
 TEST_F(AuditLogTest, LinesAreFoundByRequestSkillAndTimeNewestFirst) {

@@ -17,6 +17,7 @@
 #include "skills/catalog.h"
 #include "skills/requirement.h"
 #include "skills/version.h"
+#include "tests/support/temp_dir.h"
 
 namespace cubicle::skills {
 namespace {
@@ -117,15 +118,6 @@ TEST(SkillRequirement, ReadsAndCanonicalizes) {
 
 class SkillsDir : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/itest-skills-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
   void Write(const std::string& name, const std::string& text) {
     fs::create_directories(fs::path(Path(name)).parent_path());
     std::ofstream(Path(name), std::ios::binary) << text;
@@ -142,7 +134,8 @@ class SkillsDir : public ::testing::Test {
     for (const LoadError& e : c.errors()) out.push_back(e.message.substr(root_.size() + 1));
     return out;
   }
-  std::string root_;
+  test_support::TempDir dir_;
+  const std::string root_ = dir_.path();
 };
 
 TEST_F(SkillsDir, LoadsBothLayoutsAndPassesOverTheRest) {
