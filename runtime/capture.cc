@@ -41,6 +41,7 @@ struct LineSplitter {
   std::string line;
   bool overlong = false;
   bool stopped = false;
+  std::function<void()> before_line;
 
   void Feed(const char* data, size_t n) {
     if (!options->on_stdout_line || stopped) return;
@@ -61,6 +62,9 @@ struct LineSplitter {
     if (!line.empty() && !stopped) Emit();
   }
   void Emit() {
+    // What the payload wrote to stderr before this line is read first: a
+    // hook that ends a call on its answer then has the call's whole log.
+    if (before_line) before_line();
     if (!overlong) Stop(options->on_stdout_line(line, false));
     line.clear();
     overlong = false;
@@ -83,12 +87,16 @@ bool ReadOnce(Stream& s, bool is_stdout, const CaptureOptions& options, LineSpli
   do {
     n = ::read(s.read_end.get(), buf, sizeof(buf));
   } while (n < 0 && errno == EINTR);
+  // Nothing now (the read ends are non-blocking): a stderr read ahead of a
+  // stdout line (LineSplitter::before_line) took what a poll had seen.
+  if (n < 0 && errno == EAGAIN) return true;
   if (n <= 0) {
     s.open = false;
     if (is_stdout) lines->Finish();
     return false;
   }
   if (is_stdout) lines->Feed(buf, static_cast<size_t>(n));
+  if (options.on_read) options.on_read(is_stdout ? 0 : 1, absl::string_view(buf, static_cast<size_t>(n)));
   *s.total += static_cast<uint64_t>(n);
   uint64_t room = budget > s.data->size() ? budget - s.data->size() : 0;
   const size_t kept = static_cast<size_t>(std::min<uint64_t>(room, static_cast<uint64_t>(n)));
@@ -145,7 +153,7 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
   // creation and release.
   static const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   UniqueFd in;
-  if (!stdin_data.empty() || dev_null < 0) {
+  if (options.stdin_fd < 0 && (!stdin_data.empty() || dev_null < 0)) {
     in.reset(::memfd_create("cubicle-stdin", MFD_CLOEXEC));
     if (!in) return ErrnoStatus(errno, "memfd_create(stdin)");
     for (size_t off = 0; off < stdin_data.size();) {
@@ -163,12 +171,23 @@ absl::StatusOr<CapturedRun> RunCaptured(const Runner& run, ExecRequest request, 
   UniqueFd out_read(out_pipe[0]), out_write(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe2(stderr)");
   UniqueFd err_read(err_pipe[0]), err_write(err_pipe[1]);
+  if (::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK) != 0 || ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, "fcntl(output pipes, O_NONBLOCK)");
+  }
 
   CapturedRun captured;
   Stream streams[2] = {{std::move(out_read), &captured.out, &captured.out_truncated, &captured.out_total},
                        {std::move(err_read), &captured.err, &captured.err_truncated, &captured.err_total}};
   LineSplitter lines{&options, request.cancel_fd};
-  request.stdin_fd = in ? in.get() : dev_null;
+  lines.before_line = [&] {
+    Stream& err = streams[1];
+    for (int i = 0; i < 16 && err.open; ++i) {
+      struct pollfd fd = {err.read_end.get(), POLLIN, 0};
+      if (::poll(&fd, 1, 0) <= 0 || !(fd.revents & (POLLIN | POLLHUP | POLLERR))) return;
+      ReadOnce(err, false, options, &lines);
+    }
+  };
+  request.stdin_fd = options.stdin_fd >= 0 ? options.stdin_fd : in ? in.get() : dev_null;
   request.stdout_fd = out_write.get();
   request.stderr_fd = err_write.get();
   // While it runs, the pipes are read in Zygote::Run's own wait: no thread

@@ -45,6 +45,13 @@ struct CaptureOptions {
   // Optional: each piece of output as it is kept (stream 0 stdout, 1
   // stderr), for a caller that shows output so far (exec.status).
   std::function<void(int stream, absl::string_view kept)> on_kept;
+  // Optional: every piece read, kept or not (a caller keeping its own
+  // window of a long-lived execution's output: a skill session's).
+  std::function<void(int stream, absl::string_view data)> on_read;
+  // A stdin of the caller's own (a pipe it writes to while the execution
+  // runs: a skill session's requests), used instead of `stdin_data`; -1:
+  // none. It stays the caller's.
+  int stdin_fd = -1;
 };
 
 // stdin is a memfd holding `stdin_data` (the payload never blocks on it);
