@@ -125,13 +125,30 @@ absl::Status ResolveWorkspaceRoots(std::vector<std::string>* roots) {
   return absl::OkStatus();
 }
 
-// "skills": {"dir": "/srv/cubicle/skills"}. The directory is read by the
-// daemon (rpc/skill_catalog.h); here it must only exist.
+// "skills": {"dir": "/srv/cubicle/skills", "tz", "sessions", ...}. The
+// directory is read by the daemon (rpc/skill_catalog.h); here it must only
+// exist. Without one, only skills by argv are served (their sessions too).
 absl::Status ParseSkills(const json::value& v, DaemonConfig* config) {
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir", "tz"}));
-  if (o.Find("dir") == nullptr) return Error("skills", "dir is required");
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir", "tz", "sessions", "max_call_depth", "max_calls"}));
   CUBICLE_RETURN_IF_ERROR(o.Read("dir", &config->skills_dir, json_read::String));
   CUBICLE_RETURN_IF_ERROR(o.Read("tz", &config->skills_tz, json_read::String));
+  CUBICLE_RETURN_IF_ERROR(o.ReadCount("max_call_depth", &config->skills_max_call_depth, 0, 16));
+  CUBICLE_RETURN_IF_ERROR(o.ReadCount("max_calls", &config->skills_max_calls, 0, 1024));
+  if (const json::value* s = o.Find("sessions")) {
+    DaemonConfig::SkillSessionsConfig& out = config->skill_sessions;
+    CUBICLE_ASSIGN_OR_RETURN(Object so, Object::Open(*s, o.PathOf("sessions"),
+                                                     {"max_sessions", "idle_timeout_ms", "max_idle_timeout_ms",
+                                                      "max_lifetime_ms"}));
+    const auto millis = json_read::MillisIn(1000, json_read::kYearMs);
+    CUBICLE_RETURN_IF_ERROR(so.ReadCount("max_sessions", &out.max_sessions, 0, 4096));
+    CUBICLE_RETURN_IF_ERROR(so.Read("idle_timeout_ms", &out.idle_timeout, millis));
+    CUBICLE_RETURN_IF_ERROR(so.Read("max_idle_timeout_ms", &out.max_idle_timeout, millis));
+    CUBICLE_RETURN_IF_ERROR(so.Read("max_lifetime_ms", &out.max_lifetime, millis));
+    if (so.Find("idle_timeout_ms") == nullptr) out.idle_timeout = std::min(out.idle_timeout, out.max_idle_timeout);
+    if (out.idle_timeout > out.max_idle_timeout) {
+      return Error(so.PathOf("idle_timeout_ms"), "exceeds max_idle_timeout_ms");
+    }
+  }
   // A zone name ("Europe/Paris", "UTC", "Etc/GMT+2"): never a path (":/x"
   // or "/x") that would have the C library read a file the operator did
   // not mean.
@@ -145,6 +162,7 @@ absl::Status ParseSkills(const json::value& v, DaemonConfig* config) {
   if (!zone) return Error(o.PathOf("tz"), absl::StrCat("'", tz, "' is not a time zone name (e.g. \"Europe/Paris\")"));
   struct stat st;
   const std::string& dir = config->skills_dir;
+  if (o.Find("dir") == nullptr) return absl::OkStatus();  // sessions of skills by argv only
   if (dir.empty() || dir[0] != '/' || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Error(o.PathOf("dir"), absl::StrCat("'", dir, "' is not an existing absolute directory"));
   }

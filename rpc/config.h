@@ -103,6 +103,20 @@ struct DaemonConfig {
   // "skills.tz": TZ of a skill called by name (with the other environment
   // defaults skill authors expect, docs/skills.md).
   std::string skills_tz = "UTC";
+  // "skills.sessions" (docs/skills.md, "Skill sessions"): skill processes
+  // held open for a conversation.
+  struct SkillSessionsConfig {
+    size_t max_sessions = 32;
+    absl::Duration idle_timeout = absl::Minutes(5);   // a session.open that names none
+    absl::Duration max_idle_timeout = absl::Hours(1);  // the most one may ask for
+    absl::Duration max_lifetime = absl::Hours(1);      // from its start, whatever the activity
+    bool operator==(const SkillSessionsConfig&) const = default;
+  } skill_sessions;
+  // A skill calling skills (docs/skills.md, "Calling other skills"): how
+  // deep a chain may go (the caller called by a client is depth 0), and
+  // how many calls one skill execution may make.
+  uint32_t skills_max_call_depth = 4;
+  uint32_t skills_max_calls = 16;
   NpuConfig npu;
   // The MCP server (rpc/mcp_config.h).
   McpConfig mcp;

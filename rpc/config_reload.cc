@@ -29,6 +29,9 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& running, const D
   check("sessions", a == b);
   check("npu", running.npu == next.npu);
   check("skills.tz", running.skills_tz == next.skills_tz);
+  check("skills.sessions", running.skill_sessions == next.skill_sessions);
+  check("skills.max_call_depth", running.skills_max_call_depth == next.skills_max_call_depth);
+  check("skills.max_calls", running.skills_max_calls == next.skills_max_calls);
   return changed;
 }
 

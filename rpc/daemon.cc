@@ -89,7 +89,8 @@ constexpr absl::Duration kGatewayCountsWait = absl::Milliseconds(100);
 
 // Every method, for the metrics' labels: anything else counts as "other".
 std::vector<std::string> KnownMethods() {
-  return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "exec.start", "exec.status", "exec.wait",
+  return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "skill.session.open", "skill.session.close",
+          "skill.session.list", "exec.start", "exec.status", "exec.wait",
           "exec.follow", "exec.cancel", "exec.list", "exec.logs", "session.create", "session.get", "session.list",
           "session.exec", "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete",
           "health", "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run",
@@ -102,10 +103,18 @@ Daemon::Daemon(DaemonConfig config)
     : request_metrics_(KnownMethods()),
       warn_([](const std::string& m) { std::fprintf(stderr, "cubicle serve: %s\n", m.c_str()); }),
       config_(std::move(config)),
-      control_work_(asio::make_work_guard(control_)) {}
+      control_work_(asio::make_work_guard(control_)) {
+  skill_sessions_ = std::make_unique<SkillSessionTable>(
+      config_.skill_sessions.max_sessions, [this](const SkillSession& session, const char* why) {
+        std::optional<SkillProcess::Ended> ended = session.process->Outcome();
+        LogSkillSession(session, why, ended.has_value() ? &*ended : nullptr);
+      });
+}
 
 Daemon::~Daemon() {
   if (queue_ != nullptr) queue_->Stop();
+  // Before the pools their sandboxes came from.
+  skill_sessions_->CloseAll();
   control_work_.reset();
   control_.stop();  // pending timers of waits nobody will read
   // Reaping runs on the slow pool and needs the table: joined first.
@@ -183,6 +192,19 @@ std::optional<std::string> Daemon::ProfileOf(const std::string& method, const js
     return info->profile;
   }
   if (method == "session.create") return member("profile").value_or(config_.sessions.default_profile);
+  if ((method == "skill.call" || method == "skill.session.close") && member("skill_session")) {
+    // The skill session's own profile; an unknown one is refused by the
+    // method itself.
+    std::shared_ptr<SkillSession> session = skill_sessions_->Find(*member("skill_session"));
+    if (session == nullptr) return std::nullopt;
+    return session->served->profile.name;
+  }
+  if (method == "skill.session.open" && member("skill")) {
+    absl::StatusOr<std::shared_ptr<const skills::Skill>> skill = Skills()->Find(*member("skill"));
+    if (!skill.ok()) return std::nullopt;
+    return (*skill)->manifest.profile;
+  }
+  if (method == "skill.session.open") return member("profile").value_or("shell");
   if (method == "skill.call" && member("skill")) {
     // The skill's own profile; an unknown skill is refused by the method
     // itself, running nothing.
@@ -198,7 +220,8 @@ std::optional<std::string> Daemon::ProfileOf(const std::string& method, const js
 }
 
 bool Daemon::RunsASandbox(const Call& call) const {
-  return call.method == "sandbox.run" || call.method == "skill.call";
+  // A call in a skill session makes none: its sandbox is the session's.
+  return call.method == "sandbox.run" || (call.method == "skill.call" && !IsSkillSessionCall(call));
 }
 
 std::optional<Error> Daemon::Refusal() const {
@@ -276,7 +299,8 @@ std::shared_ptr<LineReplies> Daemon::Observed(const Call& call, std::shared_ptr<
 void Daemon::Start(Request request) {
   const std::string& method = request.call.method;
   auto answer = [&](const Expected<json::value>& result) { request.replies->Add(ReplyTo(request.call, result)); };
-  if (RunsASandbox(request.call) || method == "npu.broker.run") {
+  if (RunsASandbox(request.call) || method == "npu.broker.run" || method == "skill.call" ||
+      method == "skill.session.close") {
     if (std::optional<Error> refused = Refusal()) return answer(*refused);
     Expected<RunWork> work = Guarded([&] { return PrepareExecution(request); });
     if (!work.ok()) return answer(std::move(work).error());
@@ -329,15 +353,22 @@ void Daemon::Start(Request request) {
     });
     return;
   }
-  answer(Guarded([&] { return AnswerNow(request.call, request.request_id); }));
+  answer(Guarded([&] { return AnswerNow(request); }));
 }
 
-Expected<json::value> Daemon::AnswerNow(const Call& call, const std::string& request_id) {
+Expected<json::value> Daemon::AnswerNow(const Request& request) {
+  const Call& call = request.call;
+  const std::string& request_id = request.request_id;
   if (call.method == "health") return Health();
   if (call.method == "pool.stats") return json::value(json::object{{"pools", PoolStatsJson()}});
   if (call.method == "pool.configure") return PoolConfigure(call.params);
   if (call.method == "skill.list") return SkillList(call.params);
   if (call.method == "skill.describe") return SkillDescribe(call.params);
+  if (call.method == "skill.session.list") return SkillSessionList(call.params);
+  if (call.method == "skill.session.open") {
+    if (std::optional<Error> refused = Refusal()) return *refused;
+    return SkillSessionOpen(call.params, request_id, request.client);
+  }
   if (call.method == "exec.start") {
     if (std::optional<Error> refused = Refusal()) return *refused;
     return ExecStart(call.params, request_id);
@@ -355,7 +386,14 @@ Expected<Daemon::RunWork> Daemon::PrepareExecution(const Request& request) {
   const Call& call = request.call;
   const std::string& request_id = request.request_id;
   if (call.method == "sandbox.run") return SandboxRun(call.params, request_id);
-  if (call.method == "skill.call") return SkillCall(call.params, request_id, request.client);
+  if (call.method == "skill.call") {
+    if (IsSkillSessionCall(call)) {
+      CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(call.params));
+      return SkillSessionCall(*params, request);
+    }
+    return SkillCall(call.params, request);
+  }
+  if (call.method == "skill.session.close") return SkillSessionClose(call.params);
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::string job, BrokerJobParam(call.params));
   // Outside any sandbox and without a cancel (npu/broker.h): it runs to
   // its end or its own timeout.
@@ -442,6 +480,7 @@ void Daemon::CancelEverything() {
   queue_->WithdrawAll();
   leases_->WithdrawAll();  // each waiter dropped answers its request
   EndExecWaits();
+  skill_sessions_->CloseAll();
 }
 
 // ---------------------------------------------------------------------------

@@ -43,6 +43,9 @@
 #include "rpc/running_executions.h"
 #include "rpc/served_profiles.h"
 #include "rpc/session_table.h"
+#include "rpc/skill_process.h"
+#include "rpc/skill_results.h"
+#include "rpc/skill_sessions.h"
 #include "rpc/workspace_leases.h"
 #include "runtime/pool.h"
 #include "sessions/records.h"
@@ -216,7 +219,7 @@ class Daemon {
   void Finish(Request& request, Expected<boost::json::value> result);
   // Methods answered on the calling thread; `request_id` is the request's
   // (an execution it starts runs as that request).
-  Expected<boost::json::value> AnswerNow(const Call& call, const std::string& request_id);
+  Expected<boost::json::value> AnswerNow(const Request& request);
   // The work of an execution method (sandbox.run, skill.call,
   // npu.broker.run), its params read now so that bad ones are answered at
   // once. Its sandbox runs as request `request_id` (egress tags it).
@@ -289,8 +292,7 @@ class Daemon {
 
   // sandbox.run, skill.call (rpc/run_methods.cc).
   Expected<RunWork> SandboxRun(const boost::json::value& params, const std::string& request_id);
-  Expected<RunWork> SkillCall(const boost::json::value& params, const std::string& request_id,
-                              const std::string& client);
+  Expected<RunWork> SkillCall(const boost::json::value& params, const Request& request);
   // The fields sandbox.run, skill.call and exec.start share: profile, argv,
   // env, cwd, timeout_ms, limits, workspace, output_bytes, network.
   // An execution's output so far (exec.status, exec.logs), as its capture
@@ -322,8 +324,12 @@ class Daemon {
   // network under what the request says (docs/skills.md, "Calling a skill").
   Expected<RunParams> ParseRunParams(const boost::json::object& params, const std::string& request_id,
                                      std::shared_ptr<const skills::Skill> skill = nullptr);
-  // skill.call's work: `line` to the skill's stdin, its response back.
-  Expected<boost::json::value> CallSkill(const RunParams& p, const std::string& line, int cancel_fd);
+  // skill.call's work: the request to the skill's stdin, its response
+  // back. A skill whose manifest lists `calls` is held open as a skill
+  // process (rpc/skill_process.h) so that it can send its calls and read
+  // their answers; any other gets its request from memory.
+  Expected<boost::json::value> CallSkill(const RunParams& p, const SkillInvocation& call, int cancel_fd);
+  Expected<boost::json::value> CallSkillProcess(const RunParams& p, const SkillInvocation& call, int cancel_fd);
   // What skill.call writes to the audit trail once the call has ended
   // (rpc/skill_audit.cc); nothing without a state directory.
   struct SkillAudit {
@@ -331,9 +337,40 @@ class Daemon {
     std::string method;
     boost::json::value argv;    // an argv call's command
     boost::json::value params;  // as the skill received them
+    std::string skill_session;  // a call in a skill session: its key
+    // A call a skill made: its caller's request id and skill, and depth.
+    boost::json::value caller;
   };
-  void AuditSkillCall(const SkillAudit& call, const RunParams& p, const Expected<boost::json::value>& outcome,
-                      absl::Duration took);
+  void AuditSkillCall(const SkillAudit& call, const std::string& request_id, const std::string& profile,
+                      const skills::Skill* skill, const Expected<boost::json::value>& outcome, absl::Duration took);
+
+  // Skill sessions (rpc/skill_session_methods.cc, docs/skills.md "Skill
+  // sessions"): skill.session.open, skill.call {skill_session},
+  // skill.session.close, skill.session.list.
+  Expected<boost::json::value> SkillSessionOpen(const boost::json::value& params, const std::string& request_id,
+                                                const std::string& client);
+  Expected<RunWork> SkillSessionCall(const boost::json::object& params, const Request& request);
+  Expected<RunWork> SkillSessionClose(const boost::json::value& params);
+  Expected<boost::json::value> SkillSessionList(const boost::json::value& params);
+  bool IsSkillSessionCall(const Call& call) const;
+  Expected<boost::json::value> CallInSession(SkillSession& session, const SkillInvocation& call,
+                                             absl::Duration timeout, int cancel_fd);
+  // A "skill_session" info line: opened, closed, failed, idle, lifetime.
+  void LogSkillSession(const SkillSession& session, const char* event, const SkillProcess::Ended* ended);
+  // The skill.progress notification of a skill's `note`, sent to `notify`.
+  static std::function<void(const boost::json::object&)> ProgressTo(std::function<void(std::string)> notify,
+                                                                    const std::string& request_id,
+                                                                    const std::string& skill_session);
+  std::unique_ptr<SkillSessionTable> skill_sessions_;
+
+  // Skills calling skills (rpc/skill_calls.cc, docs/skills.md "Calling
+  // other skills"): a request a skill process wrote, answered on its stdin
+  // (refused there at once, or run on a thread of the process's own).
+  void OnSkillRequest(SkillProcess& process, const std::shared_ptr<SkillCaller>& caller,
+                      boost::json::object request);
+  // The callee's work, on a thread of its caller's process.
+  Expected<boost::json::value> RunCalleeSkill(const SkillCaller& caller, std::shared_ptr<const skills::Skill> callee,
+                                              const boost::json::object& params, int cancel_fd);
   Expected<boost::json::value> AuditQuery(const boost::json::value& params);
   // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);

@@ -424,6 +424,26 @@ std::optional<boost::json::object> MatchResponse(absl::string_view line, const b
   }
 }
 
+std::optional<SkillMessage> ParseSkillMessage(absl::string_view line) {
+  try {
+    std::size_t offset = 0;
+    const absl::string_view text = JsonText(line, &offset);
+    if (text.empty() || text.front() != '{') return std::nullopt;
+    Error error;
+    std::optional<json_read::Parsed> parsed = ParseJson(text, offset, /*allow_invalid_utf8=*/true, &error);
+    if (!parsed || !parsed->value.is_object()) return std::nullopt;
+    boost::json::object& obj = parsed->value.get_object();
+    const boost::json::value* version = obj.if_contains("jsonrpc");
+    if (version == nullptr || !version->is_string() || version->get_string() != "2.0") return std::nullopt;
+    const boost::json::value* method = obj.if_contains("method");
+    if (method == nullptr || !method->is_string()) return std::nullopt;
+    const bool request = obj.contains("id");
+    return SkillMessage{request, std::move(obj)};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 Error InvalidParam(absl::string_view path, absl::string_view key, absl::string_view problem) {
   const std::string where = key.empty() ? std::string(path) : json_read::Member(path, key);
   return Error{kInvalidParams, absl::StrCat(where, ": ", problem), nullptr};

@@ -137,6 +137,16 @@ bool IsValidUtf8(absl::string_view s);
 // notifications, malformed responses. Tolerates a BOM, CRLF and whitespace.
 std::optional<boost::json::object> MatchResponse(absl::string_view line, const boost::json::value& id);
 
+// A message a skill wrote that is not a response: a notification (an
+// object with "jsonrpc": "2.0" and a string "method", and no "id") or a
+// request ("method" and an "id"). Anything else (log lines, responses):
+// nullopt.
+struct SkillMessage {
+  bool request = false;  // else a notification
+  boost::json::object object;
+};
+std::optional<SkillMessage> ParseSkillMessage(absl::string_view line);
+
 // A value or the Error that prevented it; what the params helpers and method
 // handlers return.
 template <typename T>

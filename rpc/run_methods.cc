@@ -22,17 +22,13 @@
 #include "rpc/request_threads.h"
 #include "rpc/results_json.h"
 #include "rpc/skill_catalog.h"
+#include "rpc/skill_results.h"
 #include "runtime/capture.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
 
 namespace {
-
-// Text when it is UTF-8, else base64.
-json::value Text(const std::string& data) {
-  return ValidUtf8(data) ? json::value(data) : json::value(absl::Base64Escape(data));
-}
 
 // A stream's bytes in the reply: text when it is UTF-8, else base64.
 void PutStream(json::object& out, const char* name, const std::string& data, bool truncated, uint64_t total) {
@@ -51,21 +47,6 @@ json::object CapturedToJson(const runtime::CapturedRun& run, const std::string& 
   PutStream(out, "stdout", run.out, run.out_truncated, run.out_total);
   PutStream(out, "stderr", run.err, run.err_truncated, run.err_total);
   return out;
-}
-
-// Whether `st` is a pool refusing a request at its max_total (a cap, like
-// the queue's: busy), rather than this host running out of something.
-bool IsPoolBusy(const absl::Status& st) {
-  return absl::IsResourceExhausted(st) && absl::StartsWith(st.message(), "pool ") &&
-         absl::StrContains(st.message(), " is busy: ");
-}
-
-// How a failed run (not a failed payload: that is a result) is answered.
-Error FromRunStatus(const absl::Status& st) {
-  if (IsPoolBusy(st)) return Error{kBusy, std::string(st.message()), nullptr};
-  if (absl::IsResourceExhausted(st)) return OutOfResources(st);
-  if (absl::IsInvalidArgument(st)) return InvalidParams(st);
-  return Error{kInternalError, std::string(st.message()), nullptr};
 }
 
 Error LimitExceeded(std::string message) { return Error{kLimitExceeded, std::move(message), nullptr}; }
@@ -386,74 +367,55 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
   return json::value(CapturedToJson(*run, pool->name()));
 }
 
-namespace {
-
-// skill.call's error when the skill gave no response: why, with the
-// skill's status and the tails of its output.
-Error SkillFailed(const runtime::CapturedRun& run, bool overlong, absl::Duration timeout) {
-  const runtime::ExecResult& r = run.result;
-  std::string why = overlong ? "the skill wrote a stdout line longer than 4 MiB"
-                    : r.reason == runtime::ExitReason::kTimeout
-                        ? absl::StrCat("the skill did not answer within ", absl::FormatDuration(timeout))
-                        : absl::StrCat("the skill ended (", runtime::ExitReasonName(r.reason), ", status ",
-                                       r.ShellStatus(), ") without answering");
-  auto tail = [](const std::string& s) { return s.size() <= 4096 ? s : s.substr(s.size() - 4096); };
-  json::object data{{"reason", std::string(runtime::ExitReasonName(r.reason))},
-                    {"status", r.ShellStatus()},
-                    {"stderr_tail", tail(run.err)},
-                    {"stdout_tail", tail(run.out)}};
-  if (r.reason == runtime::ExitReason::kSetupFailed) data["error"] = std::string(r.setup_error.message());
-  return Error{kSkillFailed, why, std::move(data)};
-}
-
-}  // namespace
-
-Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const std::string& request_id,
-                                            const std::string& client) {
+Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const Request& r) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"skill", "profile", "argv", "env", "cwd", "timeout_ms", "output_bytes",
                                          "method", "params", "limits", "workspace", "wait", "network", "breakers"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<const skills::Skill> skill, SkillOfCall(*params));
-  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id, std::move(skill)));
+  CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, r.request_id, std::move(skill)));
   if (auto refused = RefuseAccelerated(p.served->profile, "skill.call")) return *refused;
-  CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(*params, "method", true));
-  json::value skill_params = params->contains("params") ? params->at("params") : json::value(nullptr);
-  if (!skill_params.is_null() && !skill_params.is_object() && !skill_params.is_array()) {
-    return InvalidParam("params", "params", "must be an object or an array");
-  }
-  // The skill's request: one line on its stdin. Each skill is a fresh
-  // process, so a fixed id cannot collide.
-  std::string line = rpc::Request(json::value(1), *method, skill_params) + "\n";
-  SkillAudit audit{client, *method, params->contains("argv") ? params->at("argv") : json::value(nullptr),
-                   std::move(skill_params)};
-  return RunWork([this, p = std::move(p), line = std::move(line), audit = std::move(audit)](int cancel_fd) {
+  CUBICLE_RPC_ASSIGN_OR_RETURN(SkillInvocation call, ReadSkillRequest(*params));
+  call.progress = ProgressTo(r.notify, r.request_id, "");
+  SkillAudit audit{r.client, call.method, params->contains("argv") ? params->at("argv") : json::value(nullptr),
+                   call.params};
+  return RunWork([this, p = std::move(p), call = std::move(call), audit = std::move(audit)](int cancel_fd) {
     const absl::Time start = absl::Now();
-    Expected<json::value> outcome = CallSkill(p, line, cancel_fd);
-    AuditSkillCall(audit, p, outcome, absl::Now() - start);
+    Expected<json::value> outcome = CallSkill(p, call, cancel_fd);
+    AuditSkillCall(audit, p.request.request_id, p.served->profile.name, p.skill.get(), outcome, absl::Now() - start);
     return outcome;
   });
 }
 
-Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& line, int cancel_fd) {
+Expected<json::value> Daemon::CallSkill(const RunParams& p, const SkillInvocation& call, int cancel_fd) {
+  if (p.skill != nullptr && !p.skill->manifest.calls.empty()) return CallSkillProcess(p, call, cancel_fd);
+  // Each skill is a fresh process, so a fixed id cannot collide.
   const json::value id = 1;
+  const std::string line = rpc::Request(id, call.method, call.params) + "\n";
   std::optional<json::object> response;
   bool overlong = false;
+  uint64_t notifications = 0;
   std::string stdout_logs;  // the skill's other stdout lines, kept as logs
   runtime::CaptureOptions options;
   options.budget = p.budget;
-  options.max_line = 4 << 20;
+  options.max_line = kMaxSkillLine;
   options.on_stdout_line = [&](absl::string_view text, bool too_long) {
     if (too_long) {
       overlong = true;
       return true;
     }
     response = MatchResponse(text, id);
-    if (!response.has_value() && stdout_logs.size() < p.budget) {
+    if (response.has_value()) return true;  // answered: the sandbox may go, through its cancel fd
+    if (std::optional<SkillMessage> message = ParseSkillMessage(text); message.has_value() && !message->request) {
+      ++notifications;
+      if (call.progress) call.progress(message->object);
+      return false;
+    }
+    if (stdout_logs.size() < p.budget) {
       absl::StrAppend(&stdout_logs, text.substr(0, p.budget - stdout_logs.size()), "\n");
     }
-    return response.has_value();  // answered: the sandbox may go, through its cancel fd
+    return false;
   };
   runtime::Pool* pool = p.served->pool.get();  // held by p
   runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
@@ -465,28 +427,13 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const std::string& l
   WatchForTheReader(&request);
   absl::StatusOr<runtime::CapturedRun> run = runtime::RunCaptured(runner, request, line, options);
   if (!run.ok()) return FromRunStatus(run.status());
-  if (!response.has_value()) return SkillFailed(*run, overlong, p.request.timeout);
-  json::object out;
-  if (response->contains("result")) out["result"] = response->at("result");
-  if (response->contains("error")) out["error"] = response->at("error");
-  out["logs"] = Text(run->err);
-  out["logs_truncated"] = run->err_truncated;
-  out["stdout_logs"] = Text(stdout_logs);
-  out["wall_ms"] = absl::ToDoubleMilliseconds(run->result.wall);
-  out["profile"] = pool->name();
-  // What the skill's sandbox used, as accounted when it ended; the audit
-  // keeps it (rpc/skill_audit.cc).
-  json::object usage{{"user_ms", absl::ToDoubleMilliseconds(absl::DurationFromTimeval(run->result.rusage.ru_utime))},
-                     {"system_ms", absl::ToDoubleMilliseconds(absl::DurationFromTimeval(run->result.rusage.ru_stime))}};
-  if (run->result.cgroup.has_value()) {
-    if (run->result.cgroup->memory_peak_bytes) usage["memory_peak_bytes"] = *run->result.cgroup->memory_peak_bytes;
-    if (run->result.cgroup->cpu_usage_ns) usage["cpu_usage_ns"] = *run->result.cgroup->cpu_usage_ns;
+  if (!response.has_value()) {
+    return SkillFailed(run->result, run->out, run->err, overlong, p.request.timeout);
   }
-  out["usage"] = std::move(usage);
-  if (p.skill != nullptr) {
-    const skills::Manifest& m = p.skill->manifest;
-    out["skill"] = json::object{{"name", m.name}, {"version", m.version.ToString()}, {"id", p.skill->id}};
-  }
+  SkillAnswer answer{*std::move(response), TextOrBase64(run->err), run->err_truncated, TextOrBase64(stdout_logs), run->result.wall,
+                     notifications};
+  json::object out = SkillAnswerJson(answer, pool->name(), p.skill.get());
+  out["usage"] = UsageJson(run->result);
   return json::value(std::move(out));
 }
 

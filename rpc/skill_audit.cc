@@ -28,21 +28,23 @@ Expected<absl::Time> TimeParam(const json::object& params, const char* key, absl
 
 }  // namespace
 
-void Daemon::AuditSkillCall(const SkillAudit& call, const RunParams& p, const Expected<json::value>& outcome,
-                            absl::Duration took) {
+void Daemon::AuditSkillCall(const SkillAudit& call, const std::string& request_id, const std::string& profile,
+                            const skills::Skill* skill, const Expected<json::value>& outcome, absl::Duration took) {
   if (audit_ == nullptr) return;
-  json::object line{{"request_id", p.request.request_id},
-                    {"profile", p.served->profile.name},
+  json::object line{{"request_id", request_id},
+                    {"profile", profile},
                     {"method", call.method},
                     {"params_sha256", JsonSha256(call.params)},
                     {"duration_ms", absl::ToDoubleMilliseconds(took)}};
   if (!call.client.empty()) line["client"] = call.client;
   line["skill"] = nullptr;
-  if (p.skill != nullptr) {
-    const skills::Manifest& m = p.skill->manifest;
-    line["skill"] = json::object{{"name", m.name}, {"version", m.version.ToString()}, {"id", p.skill->id}};
+  if (skill != nullptr) {
+    const skills::Manifest& m = skill->manifest;
+    line["skill"] = json::object{{"name", m.name}, {"version", m.version.ToString()}, {"id", skill->id}};
   }
   if (!call.argv.is_null()) line["argv_sha256"] = JsonSha256(call.argv);
+  if (!call.skill_session.empty()) line["skill_session"] = call.skill_session;
+  if (!call.caller.is_null()) line["caller"] = call.caller;
   if (outcome.ok()) {
     const json::object& r = outcome->as_object();
     if (const json::value* result = r.if_contains("result")) {

@@ -176,21 +176,9 @@ absl::StatusOr<std::shared_ptr<const Skill>> Catalog::Find(absl::string_view nam
 }
 
 absl::StatusOr<std::shared_ptr<const Skill>> Catalog::Find(absl::string_view reference) const {
-  const size_t at = reference.find('@');
-  absl::string_view name = reference.substr(0, at);
-  if (!IsSkillName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat("'", name.substr(0, 64), "' is not a skill name"));
-  }
-  absl::string_view selector_text;
-  if (at != absl::string_view::npos) {
-    selector_text = reference.substr(at + 1);
-    if (selector_text.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("'", reference.substr(0, 80), "': no version after '@'"));
-    }
-  }
-  absl::StatusOr<VersionSelector> selector = VersionSelector::Parse(selector_text);
-  if (!selector.ok()) return selector.status();
-  return Find(name, *selector);
+  absl::StatusOr<SkillReference> r = ParseSkillReference(reference);
+  if (!r.ok()) return r.status();
+  return Find(r->name, r->selector);
 }
 
 }  // namespace cubicle::skills

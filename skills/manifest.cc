@@ -1,6 +1,7 @@
 #include "skills/manifest.h"
 
 #include <map>
+#include <set>
 
 #include <boost/json/object.hpp>
 
@@ -22,6 +23,7 @@ using json_read::Object;
 constexpr size_t kMaxNameBytes = 64;
 constexpr size_t kMaxDescriptionBytes = 4096;
 constexpr size_t kMaxRequirements = 256;
+constexpr size_t kMaxCalls = 64;
 constexpr uint64_t kMaxPids = 4194304;  // the kernel's PID_MAX_LIMIT
 constexpr uint64_t kMaxCpuWeight = 10000;
 
@@ -122,6 +124,21 @@ absl::Status ReadLimits(const json::value& v, const std::string& path, SkillLimi
   return o.ReadCount("cpu_weight", &limits->cpu_weight, 1, kMaxCpuWeight);
 }
 
+absl::Status ReadCalls(const json::value& v, const std::string& path, Manifest* m) {
+  if (v.is_array() && v.get_array().size() > kMaxCalls) {
+    return Error(path, absl::StrCat("more than ", kMaxCalls, " skills"));
+  }
+  std::set<std::string> seen;
+  return json_read::ForEachElement(v, path, [&](const json::value& item, const std::string& at) -> absl::Status {
+    CUBICLE_ASSIGN_OR_RETURN(std::string text, json_read::String(item, at));
+    absl::StatusOr<SkillReference> r = ParseSkillReference(text);
+    if (!r.ok()) return Error(at, r.status().message());
+    if (!seen.insert(r->name).second) return Error(at, absl::StrCat("'", r->name, "' is listed already"));
+    m->calls.push_back(*std::move(r));
+    return absl::OkStatus();
+  });
+}
+
 absl::Status ReadEnv(const json::value& v, const std::string& path, Manifest* m) {
   CUBICLE_ASSIGN_OR_RETURN(m->env, json_read::StringMap(v, path));
   for (const auto& [name, value] : m->env) {
@@ -148,13 +165,31 @@ bool IsSkillName(absl::string_view name) {
   return true;
 }
 
+absl::StatusOr<SkillReference> ParseSkillReference(absl::string_view text) {
+  const size_t at = text.find('@');
+  absl::string_view name = text.substr(0, at);
+  if (!IsSkillName(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name.substr(0, 64), "' is not a skill name"));
+  }
+  absl::string_view selector_text;
+  if (at != absl::string_view::npos) {
+    selector_text = text.substr(at + 1);
+    if (selector_text.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text.substr(0, 80), "': no version after '@'"));
+    }
+  }
+  absl::StatusOr<VersionSelector> selector = VersionSelector::Parse(selector_text);
+  if (!selector.ok()) return selector.status();
+  return SkillReference{std::string(name), *std::move(selector), std::string(text)};
+}
+
 absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
   // Boost.JSON throws on allocation failure; nothing may cross this API.
   try {
     CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(document, "",
                                                     {"name", "version", "description", "entry", "interpreter",
                                                      "profile", "requires", "limits", "env", "network",
-                                                     "timeout_ms"}));
+                                                     "timeout_ms", "calls"}));
     Manifest m;
     CUBICLE_RETURN_IF_ERROR(ReadName(o, &m));
     CUBICLE_RETURN_IF_ERROR(ReadVersion(o, &m));
@@ -174,6 +209,7 @@ absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
       m.network = *v;
     }
     CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &m.timeout, json_read::MillisIn(1, json_read::kYearMs)));
+    if (const json::value* v = o.Find("calls")) CUBICLE_RETURN_IF_ERROR(ReadCalls(*v, o.PathOf("calls"), &m));
     m.document = document;
     return m;
   } catch (const std::exception& e) {

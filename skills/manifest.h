@@ -40,6 +40,16 @@ struct SkillLimits {
   bool empty() const { return !memory && !memory_high && !pids && !cpus && !cpu_weight; }
 };
 
+// A reference to a skill: "word-stats", "word-stats@1.2.0",
+// "word-stats@^1.2" (docs/skills.md, "Calling a skill").
+struct SkillReference {
+  std::string name;
+  VersionSelector selector;
+  std::string text;  // as written
+};
+// InvalidArgument for one that does not read.
+absl::StatusOr<SkillReference> ParseSkillReference(absl::string_view text);
+
 struct Manifest {
   std::string name;
   Version version;
@@ -52,6 +62,10 @@ struct Manifest {
   std::vector<std::pair<std::string, std::string>> env;  // in the order written
   std::optional<boost::json::value> network;  // a network policy, checked for form only
   std::optional<absl::Duration> timeout;      // timeout_ms
+  // "calls": the skills it may call (docs/skills.md, "Calling other
+  // skills"), by reference: a call is allowed when its name is one of
+  // these and the version it resolves to matches that entry's selector.
+  std::vector<SkillReference> calls;
   boost::json::value document;                // the manifest as read
 };
 

@@ -153,7 +153,10 @@ TEST(SkillsConfig, DirMustBeAnExistingAbsoluteDirectory) {
   EXPECT_EQ(error(absl::StrCat(R"({"dir": ")", dir, R"("})")), "dir " + dir);
   EXPECT_EQ(error(R"({"dir": "relative/skills"})"), "skills.dir: 'relative/skills' is not an existing absolute directory");
   EXPECT_THAT(error(absl::StrCat(R"({"dir": ")", dir, R"(/absent"})")), HasSubstr("is not an existing absolute"));
-  EXPECT_EQ(error("{}"), "skills: dir is required");
+  EXPECT_EQ(error("{}"), "dir ");  // no directory: skills by argv only
+  EXPECT_EQ(error(R"({"sessions": {"idle_timeout_ms": 7200000}})"),
+            "skills.sessions.idle_timeout_ms: exceeds max_idle_timeout_ms");
+  EXPECT_THAT(error(R"({"max_call_depth": 17})"), HasSubstr("skills.max_call_depth"));
   EXPECT_THAT(error(R"({"dir": "/", "reload": true})"), HasSubstr("skills.reload: unknown key"));
   EXPECT_THAT(error(R"("/srv/skills")"), HasSubstr("skills: expected an object"));
 }

@@ -177,6 +177,10 @@ const FieldCase kFieldCases[] = {
     {"NetworkUnknownKey", [](json::object& m) { m["network"] = json::object{{"allow_domain", "x"}}; }, "network.allow_domain"},
     {"TimeoutZero", [](json::object& m) { m["timeout_ms"] = 0; }, "timeout_ms:"},
     {"TimeoutString", [](json::object& m) { m["timeout_ms"] = "5s"; }, "timeout_ms: expected a whole number"},
+    {"CallsNotAList", [](json::object& m) { m["calls"] = "word-stats"; }, "calls: expected an array"},
+    {"CallsBadName", [](json::object& m) { m["calls"] = json::array{"Word Stats"}; }, "calls[0]: 'Word Stats' is not a skill name"},
+    {"CallsBadRange", [](json::object& m) { m["calls"] = json::array{"a@>1"}; }, "calls[0]:"},
+    {"CallsTwice", [](json::object& m) { m["calls"] = json::array{"a", "a@^1"}; }, "calls[1]: 'a' is listed already"},
     {"DescriptionNotAString", [](json::object& m) { m["description"] = true; }, "description: expected a string"},
     {"UnknownKey", [](json::object& m) { m["entrypoint"] = "main.py"; }, "entrypoint: unknown key"},
 };
