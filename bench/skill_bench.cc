@@ -7,6 +7,12 @@
 // script in every request and the call by name does not. Each repetition
 // starts on a quiet pool (4 idle, nothing building or tearing down): it
 // times the round trip, not the refill.
+//
+// Conversational calls (docs/skills.md, "Skill sessions"): the same
+// increment as a line loop, "inc-loop", called in a skill session opened
+// once per benchmark (skill.call {skill_session}), against a fresh
+// skill.call by name of the same script. One client, and four at once
+// (each its own session), for the sustained case.
 #include <stdlib.h>
 
 #include <cstdio>
@@ -35,6 +41,13 @@ const char kSkill[] =
     "req = json.loads(sys.stdin.readline())\n"
     "print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': req['params']['a'] + 1}), flush=True)\n";
 
+// The increment as a conversation: one answer per request line.
+const char kLoopSkill[] =
+    "import json, sys\n"
+    "for line in sys.stdin:\n"
+    "    req = json.loads(line)\n"
+    "    print(json.dumps({'jsonrpc': '2.0', 'id': req['id'], 'result': req['params']['a'] + 1}), flush=True)\n";
+
 std::string LargeSkill() { return absl::StrCat(kSkill, "#", std::string(64 << 10, 'x'), "\n"); }
 
 // A skills directory for this process's life: inc and inc-large, 1.0.0.
@@ -49,6 +62,7 @@ class SkillsDir {
     path_ = tmpl;
     Put("inc", kSkill);
     Put("inc-large", LargeSkill());
+    Put("inc-loop", kLoopSkill);
   }
   ~SkillsDir() {
     std::error_code ec;
@@ -144,6 +158,46 @@ void BM_SkillCallByRange(benchmark::State& s) { SkillCall(s, R"("skill":"inc@^1"
 void BM_SkillCallArgvLarge(benchmark::State& s) { SkillCall(s, ArgvCall(LargeSkill())); }
 void BM_SkillCallByNameLarge(benchmark::State& s) { SkillCall(s, R"("skill":"inc-large")"); }
 
+// Calls in one skill session per benchmark thread, opened before timing.
+// No quiet wait: the threads open their sessions at once, and a refill
+// running meanwhile only slows the sessions' side of the ratio.
+void BM_SkillSessionCall(benchmark::State& state) {
+  rpc::Daemon& daemon = SharedDaemon();
+  boost::json::value opened = boost::json::parse(Answer(
+      daemon, R"({"jsonrpc":"2.0","id":1,"method":"skill.session.open","params":{"skill":"inc-loop"}})"));
+  if (!opened.as_object().contains("result")) {
+    state.SkipWithError(boost::json::serialize(opened).substr(0, 300).c_str());
+    return;
+  }
+  const std::string key(opened.at("result").at("skill_session").as_string());
+  const std::string line = absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":"skill.call","params":{"skill_session":")",
+                                        key, R"(","method":"inc","params":{"a":41}}})");
+  if (Answer(daemon, line).find("\"result\":42") == std::string::npos) {  // started, before timing
+    state.SkipWithError("the session's first call failed");
+  }
+  for (auto _ : state) {
+    std::string r = Answer(daemon, line);
+    if (r.find("\"result\":42") == std::string::npos) {
+      state.SkipWithError(r.substr(0, 300).c_str());
+      break;
+    }
+  }
+  Answer(daemon, absl::StrCat(R"({"jsonrpc":"2.0","id":1,"method":"skill.session.close","params":{"skill_session":")",
+                              key, R"("}})"));
+}
+void BM_SkillCallByNameLoop(benchmark::State& s) { SkillCall(s, R"("skill":"inc-loop")"); }
+
+// The conversational pair, one client and four: the sessions' calls are
+// timed many to a repetition (each is a fraction of a millisecond), the
+// fresh calls one to a repetition, as above.
+void Conversation(benchmark::internal::Benchmark* b) {
+  WithPercentiles(b->Iterations(50)->Repetitions(Repetitions())->UseRealTime()->Unit(benchmark::kMillisecond));
+}
+
+BENCHMARK(BM_SkillSessionCall)->Apply(Conversation);
+BENCHMARK(BM_SkillSessionCall)->Apply(Conversation)->Threads(4);
+BENCHMARK(BM_SkillCallByNameLoop)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallByNameLoop)->Apply(PerExecution)->Threads(4);
 BENCHMARK(BM_SkillCallArgv)->Apply(PerExecution);
 BENCHMARK(BM_SkillCallByName)->Apply(PerExecution);
 BENCHMARK(BM_SkillCallByRange)->Apply(PerExecution);

@@ -357,10 +357,11 @@ class Daemon {
                                              absl::Duration timeout, int cancel_fd);
   // A "skill_session" info line: opened, closed, failed, idle, lifetime.
   void LogSkillSession(const SkillSession& session, const char* event, const SkillProcess::Ended* ended);
-  // The skill.progress notification of a skill's `note`, sent to `notify`.
-  static std::function<void(const boost::json::object&)> ProgressTo(std::function<void(std::string)> notify,
-                                                                    const std::string& request_id,
-                                                                    const std::string& skill_session);
+  // What sends a skill's notifications to `notify` as skill.progress, with
+  // the call's "progress_token" (checked here) when it has one.
+  static Expected<std::function<void(const boost::json::object&)>> ProgressTo(
+      const boost::json::object& call_params, std::function<void(std::string)> notify, const std::string& request_id,
+      const std::string& skill_session);
   std::unique_ptr<SkillSessionTable> skill_sessions_;
 
   // Skills calling skills (rpc/skill_calls.cc, docs/skills.md "Calling

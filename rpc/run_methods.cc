@@ -370,14 +370,15 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
 Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const Request& r) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"skill", "profile", "argv", "env", "cwd", "timeout_ms", "output_bytes",
-                                         "method", "params", "limits", "workspace", "wait", "network", "breakers"})) {
+                                         "method", "params", "limits", "workspace", "wait", "network", "breakers",
+                                         "progress_token"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<const skills::Skill> skill, SkillOfCall(*params));
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, r.request_id, std::move(skill)));
   if (auto refused = RefuseAccelerated(p.served->profile, "skill.call")) return *refused;
   CUBICLE_RPC_ASSIGN_OR_RETURN(SkillInvocation call, ReadSkillRequest(*params));
-  call.progress = ProgressTo(r.notify, r.request_id, "");
+  CUBICLE_RPC_ASSIGN_OR_RETURN(call.progress, ProgressTo(*params, r.notify, r.request_id, ""));
   SkillAudit audit{r.client, call.method, params->contains("argv") ? params->at("argv") : json::value(nullptr),
                    call.params};
   return RunWork([this, p = std::move(p), call = std::move(call), audit = std::move(audit)](int cancel_fd) {

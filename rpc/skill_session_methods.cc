@@ -57,16 +57,26 @@ bool Daemon::IsSkillSessionCall(const Call& call) const {
   return call.method == "skill.call" && params != nullptr && params->contains("skill_session");
 }
 
-std::function<void(const json::object&)> Daemon::ProgressTo(std::function<void(std::string)> notify,
-                                                             const std::string& request_id,
-                                                             const std::string& skill_session) {
-  if (!notify) return nullptr;
-  return [notify = std::move(notify), request_id, skill_session](const json::object& note) {
+Expected<std::function<void(const json::object&)>> Daemon::ProgressTo(const json::object& call_params,
+                                                                       std::function<void(std::string)> notify,
+                                                                       const std::string& request_id,
+                                                                       const std::string& skill_session) {
+  json::value token = nullptr;
+  if (const json::value* t = call_params.if_contains("progress_token")) {
+    const bool fits = (t->is_string() && !t->as_string().empty() && t->as_string().size() <= 128) || t->is_int64() ||
+                      t->is_uint64();
+    if (!fits) return InvalidParam("params", "progress_token", "must be a string of 1 to 128 bytes or a whole number");
+    token = *t;
+  }
+  if (!notify) return std::function<void(const json::object&)>();
+  return std::function<void(const json::object&)>([notify = std::move(notify), request_id, skill_session,
+                                                   token](const json::object& note) {
     json::object params{{"request_id", request_id}, {"method", note.at("method")}};
+    if (!token.is_null()) params["progress_token"] = token;
     if (!skill_session.empty()) params["skill_session"] = skill_session;
     if (const json::value* p = note.if_contains("params")) params["params"] = *p;
     notify(Notification("skill.progress", params));
-  };
+  });
 }
 
 Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std::string& request_id,
@@ -135,7 +145,9 @@ Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std
 }
 
 Expected<Daemon::RunWork> Daemon::SkillSessionCall(const json::object& params, const Request& r) {
-  if (auto bad = RejectUnknown(params, {"skill_session", "method", "params", "timeout_ms"})) return *bad;
+  if (auto bad = RejectUnknown(params, {"skill_session", "method", "params", "timeout_ms", "progress_token"})) {
+    return *bad;
+  }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> key, GetString(params, "skill_session", true));
   std::shared_ptr<SkillSession> session = skill_sessions_->Find(*key);
   if (session == nullptr) {
@@ -155,7 +167,7 @@ Expected<Daemon::RunWork> Daemon::SkillSessionCall(const json::object& params, c
     }
     timeout = absl::Milliseconds(*timeout_ms);
   }
-  call.progress = ProgressTo(r.notify, r.request_id, session->key);
+  CUBICLE_RPC_ASSIGN_OR_RETURN(call.progress, ProgressTo(params, r.notify, r.request_id, session->key));
   SkillAudit audit{session->client.empty() ? r.client : session->client, call.method, session->argv, call.params,
                    session->key, json::value(nullptr)};
   return RunWork([this, session, call = std::move(call), timeout, audit = std::move(audit),
