@@ -157,7 +157,7 @@ int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions&
       rpc::LoadSkillCatalog(config.skills_dir, [&](const std::string& name) -> const rpc::Profile* {
         auto it = config.profiles.find(name);
         return it == config.profiles.end() ? nullptr : &it->second;
-      });
+      }, /*static_checks=*/nullptr);
   if (config.skills_dir.empty()) {
     std::printf("skills: none (no skills.dir)\n");
   } else {
@@ -165,6 +165,14 @@ int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions&
                 config.skills_dir.c_str());
   }
   for (const skills::LoadError& e : skills->errors()) std::printf("skill left out: %s\n", e.message.c_str());
+  // The static policy's checker runs in sandboxes, and this check makes none.
+  for (const auto& [name, profile] : config.profiles) {
+    if (!profile.static_policy.has_value()) continue;
+    std::printf("profile %s: static policy of %zu import, %zu call and %zu attribute pattern(s); its Python skills "
+                "are checked against it when the daemon loads them, not here\n",
+                name.c_str(), profile.static_policy->deny_imports.size(), profile.static_policy->deny_calls.size(),
+                profile.static_policy->deny_attributes.size());
+  }
   return 0;
 }
 
