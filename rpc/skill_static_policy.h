@@ -34,9 +34,6 @@
 
 namespace cubicle::rpc {
 
-// skill.call's refusal of a skill denied by its profile's static policy.
-inline constexpr int kStaticPolicyDenied = -32010;
-
 // Runs the checker's command `argv` with `stdin_data` in a sandbox of
 // `profile`, its output captured.
 using StaticCheckRunner = std::function<absl::StatusOr<runtime::CapturedRun>(
