@@ -212,6 +212,9 @@ class _Check:
             self.found.append((0, 0, "syntax", _cut("%s: the script is nested too deeply to check" %
                                                     type(e).__name__)))
             return
+        except UnicodeError as e:  # python3 -c refuses such a script too
+            self.found.append((0, 0, "syntax", "%s: the script is not UTF-8" % type(e).__name__))
+            return
         except ValueError as e:  # a NUL byte, which a manifest's entry cannot hold
             self.found.append((0, 0, "syntax", _cut("ValueError: %s" % e)))
             return
