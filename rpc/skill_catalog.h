@@ -33,9 +33,9 @@ class StaticPolicyChecks;
 
 // `dir` loaded, each skill checked against its profile and then, by
 // `static_checks`, its profile's static policy (rpc/skill_static_policy.h;
-// null: not checked, and skill.call refuses the skills of a profile with
-// a policy as not checked yet). An empty `dir` (no skills directory
-// configured) is an empty catalog.
+// null: not checked, which leaves skill.call refusing the Python skills of
+// a profile with a policy as not checked yet). An empty `dir` (no skills
+// directory configured) is an empty catalog.
 std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles,
                                                         StaticPolicyChecks* static_checks);
 

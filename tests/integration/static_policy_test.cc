@@ -3,7 +3,7 @@
 // directory of a clean skill and one that imports subprocess — the clean
 // one is served, the other listed with its violation and refused by
 // skill.call naming the rule, before anything runs (no zygote taken, an
-// audit line that says "refused"); a reload that removes the policy makes
+// audit line that says "refused"), and --check-config says so too; a reload that removes the policy makes
 // it callable, one that changes nothing checks nothing again, and one with
 // a bad policy is refused naming the field; a skill whose check cannot be
 // made is left out. Waits are bounds for failures; nothing asserts how
@@ -58,6 +58,14 @@ class StaticPolicy : public Skills {
 TEST_F(StaticPolicy, ADeniedSkillIsListedAndRefusedBeforeAnythingRuns) {
   PutSkills();
   python_more_ = kPolicy;
+  // --check-config says so first, as the start would.
+  ProcessRun checked = RunCubicle({"serve", "--check-config", "--config", WriteConfig(dir_, Config())});
+  EXPECT_EQ(checked.exit_code, 0) << checked.err;
+  EXPECT_TRUE(absl::StrContains(checked.out, "skill denied by the static policy: word-stats@1.0.0: deny_imports: "
+                                             "subprocess (line 3: import subprocess)\n"))
+      << checked.out;
+  EXPECT_TRUE(absl::StrContains(checked.out, "static policy: 2 skill(s) checked in 1 sandbox(es)")) << checked.out;
+
   ASSERT_TRUE(Start({"--state-dir", state_.Join("state")}).up());
 
   // Listed, each with its verdict: null where the profile has no policy.
