@@ -212,6 +212,35 @@ TEST_F(StaticChecker, ScriptsOfABatchAreCheckedEachOnItsOwn) {
               ElementsAre(ElementsAre(), ElementsAre("syntax | SyntaxError: invalid syntax | 1:5")));
 }
 
+// docs/skills.md's recommended policy (keep the two in step): it reads,
+// and the example skills pass it.
+TEST_F(StaticChecker, TheRecommendedPolicyReadsAndTheExamplesPassIt) {
+  absl::StatusOr<StaticPolicy> recommended = ParseStaticPolicy(boost::json::parse(R"({
+    "deny_imports": ["subprocess", "multiprocessing", "pty", "ctypes", "cffi", "socket", "ssl", "http", "urllib",
+                     "ftplib", "smtplib", "importlib", "marshal", "pickle", "shelve", "code", "codeop", "signal",
+                     "resource"],
+    "deny_calls": ["eval", "exec", "compile", "__import__", "breakpoint", "os.system", "os.popen", "os.fork",
+                   "os.forkpty", "os.kill", "os.killpg", "os.posix_spawn", "os.posix_spawnp", "os.execv",
+                   "os.execve", "os.execvp", "os.execvpe", "os.execl", "os.execle", "os.execlp", "os.execlpe",
+                   "os.spawnv", "os.spawnve", "os.spawnl", "os.spawnle"],
+    "deny_attributes": ["__subclasses__", "__globals__", "__builtins__", "__code__", "__closure__", "__bases__",
+                        "__base__", "__mro__", "__getattribute__", "f_globals", "f_locals", "f_back", "f_builtins",
+                        "gi_frame", "cr_frame", "tb_frame"]})"),
+                                                               "static_policy");
+  ASSERT_TRUE(recommended.ok()) << recommended.status();
+  std::vector<std::string> scripts;
+  for (const char* path : {"/examples/skills/word-stats/1.0.0/word_stats.py",
+                           "/examples/skills/checked-divide/1.0.0/checked_divide.py"}) {
+    std::stringstream text;
+    text << std::ifstream(absl::StrCat(CUBICLE_SOURCE_DIR, path)).rdbuf();
+    ASSERT_FALSE(text.str().empty()) << path;
+    scripts.push_back(text.str());
+  }
+  EXPECT_THAT(Check(scripts, *recommended), ElementsAre(ElementsAre(), ElementsAre()));
+  EXPECT_THAT(Check({"import subprocess\n"}, *recommended),
+              ElementsAre(ElementsAre("deny_imports: subprocess | import subprocess | 1:1")));
+}
+
 // ---------------------------------------------------------------------------
 // The checker's output as the daemon reads it, whatever it says.
 
