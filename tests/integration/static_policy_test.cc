@@ -3,11 +3,12 @@
 // directory of a clean skill and one that imports subprocess — the clean
 // one is served, the other listed with its violation and refused by
 // skill.call naming the rule, before anything runs (no zygote taken, an
-// audit line that says "refused"), and --check-config says so too; a reload that removes the policy makes
-// it callable, one that changes nothing checks nothing again, and one with
-// a bad policy is refused naming the field; a skill whose check cannot be
-// made is left out. Waits are bounds for failures; nothing asserts how
-// long anything took.
+// audit line that says "refused"), as --check-config foretells; skill
+// sessions and skills calling skills meet the same refusal; a reload that
+// removes the policy makes it callable, one that changes nothing checks
+// nothing again, and one with a bad policy is refused naming the field; a
+// skill whose check cannot be made is left out. Waits are bounds for
+// failures; nothing asserts how long anything took.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -164,6 +165,49 @@ TEST_F(StaticPolicy, ABadPolicyIsRefusedNamingTheField) {
   EXPECT_EQ(reloads.at("refused"), 1);
   EXPECT_TRUE(absl::StrContains(Str(reloads.at("last_error")), says)) << json::serialize(reloads);
   EXPECT_EQ(ErrorCode(CallDenied()), -32010);
+}
+
+// A skill that calls the skill its params name, then answers with what
+// it got back (result or error).
+constexpr char kCaller[] = R"PY(
+import json, sys
+req = json.loads(sys.stdin.readline())
+print(json.dumps({"jsonrpc": "2.0", "id": "c1", "method": "skill.call",
+                  "params": {"skill": req["params"]["callee"], "method": "count", "params": {}}}), flush=True)
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("id") == "c1":
+        break
+print(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": msg}), flush=True)
+)PY";
+
+// Every way of running a skill by name meets the same refusal: a skill
+// session is not opened, and a skill calling a denied skill gets the
+// refusal as its call's error, audited.
+TEST_F(StaticPolicy, SessionsAndSkillsCallingSkillsAreRefusedToo) {
+  PutSkills();
+  Put("caller/skill.yaml", "name: caller\nversion: 1.0.0\nentry: main.py\ncalls: [word-stats, clean]\n");
+  Put("caller/main.py", kCaller);
+  python_more_ = kPolicy;
+  ASSERT_TRUE(Start({"--state-dir", state_.Join("state")}).up());
+
+  json::value opened = Call("skill.session.open", R"({"skill": "word-stats"})");
+  EXPECT_EQ(ErrorCode(opened), -32010) << json::serialize(opened);
+  EXPECT_EQ(Result("skill.session.list", "").at("skill_sessions").as_array().size(), 0u);
+
+  json::value allowed = Result("skill.call", R"({"skill": "caller", "method": "go", "params": {"callee": "clean"}})");
+  ASSERT_TRUE(allowed.is_object());
+  EXPECT_EQ(Str(allowed.at("result").at("result").at("result").at("version")), "clean") << json::serialize(allowed);
+  json::value denied =
+      Result("skill.call", R"({"skill": "caller", "method": "go", "params": {"callee": "word-stats"}})");
+  ASSERT_TRUE(denied.is_object());
+  const json::value& error = denied.at("result").at("error");
+  EXPECT_EQ(error.at("code"), -32010) << json::serialize(denied);
+  EXPECT_TRUE(absl::StrContains(Str(error.at("message")), "denied by the static policy: deny_imports: subprocess"));
+  json::value audit = Result("audit.query", R"({"skill": "word-stats"})");
+  ASSERT_EQ(audit.at("entries").as_array().size(), 1u) << json::serialize(audit);
+  EXPECT_EQ(Str(audit.at("entries").at(0).at("outcome")), "refused");
+  EXPECT_EQ(Str(audit.at("entries").at(0).at("caller").at("skill").at("name")), "caller");
 }
 
 // Fails closed: a profile whose sandboxes have no python3 on their PATH
