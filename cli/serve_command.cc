@@ -18,6 +18,7 @@
 #include "rpc/http_front.h"
 #include "rpc/preload_check.h"
 #include "rpc/skill_catalog.h"
+#include "rpc/skill_static_policy.h"
 #include "runtime/cgroup_host.h"
 #include "rpc/systemd.h"
 
@@ -137,7 +138,8 @@ int ActivatedSockets(rpc::ServeOptions* options) {
 }
 
 // --check-config: what would be served, once everything has been read
-// and checked, and nothing made.
+// and checked; nothing is listened on. The checks a start makes in
+// sandboxes (preloads, the skills' static policy) are made here too.
 int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions& options) {
   std::string profiles;
   for (const auto& [name, profile] : config.profiles) {
@@ -152,12 +154,14 @@ int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions&
                                      ? absl::StrCat("state directory ", config.sessions.state_dir).c_str()
                                      : "off (no state directory)");
   // The skills as the daemon would load them; one that would be left out
-  // is said, but refuses nothing (a reload would serve the others).
+  // or denied is said, but refuses nothing (a reload would serve the
+  // others).
+  rpc::StaticPolicyChecks static_checks(rpc::SandboxedStaticCheck(absl::Seconds(10)));
   std::shared_ptr<const skills::Catalog> skills =
       rpc::LoadSkillCatalog(config.skills_dir, [&](const std::string& name) -> const rpc::Profile* {
         auto it = config.profiles.find(name);
         return it == config.profiles.end() ? nullptr : &it->second;
-      });
+      }, &static_checks);
   if (config.skills_dir.empty()) {
     std::printf("skills: none (no skills.dir)\n");
   } else {
@@ -165,6 +169,14 @@ int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions&
                 config.skills_dir.c_str());
   }
   for (const skills::LoadError& e : skills->errors()) std::printf("skill left out: %s\n", e.message.c_str());
+  for (const auto& [name, versions] : skills->skills()) {
+    for (const auto& [version, skill] : versions) {
+      if (!skill->static_policy.has_value() || skill->static_policy->ok()) continue;
+      std::printf("skill denied by the static policy: %s: %s\n", skill->Reference().c_str(),
+                  skills::DescribeViolation(skill->static_policy->violations.front()).c_str());
+    }
+  }
+  if (std::string checks = static_checks.LastLoadSummary(); !checks.empty()) std::printf("%s\n", checks.c_str());
   return 0;
 }
 

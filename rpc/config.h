@@ -29,6 +29,7 @@
 #include "runtime/pool.h"
 #include "runtime/spec.h"
 #include "runtime/warm.h"
+#include "skills/static_policy.h"
 
 namespace cubicle::rpc {
 
@@ -51,6 +52,10 @@ struct Profile {
   // on the cold path (a pooled zygote cannot have been probed for it).
   std::vector<int> npus;
   std::vector<int> gpus;
+  // What the Python skills that run in this profile may not import, call
+  // or reach for, checked when the skills directory is loaded
+  // (docs/skills.md, "Static policy"). None: off.
+  std::optional<skills::StaticPolicy> static_policy;
 };
 
 // "npu": where the accelerator driver is, how long listings and probes are

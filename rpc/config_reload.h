@@ -23,7 +23,8 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& running, const D
 // What a reload does to a profile present before and after.
 enum class ProfileChange {
   kSame,
-  // Only what requests read (timeouts, output budget, chips): new
+  // Only what requests read (timeouts, output budget, chips) and the
+  // static policy (which the skills' load after the reload applies): new
   // requests read the new values; the pool stays as it is.
   kUpdated,
   // Its pool's sizes (min_idle, max_idle, max_total, max_age_s), and maybe

@@ -65,7 +65,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   d->config_.profiles.clear();
   d->profiles_.Replace(std::move(served), {});
   // Its errors are said once Serve has the log (WarnSkillErrors).
-  d->LoadSkills(d->config_.skills_dir, /*warn=*/false);
+  std::shared_ptr<const ProfileSet> profiles = d->profiles_.Current();
+  d->ServeSkills(d->ReadSkills(d->config_.skills_dir,
+                               [&](const std::string& name) -> const Profile* {
+                                 auto it = profiles->find(name);
+                                 return it == profiles->end() ? nullptr : &it->second->profile;
+                               }),
+                 /*warn=*/false);
   npu::InventoryOptions npu_options;
   npu_options.root = d->config_.npu.root;
   npu_options.cache_window = d->config_.npu.cache_window;

@@ -43,9 +43,11 @@
 #include "rpc/running_executions.h"
 #include "rpc/served_profiles.h"
 #include "rpc/session_table.h"
+#include "rpc/skill_catalog.h"
 #include "rpc/skill_process.h"
 #include "rpc/skill_results.h"
 #include "rpc/skill_sessions.h"
+#include "rpc/skill_static_policy.h"
 #include "rpc/workspace_leases.h"
 #include "runtime/pool.h"
 #include "sessions/records.h"
@@ -382,9 +384,14 @@ class Daemon {
   // Skills (rpc/skill_methods.cc, docs/skills.md): the catalog served
   // now, which a reload replaces whole; a request keeps the skill it found.
   std::shared_ptr<const skills::Catalog> Skills() const;
-  // Loads `dir` against the profiles served now and serves it; each error
-  // is warned when `warn`.
-  void LoadSkills(const std::string& dir, bool warn);
+  // `dir` loaded against `profiles`, each Python skill checked against
+  // its profile's static policy (in sandboxes: this can take a moment).
+  // A reload reads the skills against its new profiles before it commits
+  // them, so that the two are served together.
+  std::shared_ptr<const skills::Catalog> ReadSkills(const std::string& dir, const ProfileLookup& profiles);
+  // Serves `next` from now on; each error is warned when `warn`.
+  void ServeSkills(std::shared_ptr<const skills::Catalog> next, bool warn);
+  // The skills left out, and those the static policy denies.
   void WarnSkillErrors(const skills::Catalog& catalog);
   // "skills: 4 version(s) of 3 skill(s) from DIR, 1 left out (...)"; ""
   // without a skills directory.
@@ -396,6 +403,8 @@ class Daemon {
   Expected<std::shared_ptr<const skills::Skill>> SkillOfCall(const boost::json::object& params);
   mutable std::mutex skills_mu_;
   std::shared_ptr<const skills::Catalog> skills_ = std::make_shared<const skills::Catalog>();
+  // The static policy's checks and their cache, kept across reloads.
+  StaticPolicyChecks static_checks_{SandboxedStaticCheck(absl::Seconds(10))};
 
   // Sessions and files.* (rpc/session_methods.cc, rpc/files_methods.cc).
   // Opens the state directory (refused while another daemon holds it),

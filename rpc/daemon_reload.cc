@@ -130,9 +130,17 @@ absl::StatusOr<ReloadPlan> Daemon::Reload(const DaemonConfig& next) {
   ReloadPlan plan = PlanReload(before, next.profiles);
   CUBICLE_RETURN_IF_ERROR(CheckReloadFds(next, plan));
   CUBICLE_ASSIGN_OR_RETURN(auto made, MakePools(next, plan));
+  // The skills directory is read again, against the profiles the reload
+  // serves: before they are, since the static policy's checks take a
+  // moment, so that a call never meets new profiles with old verdicts for
+  // longer than the two swaps below.
+  std::shared_ptr<const skills::Catalog> catalog =
+      ReadSkills(next.skills_dir, [&](const std::string& name) -> const Profile* {
+        auto it = next.profiles.find(name);
+        return it == next.profiles.end() ? nullptr : &it->second;
+      });
   CommitReload(next, plan, *running, std::move(made));
-  // The skills directory is read again, against the profiles now served.
-  LoadSkills(next.skills_dir, /*warn=*/true);
+  ServeSkills(std::move(catalog), /*warn=*/true);
   return plan;
 }
 

@@ -181,6 +181,7 @@ int HttpStatusOf(int64_t code) {
     case kInvalidParams:
       return 400;
     case kForbidden:
+    case kStaticPolicyDenied:
       return 403;
     case kMethodNotFound:
     case kNotFound:

@@ -55,6 +55,9 @@ inline constexpr int kSkillFailed = -32007;
 // The caller's key or uid entry does not allow this method or profile
 // (rpc/api_keys.h); nothing ran.
 inline constexpr int kForbidden = -32008;
+// skill.call: the skill is denied by its profile's static policy
+// (docs/skills.md, "Static policy"); data holds the violations. Nothing ran.
+inline constexpr int kStaticPolicyDenied = -32010;
 
 // Nesting deeper than this is a parse error: a hostile `[[[[...` must cost a
 // bounded amount of memory and never recurse deeply anywhere downstream.

@@ -25,6 +25,7 @@
 #include "rootfs/mount_plan.h"
 #include "runtime/defaults.h"
 #include "seccomp/policy.h"
+#include "skills/static_policy.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -363,12 +364,20 @@ absl::Status ReadChips(const Object& o, Profile* profile) {
   return absl::OkStatus();
 }
 
+// Off unless given; checked by the skills' load (rpc/skill_static_policy.h).
+absl::Status ReadStaticPolicy(const Object& o, Profile* profile) {
+  const json::value* v = o.Find("static_policy");
+  if (v == nullptr) return absl::OkStatus();
+  CUBICLE_ASSIGN_OR_RETURN(profile->static_policy, skills::ParseStaticPolicy(*v, o.PathOf("static_policy")));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value& v, const DaemonConfig& config) {
   CUBICLE_ASSIGN_OR_RETURN(
       Object o, Object::Open(v, Member("profiles", name),
                              {"hostname", "uid", "gid", "seccomp", "tmp_size", "binds", "tmpfs", "env", "rlimits",
                               "limits", "breakers", "timeout_ms", "max_timeout_ms", "output_bytes", "pool",
-                              "interpreter", "npu", "gpu", "network"}));
+                              "interpreter", "npu", "gpu", "network", "static_policy"}));
   Profile profile;
   profile.name = name;
   CUBICLE_RETURN_IF_ERROR(ReadSandboxDefaults(o, &profile));
@@ -380,6 +389,7 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
   CUBICLE_RETURN_IF_ERROR(ReadOutputBudget(o, config, &profile));
   CUBICLE_RETURN_IF_ERROR(ReadPoolAndInterpreter(o, &profile));
   CUBICLE_RETURN_IF_ERROR(ReadChips(o, &profile));
+  CUBICLE_RETURN_IF_ERROR(ReadStaticPolicy(o, &profile));
   // Everything together, as a launch would see it; argv comes per request.
   runtime::SandboxSpec check = profile.spec;
   check.argv = {"/bin/true"};

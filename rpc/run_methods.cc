@@ -23,6 +23,7 @@
 #include "rpc/results_json.h"
 #include "rpc/skill_catalog.h"
 #include "rpc/skill_results.h"
+#include "rpc/skill_static_policy.h"
 #include "runtime/capture.h"
 
 namespace cubicle::rpc {
@@ -381,6 +382,15 @@ Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const Reques
   CUBICLE_RPC_ASSIGN_OR_RETURN(call.progress, ProgressTo(*params, r.notify, r.request_id, ""));
   SkillAudit audit{r.client, call.method, params->contains("argv") ? params->at("argv") : json::value(nullptr),
                    call.params};
+  if (p.skill != nullptr) {
+    // Checked when the skill was loaded: refused here, before anything
+    // runs, and written to the audit trail like any refusal.
+    if (std::optional<Error> refused = StaticPolicyRefusal(*p.skill, p.served->profile)) {
+      AuditSkillCall(audit, p.request.request_id, p.served->profile.name, p.skill.get(),
+                     Expected<json::value>(*refused), absl::ZeroDuration());
+      return *std::move(refused);
+    }
+  }
   return RunWork([this, p = std::move(p), call = std::move(call), audit = std::move(audit)](int cancel_fd) {
     const absl::Time start = absl::Now();
     Expected<json::value> outcome = CallSkill(p, call, cancel_fd);

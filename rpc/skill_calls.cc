@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "rpc/daemon.h"
 #include "rpc/skill_results.h"
+#include "rpc/skill_static_policy.h"
 #include "sessions/ids.h"
 
 namespace cubicle::rpc {
@@ -151,6 +152,9 @@ Expected<json::value> Daemon::RunCalleeSkill(const SkillCaller& caller, std::sha
   auto run = [&]() -> Expected<json::value> {
     if (!p.ok()) return p.error();
     if (auto refused = RefuseAccelerated(p->served->profile, "skill.call")) return *refused;
+    // A callee its profile's static policy denies is refused as a call by
+    // a client is, and audited so.
+    if (auto refused = StaticPolicyRefusal(*callee, p->served->profile)) return *refused;
     return CallSkill(*p, call, cancel_fd);
   };
   Expected<json::value> outcome = run();

@@ -5,6 +5,7 @@
 #include "egress/policy.h"
 #include "egress/policy_json.h"
 #include "namespaces/exec_request.h"
+#include "rpc/skill_static_policy.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -95,10 +96,16 @@ absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile) 
   return absl::OkStatus();
 }
 
-std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles) {
+std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles,
+                                                        StaticPolicyChecks* static_checks) {
   if (dir.empty()) return std::make_shared<const skills::Catalog>();
   skills::LoadOptions options;
   options.check = [&](const skills::Skill& skill) { return CheckSkillFits(skill, profiles(skill.manifest.profile)); };
+  if (static_checks != nullptr) {
+    options.check_all = [&](const std::vector<skills::Skill*>& skills) {
+      return static_checks->CheckAll(skills, profiles);
+    };
+  }
   return std::make_shared<const skills::Catalog>(skills::Catalog::Load(dir, options));
 }
 

@@ -29,9 +29,15 @@ using ProfileLookup = std::function<const Profile*(const std::string& name)>;
 // profile's 256 MiB").
 absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile);
 
-// `dir` loaded, each skill checked against its profile. An empty `dir`
-// (no skills directory configured) is an empty catalog.
-std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles);
+class StaticPolicyChecks;
+
+// `dir` loaded, each skill checked against its profile and then, by
+// `static_checks`, its profile's static policy (rpc/skill_static_policy.h;
+// null: not checked, which leaves skill.call refusing the Python skills of
+// a profile with a policy as not checked yet). An empty `dir` (no skills
+// directory configured) is an empty catalog.
+std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles,
+                                                        StaticPolicyChecks* static_checks);
 
 // The command a skill runs as in `profile`: its script after `-c`, so
 // that it is never read from a path again. Python: the profile's warm

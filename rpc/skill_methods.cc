@@ -16,13 +16,21 @@ namespace json = boost::json;
 
 namespace {
 
+// The skill's verdict under its profile's static policy: {"ok": true},
+// {"ok": false, "violations": [...]}, or null (no policy, or not Python).
+json::value StaticPolicyJson(const skills::Skill& skill) {
+  if (!skill.static_policy.has_value()) return nullptr;
+  return skills::StaticVerdictToJson(*skill.static_policy);
+}
+
 json::object VersionJson(const skills::Skill& skill) {
   const skills::Manifest& m = skill.manifest;
   return json::object{{"version", m.version.ToString()},
                       {"id", skill.id},
                       {"prerelease", m.version.is_prerelease()},
                       {"profile", m.profile},
-                      {"description", m.description}};
+                      {"description", m.description},
+                      {"static_policy", StaticPolicyJson(skill)}};
 }
 
 // skill.describe's result: the skill as loaded, and what a call by name
@@ -58,6 +66,7 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
                       {"timeout_ms", timeout.has_value() ? json::value(absl::ToInt64Milliseconds(*timeout))
                                                          : json::value(nullptr)},
                       {"network", m.network.value_or(nullptr)},
+                      {"static_policy", StaticPolicyJson(skill)},
                       {"folder", skill.folder},
                       {"manifest_path", skill.manifest_path},
                       {"manifest", m.document}};
@@ -70,12 +79,11 @@ std::shared_ptr<const skills::Catalog> Daemon::Skills() const {
   return skills_;
 }
 
-void Daemon::LoadSkills(const std::string& dir, bool warn) {
-  std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
-  std::shared_ptr<const skills::Catalog> next = LoadSkillCatalog(dir, [&](const std::string& name) -> const Profile* {
-    auto it = profiles->find(name);
-    return it == profiles->end() ? nullptr : &it->second->profile;
-  });
+std::shared_ptr<const skills::Catalog> Daemon::ReadSkills(const std::string& dir, const ProfileLookup& profiles) {
+  return LoadSkillCatalog(dir, profiles, &static_checks_);
+}
+
+void Daemon::ServeSkills(std::shared_ptr<const skills::Catalog> next, bool warn) {
   if (warn) WarnSkillErrors(*next);
   std::shared_ptr<const skills::Catalog> old;
   {
@@ -88,6 +96,15 @@ void Daemon::LoadSkills(const std::string& dir, bool warn) {
 
 void Daemon::WarnSkillErrors(const skills::Catalog& catalog) {
   for (const skills::LoadError& e : catalog.errors()) Warn(absl::StrCat("skill left out: ", e.message));
+  for (const auto& [name, versions] : catalog.skills()) {
+    for (const auto& [version, skill] : versions) {
+      if (!skill->static_policy.has_value() || skill->static_policy->ok()) continue;
+      const std::vector<skills::StaticViolation>& v = skill->static_policy->violations;
+      Warn(absl::StrCat("skill denied by the static policy of profile ", skill->manifest.profile, ": ",
+                        skill->Reference(), " (", skill->manifest_path, "): ", skills::DescribeViolation(v.front()),
+                        v.size() > 1 ? absl::StrCat(" and ", v.size() - 1, " more") : ""));
+    }
+  }
 }
 
 std::string Daemon::SkillsSummary() const {
@@ -96,6 +113,7 @@ std::string Daemon::SkillsSummary() const {
   std::string summary = absl::StrCat("skills: ", c->versions(), " version(s) of ", c->skills().size(),
                                      " skill(s) from ", c->dir());
   if (!c->errors().empty()) absl::StrAppend(&summary, ", ", c->errors().size(), " left out (skill.list says why)");
+  if (std::string checks = static_checks_.LastLoadSummary(); !checks.empty()) absl::StrAppend(&summary, "; ", checks);
   return summary;
 }
 
@@ -104,7 +122,8 @@ json::object Daemon::SkillsHealth() const {
   return json::object{{"dir", c->dir().empty() ? json::value(nullptr) : json::value(c->dir())},
                       {"skills", c->skills().size()},
                       {"versions", c->versions()},
-                      {"errors", c->errors().size()}};
+                      {"errors", c->errors().size()},
+                      {"static_policy", static_checks_.LastLoad()}};
 }
 
 Expected<json::value> Daemon::SkillList(const json::value& raw) {

@@ -14,6 +14,7 @@
 #include "rpc/daemon.h"
 #include "rpc/npu_methods.h"
 #include "rpc/skill_results.h"
+#include "rpc/skill_static_policy.h"
 #include "sessions/ids.h"
 
 namespace cubicle::rpc {
@@ -98,6 +99,11 @@ Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<const skills::Skill> skill, SkillOfCall(*params));
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id, skill));
   if (auto refused = RefuseAccelerated(p.served->profile, "skill.session.open")) return *refused;
+  if (skill != nullptr) {
+    // A session runs the script the load checked: one its profile's
+    // static policy denies is never started.
+    if (std::optional<Error> refused = StaticPolicyRefusal(*skill, p.served->profile)) return *refused;
+  }
   if (skill_sessions_->size() >= skill_sessions_->max_sessions()) {
     return Error{kLimitExceeded,
                  absl::StrCat(skill_sessions_->max_sessions(),

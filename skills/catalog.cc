@@ -134,15 +134,36 @@ Catalog Catalog::Load(const std::string& dir, const LoadOptions& options) {
                                                        absl::StrJoin(others, ", "), "; none of them is served")});
     }
   }
+  auto leave_out = [&](size_t i, const absl::Status& st) {
+    dropped[i] = true;
+    const std::string& path = loaded[i].manifest_path;
+    c.errors_.push_back(LoadError{path, absl::StrCat(path, ": ", st.message())});
+  };
+  std::vector<Skill*> passed;
+  std::vector<size_t> passed_index;
   for (size_t i = 0; i < loaded.size(); ++i) {
     if (dropped[i]) continue;
-    Skill& skill = loaded[i];
     if (options.check) {
-      if (absl::Status st = options.check(skill); !st.ok()) {
-        c.errors_.push_back(LoadError{skill.manifest_path, absl::StrCat(skill.manifest_path, ": ", st.message())});
+      if (absl::Status st = options.check(loaded[i]); !st.ok()) {
+        leave_out(i, st);
         continue;
       }
     }
+    passed.push_back(&loaded[i]);
+    passed_index.push_back(i);
+  }
+  if (options.check_all && !passed.empty()) {
+    std::vector<absl::Status> checked = options.check_all(passed);
+    for (size_t k = 0; k < passed_index.size(); ++k) {
+      // A check that answers for fewer skills than it was given has not
+      // checked the rest.
+      absl::Status st = k < checked.size() ? checked[k] : absl::InternalError("not checked");
+      if (!st.ok()) leave_out(passed_index[k], st);
+    }
+  }
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    if (dropped[i]) continue;
+    Skill& skill = loaded[i];
     const std::string name = skill.manifest.name;
     const Version version = skill.manifest.version;
     c.skills_[name][version] = std::make_shared<const Skill>(std::move(skill));

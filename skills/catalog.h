@@ -42,6 +42,12 @@ struct LoadOptions {
   // its limits fit it); an error leaves the skill out, reported like a
   // manifest's, prefixed with the manifest's path.
   std::function<absl::Status(const Skill&)> check;
+  // Then one check of all the skills that passed `check` together, for a
+  // check that costs too much to make one skill at a time (the daemon's
+  // static policy, run in a sandbox). It may annotate each skill
+  // (Skill::static_policy) and returns a status per skill, in order: an
+  // error leaves that one out, reported as `check`'s are.
+  std::function<std::vector<absl::Status>(const std::vector<Skill*>&)> check_all;
   // Skill folders looked at, at most (a bound on one load's work).
   size_t max_folders = 10000;
 };

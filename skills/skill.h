@@ -3,12 +3,14 @@
 // a path — and its id.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "skills/manifest.h"
+#include "skills/static_policy.h"
 
 namespace cubicle::skills {
 
@@ -28,6 +30,10 @@ struct Skill {
   std::string id;      // SkillId(script, requirements)
   std::string folder;  // its folder, as messages name it ("DIR/word-stats/1.2.0")
   std::string manifest_path;  // folder + "/skill.yaml" (or .json)
+  // Its script's verdict under its profile's static policy, reached when
+  // the catalog was loaded; none for a shell skill or a profile without
+  // one (docs/skills.md, "Static policy").
+  std::optional<StaticVerdict> static_policy;
 
   // "word-stats@1.2.0".
   std::string Reference() const { return manifest.name + "@" + manifest.version.ToString(); }

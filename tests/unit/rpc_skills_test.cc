@@ -176,12 +176,12 @@ TEST(SkillsConfig, LoadChecksEachSkillAgainstItsProfile) {
   std::shared_ptr<const skills::Catalog> c = LoadSkillCatalog(dir, [&](const std::string& name) -> const Profile* {
     auto it = config.profiles.find(name);
     return it == config.profiles.end() ? nullptr : &it->second;
-  });
+  }, /*static_checks=*/nullptr);
   EXPECT_EQ(c->versions(), 1u);
   ASSERT_EQ(c->errors().size(), 1u);
   EXPECT_EQ(c->errors()[0].message,
             dir + "/big/skill.yaml: limits: memory: 1073741824 (1 GiB) exceeds the profile's 536870912 (512 MiB)");
-  EXPECT_EQ(LoadSkillCatalog("", nullptr)->versions(), 0u);
+  EXPECT_EQ(LoadSkillCatalog("", nullptr, nullptr)->versions(), 0u);
 }
 
 }  // namespace

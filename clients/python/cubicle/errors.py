@@ -147,6 +147,13 @@ class Forbidden(RpcError):
     code = -32008
 
 
+class StaticPolicyDenied(RpcError):
+    """-32010: skill.call's skill is denied by its profile's static policy;
+    `data["violations"]` lists what the check found (rule, what, line, col).
+    Nothing ran."""
+    code = -32010
+
+
 class SkillAnswerError(RpcError):
     """The skill itself answered with a JSON-RPC error (SkillResult.unwrap)."""
 
@@ -154,5 +161,6 @@ class SkillAnswerError(RpcError):
 _BY_CODE: Dict[int, Type[RpcError]] = {
     cls.code: cls
     for cls in (ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError, BusyError, SetupError,
-                LimitExceeded, Conflict, NotFoundError, ShuttingDown, LineTooLong, SkillFailed, Forbidden)
+                LimitExceeded, Conflict, NotFoundError, ShuttingDown, LineTooLong, SkillFailed, Forbidden,
+                StaticPolicyDenied)
 }
