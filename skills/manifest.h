@@ -40,6 +40,21 @@ struct SkillLimits {
   bool empty() const { return !memory && !memory_high && !pids && !cpus && !cpu_weight; }
 };
 
+// An environment a run names (docs/skills.md, "Environments"): "sci" (its
+// highest revision) or "sci@3" (exactly revision 3).
+struct EnvironmentRef {
+  std::string name;
+  std::optional<uint64_t> revision;
+  std::string ToString() const;  // as it reads: "sci", "sci@3"
+  bool operator==(const EnvironmentRef&) const = default;
+};
+
+// The name is a skill name's form; the revision a positive whole number
+// without leading zeros. InvalidArgument saying what is wrong otherwise
+// ("'sci@x': the revision after '@' must be a positive whole number, as
+// in sci@3").
+absl::StatusOr<EnvironmentRef> ParseEnvironmentRef(absl::string_view text);
+
 struct Manifest {
   std::string name;
   Version version;
@@ -52,6 +67,7 @@ struct Manifest {
   std::vector<std::pair<std::string, std::string>> env;  // in the order written
   std::optional<boost::json::value> network;  // a network policy, checked for form only
   std::optional<absl::Duration> timeout;      // timeout_ms
+  std::optional<EnvironmentRef> environment;  // where it runs; whether it exists is checked at load
   boost::json::value document;                // the manifest as read
 };
 
