@@ -51,6 +51,10 @@ struct Profile {
   // on the cold path (a pooled zygote cannot have been probed for it).
   std::vector<int> npus;
   std::vector<int> gpus;
+  // Folders a python run puts on sys.path (sandbox paths, each shown by
+  // one of its binds): `pip install --target` folders its warm interpreter
+  // imports from (docs/skills.md, "Environments").
+  std::vector<std::string> python_path;
 };
 
 // "npu": where the accelerator driver is, how long listings and probes are
@@ -103,6 +107,10 @@ struct DaemonConfig {
   // "skills.tz": TZ of a skill called by name (with the other environment
   // defaults skill authors expect, docs/skills.md).
   std::string skills_tz = "UTC";
+  // "environments.dir": the environments directory (docs/skills.md,
+  // "Environments"), an absolute path to a directory; empty: none. Read at
+  // start and at every reload.
+  std::string environments_dir;
   NpuConfig npu;
   // The MCP server (rpc/mcp_config.h).
   McpConfig mcp;

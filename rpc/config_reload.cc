@@ -50,7 +50,8 @@ ProfileChange CompareProfiles(const Profile& running, const Profile& next) {
   }
   const bool same_requests = running.default_timeout == next.default_timeout &&
                              running.max_timeout == next.max_timeout && running.output_bytes == next.output_bytes &&
-                             running.npus == next.npus && running.gpus == next.gpus;
+                             running.npus == next.npus && running.gpus == next.gpus &&
+                             running.python_path == next.python_path;
   return same_requests ? ProfileChange::kSame : ProfileChange::kUpdated;
 }
 

@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   d->config_.profiles.clear();
   d->profiles_.Replace(std::move(served), {});
   // Its errors are said once Serve has the log (WarnSkillErrors).
-  d->LoadSkills(d->config_.skills_dir, /*warn=*/false);
+  d->LoadSkills(d->config_.skills_dir, d->config_.environments_dir, /*warn=*/false);
   npu::InventoryOptions npu_options;
   npu_options.root = d->config_.npu.root;
   npu_options.cache_window = d->config_.npu.cache_window;
@@ -89,7 +89,8 @@ constexpr absl::Duration kGatewayCountsWait = absl::Milliseconds(100);
 
 // Every method, for the metrics' labels: anything else counts as "other".
 std::vector<std::string> KnownMethods() {
-  return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "exec.start", "exec.status", "exec.wait",
+  return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "environment.list", "environment.describe",
+          "exec.start", "exec.status", "exec.wait",
           "exec.follow", "exec.cancel", "exec.list", "exec.logs", "session.create", "session.get", "session.list",
           "session.exec", "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete",
           "health", "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run",
@@ -338,6 +339,8 @@ Expected<json::value> Daemon::AnswerNow(const Call& call, const std::string& req
   if (call.method == "pool.configure") return PoolConfigure(call.params);
   if (call.method == "skill.list") return SkillList(call.params);
   if (call.method == "skill.describe") return SkillDescribe(call.params);
+  if (call.method == "environment.list") return EnvironmentList(call.params);
+  if (call.method == "environment.describe") return EnvironmentDescribe(call.params);
   if (call.method == "exec.start") {
     if (std::optional<Error> refused = Refusal()) return *refused;
     return ExecStart(call.params, request_id);
@@ -648,7 +651,9 @@ class Daemon::Server {
       keys = absl::StrCat("; keys reloaded (", next.keys->size(), ")");
     }
     const std::string skills = daemon_->SkillsSummary();
-    options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys, skills.empty() ? "" : "; ", skills));
+    const std::string environments = daemon_->EnvironmentsSummary();
+    options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys, skills.empty() ? "" : "; ", skills,
+                               environments.empty() ? "" : "; ", environments));
     return absl::OkStatus();
   }
 
@@ -784,6 +789,10 @@ int Daemon::Serve(const ServeOptions& options) {
   if (absl::Status started = server.Start(); !started.ok()) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(started.message()).c_str());
     return 1;
+  }
+  if (std::shared_ptr<const EnvironmentSet> environments = Environments(); !environments->catalog->dir().empty()) {
+    WarnEnvironmentErrors(*environments->catalog);
+    options.info(EnvironmentsSummary());
   }
   if (std::shared_ptr<const skills::Catalog> skills = Skills(); !skills->dir().empty()) {
     WarnSkillErrors(*skills);

@@ -31,6 +31,7 @@
 #include "npu/inventory.h"
 #include "rpc/config.h"
 #include "rpc/config_reload.h"
+#include "rpc/environment_catalog.h"
 #include "rpc/execution_queue.h"
 #include "rpc/fd_budget.h"
 #include "rpc/http_front.h"
@@ -44,6 +45,7 @@
 #include "rpc/served_profiles.h"
 #include "rpc/session_table.h"
 #include "rpc/workspace_leases.h"
+#include "runtime/capture.h"
 #include "runtime/pool.h"
 #include "sessions/records.h"
 #include "sessions/state_dir.h"
@@ -309,9 +311,13 @@ class Daemon {
     std::shared_ptr<const ServedProfile> served;
     runtime::ExecRequest request;
     uint64_t budget = 0;
-    // A network policy narrower than the profile's (params.network): the
-    // run gets a sandbox of its own instead of a pooled one.
+    // A spec of the run's own — a network policy narrower than the
+    // profile's (params.network), an environment, a rootless session's
+    // workspace: the run gets a sandbox made for it instead of a pooled one.
     std::optional<runtime::SandboxSpec> narrowed;
+    // The environment it runs in (params.environment, or its skill's);
+    // null: none.
+    std::shared_ptr<const environments::Environment> environment;
     // skill.call by name: the skill, as the catalog held it when the call
     // was read (its script, not a path); null otherwise.
     std::shared_ptr<const skills::Skill> skill;
@@ -335,6 +341,8 @@ class Daemon {
   void AuditSkillCall(const SkillAudit& call, const RunParams& p, const Expected<boost::json::value>& outcome,
                       absl::Duration took);
   Expected<boost::json::value> AuditQuery(const boost::json::value& params);
+  // What runs it: its profile's pool, or a sandbox made for it.
+  static runtime::Runner RunnerOf(const RunParams& p);
   // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
   // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
@@ -344,9 +352,10 @@ class Daemon {
   // Skills (rpc/skill_methods.cc, docs/skills.md): the catalog served
   // now, which a reload replaces whole; a request keeps the skill it found.
   std::shared_ptr<const skills::Catalog> Skills() const;
-  // Loads `dir` against the profiles served now and serves it; each error
-  // is warned when `warn`.
-  void LoadSkills(const std::string& dir, bool warn);
+  // Loads the environments directory and then the skills directory
+  // against the profiles served now (a skill's environment must be one of
+  // those loaded) and serves both; each error is warned when `warn`.
+  void LoadSkills(const std::string& skills_dir, const std::string& environments_dir, bool warn);
   void WarnSkillErrors(const skills::Catalog& catalog);
   // "skills: 4 version(s) of 3 skill(s) from DIR, 1 left out (...)"; ""
   // without a skills directory.
@@ -358,6 +367,25 @@ class Daemon {
   Expected<std::shared_ptr<const skills::Skill>> SkillOfCall(const boost::json::object& params);
   mutable std::mutex skills_mu_;
   std::shared_ptr<const skills::Catalog> skills_ = std::make_shared<const skills::Catalog>();
+  std::shared_ptr<const EnvironmentSet> environments_ = std::make_shared<const EnvironmentSet>();
+
+  // Environments (rpc/environment_methods.cc, docs/skills.md
+  // "Environments"): loaded with the skills, swapped with them.
+  std::shared_ptr<const EnvironmentSet> Environments() const;
+  void WarnEnvironmentErrors(const environments::Catalog& catalog);
+  // "environments: 3 revision(s) of 2 environment(s) from DIR, ..."; ""
+  // without an environments directory.
+  std::string EnvironmentsSummary() const;
+  boost::json::object EnvironmentsHealth() const;
+  Expected<boost::json::value> EnvironmentList(const boost::json::value& params);
+  Expected<boost::json::value> EnvironmentDescribe(const boost::json::value& params);
+  // The run's environment (params.environment, or its skill's manifest's)
+  // into `p`, with the spec it runs in; -32602 for one that does not read
+  // or a request's with a skill that names its own, -32004 for one not
+  // served.
+  std::optional<Error> ReadEnvironment(const boost::json::object& params, const skills::Skill* skill, RunParams* p);
+  // -32009 when a skill's requires are not met where it would run.
+  std::optional<Error> CheckRequirements(const RunParams& p) const;
 
   // Sessions and files.* (rpc/session_methods.cc, rpc/files_methods.cc).
   // Opens the state directory (refused while another daemon holds it),

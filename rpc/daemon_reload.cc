@@ -131,8 +131,9 @@ absl::StatusOr<ReloadPlan> Daemon::Reload(const DaemonConfig& next) {
   CUBICLE_RETURN_IF_ERROR(CheckReloadFds(next, plan));
   CUBICLE_ASSIGN_OR_RETURN(auto made, MakePools(next, plan));
   CommitReload(next, plan, *running, std::move(made));
-  // The skills directory is read again, against the profiles now served.
-  LoadSkills(next.skills_dir, /*warn=*/true);
+  // The environments and skills directories are read again, against the
+  // profiles now served.
+  LoadSkills(next.skills_dir, next.environments_dir, /*warn=*/true);
   return plan;
 }
 

@@ -70,20 +70,31 @@ std::shared_ptr<const skills::Catalog> Daemon::Skills() const {
   return skills_;
 }
 
-void Daemon::LoadSkills(const std::string& dir, bool warn) {
+void Daemon::LoadSkills(const std::string& skills_dir, const std::string& environments_dir, bool warn) {
   std::shared_ptr<const ProfileSet> profiles = profiles_.Current();
-  std::shared_ptr<const skills::Catalog> next = LoadSkillCatalog(dir, [&](const std::string& name) -> const Profile* {
-    auto it = profiles->find(name);
-    return it == profiles->end() ? nullptr : &it->second->profile;
-  });
-  if (warn) WarnSkillErrors(*next);
+  std::vector<const Profile*> served;
+  for (const auto& [name, profile] : *profiles) served.push_back(&profile->profile);
+  std::shared_ptr<const EnvironmentSet> environments = LoadEnvironmentSet(environments_dir, served);
+  std::shared_ptr<const skills::Catalog> next = LoadSkillCatalog(
+      skills_dir,
+      [&](const std::string& name) -> const Profile* {
+        auto it = profiles->find(name);
+        return it == profiles->end() ? nullptr : &it->second->profile;
+      },
+      environments->catalog.get());
+  if (warn) {
+    WarnEnvironmentErrors(*environments->catalog);
+    WarnSkillErrors(*next);
+  }
   std::shared_ptr<const skills::Catalog> old;
+  std::shared_ptr<const EnvironmentSet> old_environments;
   {
     std::lock_guard<std::mutex> lock(skills_mu_);
     old = std::exchange(skills_, std::move(next));
+    old_environments = std::exchange(environments_, std::move(environments));
   }
-  // The old catalog goes here, outside the lock, when no request holds
-  // one of its skills.
+  // The old catalogs go here, outside the lock, when no request holds one
+  // of their skills or environments.
 }
 
 void Daemon::WarnSkillErrors(const skills::Catalog& catalog) {
