@@ -120,7 +120,8 @@ TEST_F(EnvironmentsDir, PackagesAreIndexedFromTheirMetadata) {
   DistInfo("sci/1/lib/python3.11/site-packages", "NumPy", "1.26.4");
   DistInfo("sci/1/lib/python3.11/site-packages", "Py_YAML", "6.0");
   // An egg-info file is the metadata itself; an egg-info folder holds PKG-INFO.
-  Write("sci/1/lib/python3.11/site-packages/six-1.16.0.egg-info", "Metadata-Version: 1.1\nName: six\nVersion: 1.16.0\n");
+  Write("sci/1/lib/python3.11/site-packages/six-1.16.0.egg-info",
+        "Metadata-Version: 1.1\nName: six\nVersion: 1.16.0\n");
   Write("sci/1/lib/python3.11/site-packages/attrs-23.1.egg-info/PKG-INFO", "Name: attrs\r\nVersion: 23.1\r\n");
   // Metadata without a version, and a symlinked one, are passed over.
   Write("sci/1/lib/python3.11/site-packages/broken-1.dist-info/METADATA", "Name: broken\n");
@@ -253,7 +254,8 @@ TEST(HostPython, InterpretersAreFoundByNameAndResolved) {
   EXPECT_THAT(host.interpreter_files, ElementsAre(bin + "/python3.11", bin + "/Rscript"));
   EXPECT_EQ(host.python_version, "3.11");
   EXPECT_THAT(host.site_folders,
-              ElementsAre(dir.Join("prefix/lib/python3/dist-packages"), dir.Join("prefix/lib/python3.11/site-packages")));
+              ElementsAre(dir.Join("prefix/lib/python3/dist-packages"),
+                          dir.Join("prefix/lib/python3.11/site-packages")));
 }
 
 }  // namespace
