@@ -41,7 +41,9 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
     const Profile& profile = served->profile;
     if (absl::StatusOr<cgroups::Limits> t = TightenLimits(profile.spec.limits, limits); t.ok()) limits = *t;
     if (!timeout.has_value()) timeout = profile.default_timeout;
-    warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value();
+    // A skill in an environment runs in a sandbox made for the call.
+    warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value() &&
+           !m.environment.has_value();
   }
   return json::object{{"name", m.name},
                       {"version", m.version.ToString()},
@@ -58,6 +60,8 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
                       {"timeout_ms", timeout.has_value() ? json::value(absl::ToInt64Milliseconds(*timeout))
                                                          : json::value(nullptr)},
                       {"network", m.network.value_or(nullptr)},
+                      {"environment", m.environment.has_value() ? json::value(m.environment->ToString())
+                                                                : json::value(nullptr)},
                       {"folder", skill.folder},
                       {"manifest_path", skill.manifest_path},
                       {"manifest", m.document}};

@@ -269,6 +269,9 @@ TEST_F(Environments, ASkillRunsWithTheEnvironmentsOwnInterpreter) {
   Skill("own", "environment: sci\nrequires: [sciprobe>=1.1]\n");
   ASSERT_TRUE(Start().up()) << Log();
   ASSERT_EQ(Result("skill.list", "").at("errors").as_array().size(), 0u);
+  json::value described = Result("skill.describe", R"({"name": "own"})");
+  EXPECT_EQ(Str(described.at("environment")), "sci");
+  EXPECT_EQ(described.at("warm"), false);
   json::value seen = CallSkill("own");
   ASSERT_TRUE(seen.is_object()) << json::serialize(seen);
   EXPECT_EQ(Str(seen.at("prefix")), "/env") << json::serialize(seen);
