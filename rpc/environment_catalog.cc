@@ -20,12 +20,12 @@ constexpr char kPrelude[] = R"py(def _cubicle_prelude():
     folders = [f for f in os.environ.get("CUBICLE_PYTHON_PATH", "").split(":") if f]
     at = 0 if sys.flags.isolated or getattr(sys.flags, "safe_path", False) else 1
     sys.path[at:at] = folders
-    top, hook = sys._getframe(1).f_code, sys.excepthook
+    own, hook = (sys._getframe(0).f_code, sys._getframe(1).f_code), sys.excepthook
     def excepthook(kind, value, tb):
-        if tb is not None and tb.tb_frame.f_code is top:
+        while tb is not None and tb.tb_frame.f_code in own:
             tb = tb.tb_next
-            if value is not None:
-                value = value.with_traceback(tb)
+        if value is not None:
+            value = value.with_traceback(tb)
         hook(kind, value, tb)
     sys.excepthook = excepthook
     return compile(sys.argv.pop(1), "<string>", "exec")

@@ -6,6 +6,10 @@
 // checked against the right packages.
 #include "rpc/environment_catalog.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -164,6 +168,52 @@ TEST_F(EnvironmentsRpc, ASkillRunsAsItsRouteNeeds) {
   EXPECT_THAT(SkillArgv(s, plain(), {&own, true}), ElementsAre("/env/bin/python3", "-I", "-c", "print(1)\n"));
   environments::Environment packages = Env(false);
   EXPECT_THAT(SkillArgv(s, plain(), {&packages, true}), ElementsAre("python3", "-I", "-c", prelude, "print(1)\n"));
+}
+
+// `argv` run directly (no sandbox) with `env`: its exit status and stdout
+// and stderr together.
+std::pair<int, std::string> RunDirectly(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  std::vector<char*> args, vars;  // made before fork: the child only execs
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& v : env) vars.push_back(const_cast<char*>(v.c_str()));
+  args.push_back(nullptr);
+  vars.push_back(nullptr);
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {-1, "pipe2"};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::execve(args[0], args.data(), vars.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+TEST_F(EnvironmentsRpc, ThePreludeRunsTheScriptAsDashCWould) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "the host has no /usr/bin/python3";
+  const std::vector<std::string> env = {"CUBICLE_PYTHON_PATH=/first:/second"};
+  auto both = [&](const std::string& script) {
+    return std::pair{RunDirectly({"/usr/bin/python3", "-I", "-c", PythonPathPrelude(), script}, env),
+                     RunDirectly({"/usr/bin/python3", "-I", "-c", script}, env)};
+  };
+  auto [seen, plain] = both("import sys\nprint(sys.argv, sys.path[:2], '_cubicle_prelude' in globals())\n");
+  EXPECT_EQ(seen.second, "['-c'] ['/first', '/second'] False\n");
+  // Tracebacks, syntax errors and exit statuses are the script's own.
+  for (const char* script : {"x = 1\n\nraise ValueError('boom')\n", "def f(:\n  pass\n", "import sys; sys.exit(3)",
+                             "from __future__ import annotations\nprint('first statement')\n"}) {
+    auto [prelude, dash_c] = both(script);
+    EXPECT_EQ(prelude, dash_c) << script;
+  }
+  EXPECT_EQ(both("raise ValueError('boom')").first.second,
+            "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nValueError: boom\n");
 }
 
 TEST_F(EnvironmentsRpc, RequirementsAreCheckedAgainstWhatTheInterpreterImports) {
