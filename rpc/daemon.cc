@@ -790,14 +790,7 @@ int Daemon::Serve(const ServeOptions& options) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(started.message()).c_str());
     return 1;
   }
-  if (std::shared_ptr<const EnvironmentSet> environments = Environments(); !environments->catalog->dir().empty()) {
-    WarnEnvironmentErrors(*environments->catalog);
-    options.info(EnvironmentsSummary());
-  }
-  if (std::shared_ptr<const skills::Catalog> skills = Skills(); !skills->dir().empty()) {
-    WarnSkillErrors(*skills);
-    options.info(SkillsSummary());
-  }
+  AnnounceCatalogs(options.info);
   return server.Run();
 }
 

@@ -357,6 +357,9 @@ class Daemon {
   // those loaded) and serves both; each error is warned when `warn`.
   void LoadSkills(const std::string& skills_dir, const std::string& environments_dir, bool warn);
   void WarnSkillErrors(const skills::Catalog& catalog);
+  // At start, once the log is there: what each catalog left out (warned)
+  // and what it serves (`info`).
+  void AnnounceCatalogs(const std::function<void(const std::string&)>& info);
   // "skills: 4 version(s) of 3 skill(s) from DIR, 1 left out (...)"; ""
   // without a skills directory.
   std::string SkillsSummary() const;

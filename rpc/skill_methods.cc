@@ -101,6 +101,17 @@ void Daemon::LoadSkills(const std::string& skills_dir, const std::string& enviro
   // of their skills or environments.
 }
 
+void Daemon::AnnounceCatalogs(const std::function<void(const std::string&)>& info) {
+  if (std::shared_ptr<const EnvironmentSet> environments = Environments(); !environments->catalog->dir().empty()) {
+    WarnEnvironmentErrors(*environments->catalog);
+    info(EnvironmentsSummary());
+  }
+  if (std::shared_ptr<const skills::Catalog> skills = Skills(); !skills->dir().empty()) {
+    WarnSkillErrors(*skills);
+    info(SkillsSummary());
+  }
+}
+
 void Daemon::WarnSkillErrors(const skills::Catalog& catalog) {
   for (const skills::LoadError& e : catalog.errors()) Warn(absl::StrCat("skill left out: ", e.message));
 }
