@@ -4,15 +4,20 @@
 // as {"skill": "inc"}, {"skill": "inc@^1"} and as the argv that runs the
 // same script on the same warm python profile; then the same with the
 // script padded to 64 KiB, where the argv call carries (and parses) the
-// script in every request and the call by name does not. Each repetition
-// starts on a quiet pool (4 idle, nothing building or tearing down): it
-// times the round trip, not the refill.
+// script in every request and the call by name does not; then the call by
+// name in an environment (docs/skills.md, "Environments"), which gets a
+// sandbox of its own: "pkgs", a package set for the host's python3, and
+// "own", whose bin/python3 (a copy of the host's) runs it with the host's
+// interpreters masked. Each repetition starts on a quiet pool (4 idle,
+// nothing building or tearing down): it times the round trip, not the
+// refill.
 //
 // Conversational calls (docs/skills.md, "Skill sessions"): the same
 // increment as a line loop, "inc-loop", called in a skill session opened
 // once per benchmark (skill.call {skill_session}), against a fresh
 // skill.call by name of the same script. One client, and four at once
 // (each its own session), for the sustained case.
+#include <limits.h>
 #include <stdlib.h>
 
 #include <cstdio>
@@ -50,7 +55,9 @@ const char kLoopSkill[] =
 
 std::string LargeSkill() { return absl::StrCat(kSkill, "#", std::string(64 << 10, 'x'), "\n"); }
 
-// A skills directory for this process's life: inc and inc-large, 1.0.0.
+// A skills directory for this process's life (inc and inc-large, 1.0.0)
+// and an environments directory (pkgs@1, own@1 where the host has a
+// /usr/bin/python3 to copy).
 class SkillsDir {
  public:
   SkillsDir() {
@@ -60,24 +67,44 @@ class SkillsDir {
       std::exit(1);
     }
     path_ = tmpl;
+    std::filesystem::permissions(path_, std::filesystem::perms(0755));  // the sandbox user reads /env
     Put("inc", kSkill);
     Put("inc-large", LargeSkill());
     Put("inc-loop", kLoopSkill);
+    PutEnvironments();
   }
   ~SkillsDir() {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
-  const std::string& path() const { return path_; }
+  std::string skills() const { return path_ + "/skills"; }
+  std::string environments() const { return path_ + "/environments"; }
+  bool own_interpreter() const { return own_interpreter_; }
 
  private:
+  void PutEnvironments() {
+    char real[PATH_MAX];
+    std::error_code ec;
+    std::filesystem::create_directories(environments() + "/pkgs/1", ec);
+    if (::realpath("/usr/bin/python3", real) == nullptr) return;
+    const std::string python = real;
+    // Its site-packages go on sys.path by the cold route's prelude.
+    const std::string site = absl::StrCat("/lib/", python.substr(python.rfind('/') + 1), "/site-packages");
+    std::filesystem::create_directories(environments() + "/pkgs/1" + site, ec);
+    const std::string own = environments() + "/own/1";
+    std::filesystem::create_directories(own + "/bin", ec);
+    std::filesystem::create_directories(own + site, ec);
+    std::ofstream(own + "/pyvenv.cfg") << "home = /usr/bin\n";
+    own_interpreter_ = std::filesystem::copy_file(python, own + "/bin/python3", ec);
+  }
   void Put(const std::string& name, const std::string& script) {
-    const std::string folder = absl::StrCat(path_, "/", name, "/1.0.0");
+    const std::string folder = absl::StrCat(skills(), "/", name, "/1.0.0");
     std::filesystem::create_directories(folder);
     std::ofstream(folder + "/skill.yaml") << "name: " << name << "\nversion: 1.0.0\nentry: main.py\n";
     std::ofstream(folder + "/main.py") << script;
   }
   std::string path_;
+  bool own_interpreter_ = false;
 };
 
 SkillsDir& Skills() {
@@ -93,7 +120,8 @@ rpc::Daemon& SharedDaemon() {
       std::exit(1);
     }
     rpc::DaemonConfig config = *std::move(made);
-    config.skills_dir = Skills().path();
+    config.skills_dir = Skills().skills();
+    config.environments_dir = Skills().environments();
     for (auto& [name, profile] : config.profiles) {
       profile.pool.min_idle = 4;
       profile.pool.max_idle = 4;
@@ -198,11 +226,23 @@ BENCHMARK(BM_SkillSessionCall)->Apply(Conversation);
 BENCHMARK(BM_SkillSessionCall)->Apply(Conversation)->Threads(4);
 BENCHMARK(BM_SkillCallByNameLoop)->Apply(PerExecution);
 BENCHMARK(BM_SkillCallByNameLoop)->Apply(PerExecution)->Threads(4);
+// In an environment: a sandbox made for the call, cold.
+void BM_SkillCallInEnvironment(benchmark::State& s) { SkillCall(s, R"("skill":"inc","environment":"pkgs")"); }
+void BM_SkillCallInEnvironmentOwnPython(benchmark::State& s) {
+  if (!Skills().own_interpreter()) {
+    s.SkipWithError("the host has no /usr/bin/python3 to copy");
+    return;
+  }
+  SkillCall(s, R"("skill":"inc","environment":"own")");
+}
+
 BENCHMARK(BM_SkillCallArgv)->Apply(PerExecution);
 BENCHMARK(BM_SkillCallByName)->Apply(PerExecution);
 BENCHMARK(BM_SkillCallByRange)->Apply(PerExecution);
 BENCHMARK(BM_SkillCallArgvLarge)->Apply(PerExecution);
 BENCHMARK(BM_SkillCallByNameLarge)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallInEnvironment)->Apply(PerExecution);
+BENCHMARK(BM_SkillCallInEnvironmentOwnPython)->Apply(PerExecution);
 
 }  // namespace
 }  // namespace cubicle::bench

@@ -96,11 +96,15 @@ SKILL_ROWS = [
     ("BM_SkillCallByRange", "skill.call {skill: inc@^1}"),
     ("BM_SkillCallArgvLarge", "= BM_SkillCallArgv, script padded to 64 KiB"),
     ("BM_SkillCallByNameLarge", "= BM_SkillCallByName, script padded to 64 KiB"),
+    ("BM_SkillCallInEnvironment", "skill.call {skill: inc, environment: pkgs}: a sandbox of its own, host python3"),
+    ("BM_SkillCallInEnvironmentOwnPython", "skill.call {skill: inc, environment: own}: its own python3, host's masked"),
 ]
 SKILL_RATIOS = [
     ("BM_SkillCallByName", "BM_SkillCallArgv"),
     ("BM_SkillCallByRange", "BM_SkillCallArgv"),
     ("BM_SkillCallByNameLarge", "BM_SkillCallArgvLarge"),
+    ("BM_SkillCallInEnvironment", "BM_SkillCallByName"),
+    ("BM_SkillCallInEnvironmentOwnPython", "BM_SkillCallByName"),
 ]
 # In the order they happen; see bench/README.md for what overlaps.
 STEPS = ["validate", "cgroup", "prepare", "clone", "cgroup_attach", "id_maps", "ready", "handoff",

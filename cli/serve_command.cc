@@ -153,15 +153,31 @@ int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions&
   std::printf("sessions: %s\n", config.sessions.enabled()
                                      ? absl::StrCat("state directory ", config.sessions.state_dir).c_str()
                                      : "off (no state directory)");
-  // The skills as the daemon would load them; one that would be left out
-  // or denied is said, but refuses nothing (a reload would serve the
-  // others).
+  // The environments and skills as the daemon would load them; one that
+  // would be left out or denied is said, but refuses nothing (a reload
+  // would serve the others).
+  std::vector<const rpc::Profile*> profile_list;
+  for (const auto& [name, profile] : config.profiles) profile_list.push_back(&profile);
+  std::shared_ptr<const rpc::EnvironmentSet> environments =
+      rpc::LoadEnvironmentSet(config.environments_dir, profile_list);
+  const environments::Catalog& catalog = *environments->catalog;
+  if (config.environments_dir.empty()) {
+    std::printf("environments: none (no environments.dir)\n");
+  } else {
+    std::printf("environments: %zu revision(s) of %zu environment(s) from %s\n", catalog.revisions(),
+                catalog.environments().size(), config.environments_dir.c_str());
+  }
+  for (const environments::LoadError& e : catalog.errors()) {
+    std::printf("environment left out: %s\n", e.message.c_str());
+  }
   rpc::StaticPolicyChecks static_checks(rpc::SandboxedStaticCheck(absl::Seconds(10)));
-  std::shared_ptr<const skills::Catalog> skills =
-      rpc::LoadSkillCatalog(config.skills_dir, [&](const std::string& name) -> const rpc::Profile* {
+  std::shared_ptr<const skills::Catalog> skills = rpc::LoadSkillCatalog(
+      config.skills_dir,
+      [&](const std::string& name) -> const rpc::Profile* {
         auto it = config.profiles.find(name);
         return it == config.profiles.end() ? nullptr : &it->second;
-      }, &static_checks);
+      },
+      &static_checks, &catalog);
   if (config.skills_dir.empty()) {
     std::printf("skills: none (no skills.dir)\n");
   } else {

@@ -169,6 +169,20 @@ absl::Status ParseSkills(const json::value& v, DaemonConfig* config) {
   return absl::OkStatus();
 }
 
+// "environments": {"dir": "/srv/cubicle/environments"}. Read by the daemon
+// (rpc/environment_catalog.h); here it must only exist.
+absl::Status ParseEnvironments(const json::value& v, DaemonConfig* config) {
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "environments", {"dir"}));
+  if (o.Find("dir") == nullptr) return Error("environments", "dir is required");
+  CUBICLE_RETURN_IF_ERROR(o.Read("dir", &config->environments_dir, json_read::String));
+  struct stat st;
+  const std::string& dir = config->environments_dir;
+  if (dir.empty() || dir[0] != '/' || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Error(o.PathOf("dir"), absl::StrCat("'", dir, "' is not an existing absolute directory"));
+  }
+  return absl::OkStatus();
+}
+
 // Sessions run in one profile: the one named, else "python" where there is
 // one (sessions are mostly code interpreters), else the first by name.
 absl::Status ResolveSessionProfile(DaemonConfig* config) {
@@ -228,7 +242,8 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     CUBICLE_ASSIGN_OR_RETURN(json::value root, json_read::ParseDocument(json_text, /*comments=*/true));
     CUBICLE_ASSIGN_OR_RETURN(Object top, Object::Open(root, "", {"socket", "concurrency", "connections", "shutdown",
                                                                  "ceilings", "profiles", "workspace_roots", "sessions",
-                                                                 "npu", "mcp", "log", "skills"}));
+                                                                 "npu", "mcp", "log", "skills",
+                                                                 "environments"}));
     DaemonConfig config;
     // Unset, the memory and pids ceilings are the built-in defaults: no
     // sandbox runs without such limits unless the file says "unlimited".
@@ -244,6 +259,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view json_text) {
     if (const json::value* v = top.Find("sessions")) CUBICLE_RETURN_IF_ERROR(ParseSessionsConfig(*v, &config.sessions));
     if (const json::value* v = top.Find("npu")) CUBICLE_RETURN_IF_ERROR(ParseNpu(*v, &config.npu));
     if (const json::value* v = top.Find("skills")) CUBICLE_RETURN_IF_ERROR(ParseSkills(*v, &config));
+    if (const json::value* v = top.Find("environments")) CUBICLE_RETURN_IF_ERROR(ParseEnvironments(*v, &config));
     const json::value* profiles = top.Find("profiles");
     if (profiles == nullptr) return Error("profiles", "missing: at least one profile is needed");
     CUBICLE_RETURN_IF_ERROR(ParseProfiles(*profiles, &config));

@@ -56,6 +56,10 @@ struct Profile {
   // or reach for, checked when the skills directory is loaded
   // (docs/skills.md, "Static policy"). None: off.
   std::optional<skills::StaticPolicy> static_policy;
+  // Folders a python run puts on sys.path (sandbox paths, each shown by
+  // one of its binds): `pip install --target` folders its warm interpreter
+  // imports from (docs/skills.md, "Environments").
+  std::vector<std::string> python_path;
 };
 
 // "npu": where the accelerator driver is, how long listings and probes are
@@ -122,6 +126,10 @@ struct DaemonConfig {
   // how many calls one skill execution may make.
   uint32_t skills_max_call_depth = 4;
   uint32_t skills_max_calls = 16;
+  // "environments.dir": the environments directory (docs/skills.md,
+  // "Environments"), an absolute path to a directory; empty: none. Read at
+  // start and at every reload.
+  std::string environments_dir;
   NpuConfig npu;
   // The MCP server (rpc/mcp_config.h).
   McpConfig mcp;

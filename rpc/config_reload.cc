@@ -54,7 +54,7 @@ ProfileChange CompareProfiles(const Profile& running, const Profile& next) {
   const bool same_requests = running.default_timeout == next.default_timeout &&
                              running.max_timeout == next.max_timeout && running.output_bytes == next.output_bytes &&
                              running.npus == next.npus && running.gpus == next.gpus &&
-                             running.static_policy == next.static_policy;
+                             running.static_policy == next.static_policy && running.python_path == next.python_path;
   return same_requests ? ProfileChange::kSame : ProfileChange::kUpdated;
 }
 

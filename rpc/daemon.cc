@@ -65,13 +65,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   d->config_.profiles.clear();
   d->profiles_.Replace(std::move(served), {});
   // Its errors are said once Serve has the log (WarnSkillErrors).
-  std::shared_ptr<const ProfileSet> profiles = d->profiles_.Current();
-  d->ServeSkills(d->ReadSkills(d->config_.skills_dir,
-                               [&](const std::string& name) -> const Profile* {
-                                 auto it = profiles->find(name);
-                                 return it == profiles->end() ? nullptr : &it->second->profile;
-                               }),
-                 /*warn=*/false);
+  std::vector<const Profile*> profiles;
+  for (const auto& [name, s] : *d->profiles_.Current()) profiles.push_back(&s->profile);
+  d->ServeCatalogs(d->ReadCatalogs(d->config_.skills_dir, d->config_.environments_dir, profiles), /*warn=*/false);
   npu::InventoryOptions npu_options;
   npu_options.root = d->config_.npu.root;
   npu_options.cache_window = d->config_.npu.cache_window;
@@ -96,7 +92,7 @@ constexpr absl::Duration kGatewayCountsWait = absl::Milliseconds(100);
 // Every method, for the metrics' labels: anything else counts as "other".
 std::vector<std::string> KnownMethods() {
   return {"sandbox.run", "skill.call", "skill.list", "skill.describe", "skill.session.open", "skill.session.close",
-          "skill.session.list", "exec.start", "exec.status", "exec.wait",
+          "skill.session.list", "environment.list", "environment.describe", "exec.start", "exec.status", "exec.wait",
           "exec.follow", "exec.cancel", "exec.list", "exec.logs", "session.create", "session.get", "session.list",
           "session.exec", "session.destroy", "files.put", "files.get", "files.list", "files.stat", "files.delete",
           "health", "probe", "pool.stats", "pool.configure", "pool.warm", "npu.list", "npu.broker.run",
@@ -375,6 +371,8 @@ Expected<json::value> Daemon::AnswerNow(const Request& request) {
     if (std::optional<Error> refused = Refusal()) return *refused;
     return SkillSessionOpen(call.params, request_id, request.client);
   }
+  if (call.method == "environment.list") return EnvironmentList(call.params);
+  if (call.method == "environment.describe") return EnvironmentDescribe(call.params);
   if (call.method == "exec.start") {
     if (std::optional<Error> refused = Refusal()) return *refused;
     return ExecStart(call.params, request_id);
@@ -693,7 +691,9 @@ class Daemon::Server {
       keys = absl::StrCat("; keys reloaded (", next.keys->size(), ")");
     }
     const std::string skills = daemon_->SkillsSummary();
-    options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys, skills.empty() ? "" : "; ", skills));
+    const std::string environments = daemon_->EnvironmentsSummary();
+    options_.info(absl::StrCat("configuration reloaded: ", plan.Summary(), keys, skills.empty() ? "" : "; ", skills,
+                               environments.empty() ? "" : "; ", environments));
     return absl::OkStatus();
   }
 
@@ -830,10 +830,7 @@ int Daemon::Serve(const ServeOptions& options) {
     std::fprintf(stderr, "cubicle serve: %s\n", std::string(started.message()).c_str());
     return 1;
   }
-  if (std::shared_ptr<const skills::Catalog> skills = Skills(); !skills->dir().empty()) {
-    WarnSkillErrors(*skills);
-    options.info(SkillsSummary());
-  }
+  AnnounceCatalogs(options.info);
   return server.Run();
 }
 

@@ -31,6 +31,7 @@
 #include "npu/inventory.h"
 #include "rpc/config.h"
 #include "rpc/config_reload.h"
+#include "rpc/environment_catalog.h"
 #include "rpc/execution_queue.h"
 #include "rpc/fd_budget.h"
 #include "rpc/http_front.h"
@@ -49,6 +50,7 @@
 #include "rpc/skill_sessions.h"
 #include "rpc/skill_static_policy.h"
 #include "rpc/workspace_leases.h"
+#include "runtime/capture.h"
 #include "runtime/pool.h"
 #include "sessions/records.h"
 #include "sessions/state_dir.h"
@@ -313,9 +315,13 @@ class Daemon {
     std::shared_ptr<const ServedProfile> served;
     runtime::ExecRequest request;
     uint64_t budget = 0;
-    // A network policy narrower than the profile's (params.network): the
-    // run gets a sandbox of its own instead of a pooled one.
+    // A spec of the run's own — a network policy narrower than the
+    // profile's (params.network), an environment, a rootless session's
+    // workspace: the run gets a sandbox made for it instead of a pooled one.
     std::optional<runtime::SandboxSpec> narrowed;
+    // The environment it runs in (params.environment, or its skill's);
+    // null: none.
+    std::shared_ptr<const environments::Environment> environment;
     // skill.call by name: the skill, as the catalog held it when the call
     // was read (its script, not a path); null otherwise.
     std::shared_ptr<const skills::Skill> skill;
@@ -342,6 +348,7 @@ class Daemon {
     std::string skill_session;  // a call in a skill session: its key
     // A call a skill made: its caller's request id and skill, and depth.
     boost::json::value caller;
+    std::string environment;  // "sci@3" when it ran in one
   };
   void AuditSkillCall(const SkillAudit& call, const std::string& request_id, const std::string& profile,
                       const skills::Skill* skill, const Expected<boost::json::value>& outcome, absl::Duration took);
@@ -375,6 +382,8 @@ class Daemon {
   Expected<boost::json::value> RunCalleeSkill(const SkillCaller& caller, std::shared_ptr<const skills::Skill> callee,
                                               const boost::json::object& params, int cancel_fd);
   Expected<boost::json::value> AuditQuery(const boost::json::value& params);
+  // What runs it: its profile's pool, or a sandbox made for it.
+  static runtime::Runner RunnerOf(const RunParams& p);
   // sandbox.run's work once its params are parsed; `cancel_fd` kills it.
   Expected<boost::json::value> RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd);
   // sandbox.run with accelerator chips (rpc/npu_methods.h): cold, after the probe.
@@ -384,15 +393,25 @@ class Daemon {
   // Skills (rpc/skill_methods.cc, docs/skills.md): the catalog served
   // now, which a reload replaces whole; a request keeps the skill it found.
   std::shared_ptr<const skills::Catalog> Skills() const;
-  // `dir` loaded against `profiles`, each Python skill checked against
-  // its profile's static policy (in sandboxes: this can take a moment).
-  // A reload reads the skills against its new profiles before it commits
-  // them, so that the two are served together.
-  std::shared_ptr<const skills::Catalog> ReadSkills(const std::string& dir, const ProfileLookup& profiles);
+  // The environments directory and then the skills directory, loaded
+  // against `profiles` (a skill's environment must be one of those
+  // loaded), each Python skill checked against its profile's static policy
+  // (in sandboxes: this can take a moment). A reload reads them against
+  // its new profiles before it commits them, so that all are served
+  // together.
+  struct Catalogs {
+    std::shared_ptr<const skills::Catalog> skills;
+    std::shared_ptr<const EnvironmentSet> environments;
+  };
+  Catalogs ReadCatalogs(const std::string& skills_dir, const std::string& environments_dir,
+                        const std::vector<const Profile*>& profiles);
   // Serves `next` from now on; each error is warned when `warn`.
-  void ServeSkills(std::shared_ptr<const skills::Catalog> next, bool warn);
+  void ServeCatalogs(Catalogs next, bool warn);
   // The skills left out, and those the static policy denies.
   void WarnSkillErrors(const skills::Catalog& catalog);
+  // At start, once the log is there: what each catalog left out (warned)
+  // and what it serves (`info`).
+  void AnnounceCatalogs(const std::function<void(const std::string&)>& info);
   // "skills: 4 version(s) of 3 skill(s) from DIR, 1 left out (...)"; ""
   // without a skills directory.
   std::string SkillsSummary() const;
@@ -405,6 +424,25 @@ class Daemon {
   std::shared_ptr<const skills::Catalog> skills_ = std::make_shared<const skills::Catalog>();
   // The static policy's checks and their cache, kept across reloads.
   StaticPolicyChecks static_checks_{SandboxedStaticCheck(absl::Seconds(10))};
+  std::shared_ptr<const EnvironmentSet> environments_ = std::make_shared<const EnvironmentSet>();
+
+  // Environments (rpc/environment_methods.cc, docs/skills.md
+  // "Environments"): loaded with the skills, swapped with them.
+  std::shared_ptr<const EnvironmentSet> Environments() const;
+  void WarnEnvironmentErrors(const environments::Catalog& catalog);
+  // "environments: 3 revision(s) of 2 environment(s) from DIR, ..."; ""
+  // without an environments directory.
+  std::string EnvironmentsSummary() const;
+  boost::json::object EnvironmentsHealth() const;
+  Expected<boost::json::value> EnvironmentList(const boost::json::value& params);
+  Expected<boost::json::value> EnvironmentDescribe(const boost::json::value& params);
+  // The run's environment (params.environment, or its skill's manifest's)
+  // into `p`, with the spec it runs in; -32602 for one that does not read
+  // or a request's with a skill that names its own, -32004 for one not
+  // served.
+  std::optional<Error> ReadEnvironment(const boost::json::object& params, const skills::Skill* skill, RunParams* p);
+  // -32009 when a skill's requires are not met where it would run.
+  std::optional<Error> CheckRequirements(const RunParams& p) const;
 
   // Sessions and files.* (rpc/session_methods.cc, rpc/files_methods.cc).
   // Opens the state directory (refused while another daemon holds it),

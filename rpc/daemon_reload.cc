@@ -130,17 +130,15 @@ absl::StatusOr<ReloadPlan> Daemon::Reload(const DaemonConfig& next) {
   ReloadPlan plan = PlanReload(before, next.profiles);
   CUBICLE_RETURN_IF_ERROR(CheckReloadFds(next, plan));
   CUBICLE_ASSIGN_OR_RETURN(auto made, MakePools(next, plan));
-  // The skills directory is read again, against the profiles the reload
-  // serves: before they are, since the static policy's checks take a
-  // moment, so that a call never meets new profiles with old verdicts for
-  // longer than the two swaps below.
-  std::shared_ptr<const skills::Catalog> catalog =
-      ReadSkills(next.skills_dir, [&](const std::string& name) -> const Profile* {
-        auto it = next.profiles.find(name);
-        return it == next.profiles.end() ? nullptr : &it->second;
-      });
+  // The environments and skills directories are read again, against the
+  // profiles the reload serves: before they are, since the static
+  // policy's checks take a moment, so that a call never meets new profiles
+  // with old verdicts for longer than the two swaps below.
+  std::vector<const Profile*> profiles;
+  for (const auto& [name, profile] : next.profiles) profiles.push_back(&profile);
+  Catalogs catalogs = ReadCatalogs(next.skills_dir, next.environments_dir, profiles);
   CommitReload(next, plan, *running, std::move(made));
-  ServeSkills(std::move(catalog), /*warn=*/true);
+  ServeCatalogs(std::move(catalogs), /*warn=*/true);
   return plan;
 }
 

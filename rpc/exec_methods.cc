@@ -138,7 +138,8 @@ Expected<Daemon::RunParams> Daemon::ManagedRunParams(const json::object& params,
 Expected<json::value> Daemon::ExecStart(const json::value& raw, const std::string& request_id) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "timeout_ms", "output_bytes", "key",
-                                         "exec_id", "limits", "workspace", "network", "breakers", "session", "wait"})) {
+                                         "exec_id", "limits", "workspace", "network", "breakers", "session", "wait",
+                                         "environment"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> session, GetString(*params, "session", false));

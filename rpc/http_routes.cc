@@ -192,6 +192,7 @@ int HttpStatusOf(int64_t code) {
     case kLineTooLong:
       return 413;
     case kLimitExceeded:
+    case kRequirementsNotMet:
       return 422;
     case kSkillFailed:
       return 502;

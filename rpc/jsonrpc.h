@@ -55,6 +55,10 @@ inline constexpr int kSkillFailed = -32007;
 // The caller's key or uid entry does not allow this method or profile
 // (rpc/api_keys.h); nothing ran.
 inline constexpr int kForbidden = -32008;
+// A skill's `requires` are not met by the packages of the environment (or
+// the host's interpreter) it would run with; data lists each unmet one.
+// Nothing ran.
+inline constexpr int kRequirementsNotMet = -32009;
 // skill.call: the skill is denied by its profile's static policy
 // (docs/skills.md, "Static policy"); data holds the violations. Nothing ran.
 inline constexpr int kStaticPolicyDenied = -32010;

@@ -81,7 +81,8 @@ json::value Daemon::Health() {
                                                   {"max_queue", config_.max_queue}}},
                       {"pools", PoolStatsJson()},
                       {"reloads", ReloadsJson()},
-                      {"skills", SkillsHealth()}};
+                      {"skills", SkillsHealth()},
+                      {"environments", EnvironmentsHealth()}};
 }
 
 json::object Daemon::Readiness() {

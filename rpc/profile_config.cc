@@ -23,6 +23,7 @@
 #include "egress/policy_json.h"
 #include "npu/passthrough.h"
 #include "rootfs/mount_plan.h"
+#include "rootfs/plan_paths.h"
 #include "runtime/defaults.h"
 #include "seccomp/policy.h"
 #include "skills/static_policy.h"
@@ -372,12 +373,42 @@ absl::Status ReadStaticPolicy(const Object& o, Profile* profile) {
   return absl::OkStatus();
 }
 
+// python_path: absolute sandbox paths, each a folder one of the profile's
+// binds shows (nothing else would hold packages before the run).
+absl::Status ReadPythonPath(const Object& o, Profile* profile) {
+  const json::value* v = o.Find("python_path");
+  if (v == nullptr) return absl::OkStatus();
+  std::vector<std::string> folders;
+  CUBICLE_RETURN_IF_ERROR(o.Read("python_path", &folders, json_read::StringArray));
+  if (folders.size() > 64) return Error(o.PathOf("python_path"), "more than 64 folders");
+  for (size_t i = 0; i < folders.size(); ++i) {
+    const std::string at = Element(o.PathOf("python_path"), i);
+    absl::StatusOr<std::string> folder = rootfs::NormalizeSandboxPath(folders[i], at);
+    if (!folder.ok()) return folder.status();
+    if (folder->find(':') != std::string::npos) {
+      return Error(at, absl::StrCat("'", *folder, "' holds ':', which separates sys.path's folders"));
+    }
+    std::optional<std::string> source = rootfs::HostPathOf(profile->spec.mounts, *folder);
+    if (!source.has_value()) {
+      return Error(at, absl::StrCat("'", *folder, "' is shown by none of the profile's binds"));
+    }
+    struct stat st;
+    if (::stat(source->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Error(at, absl::StrCat("'", *folder, "' shows ", *source, " of the host, which is not a directory"));
+    }
+    if (std::find(profile->python_path.begin(), profile->python_path.end(), *folder) == profile->python_path.end()) {
+      profile->python_path.push_back(*folder);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value& v, const DaemonConfig& config) {
   CUBICLE_ASSIGN_OR_RETURN(
       Object o, Object::Open(v, Member("profiles", name),
                              {"hostname", "uid", "gid", "seccomp", "tmp_size", "binds", "tmpfs", "env", "rlimits",
                               "limits", "breakers", "timeout_ms", "max_timeout_ms", "output_bytes", "pool",
-                              "interpreter", "npu", "gpu", "network", "static_policy"}));
+                              "interpreter", "npu", "gpu", "network", "static_policy", "python_path"}));
   Profile profile;
   profile.name = name;
   CUBICLE_RETURN_IF_ERROR(ReadSandboxDefaults(o, &profile));
@@ -390,6 +421,7 @@ absl::StatusOr<Profile> ParseProfile(const std::string& name, const json::value&
   CUBICLE_RETURN_IF_ERROR(ReadPoolAndInterpreter(o, &profile));
   CUBICLE_RETURN_IF_ERROR(ReadChips(o, &profile));
   CUBICLE_RETURN_IF_ERROR(ReadStaticPolicy(o, &profile));
+  CUBICLE_RETURN_IF_ERROR(ReadPythonPath(o, &profile));
   // Everything together, as a launch would see it; argv comes per request.
   runtime::SandboxSpec check = profile.spec;
   check.argv = {"/bin/true"};

@@ -94,13 +94,14 @@ bool HasEnv(const std::vector<std::string>& env, const std::string& name) {
   return std::any_of(env.begin(), env.end(), [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
 }
 
-// argv (the skill's command, for a skill), env (the request's over the
-// skill's over the skill defaults over the profile's) and cwd.
+// argv (the skill's command, for a skill: Daemon::ParseRunParams sets it
+// once it knows where the skill runs), env (the request's over the
+// skill's over the skill defaults over the environment's over the
+// profile's) and cwd.
 std::optional<Error> ReadCommand(const json::object& params, const Profile& profile, const skills::Skill* skill,
-                                 const std::string& skills_tz, runtime::ExecRequest* request) {
-  if (skill != nullptr) {
-    request->argv = SkillArgv(*skill, profile);
-  } else {
+                                 const environments::Environment* environment, const std::string& skills_tz,
+                                 runtime::ExecRequest* request) {
+  if (skill == nullptr) {
     Expected<std::optional<std::vector<std::string>>> argv = GetStringArray(params, "argv", true);
     if (!argv.ok()) return argv.error();
     request->argv = **argv;
@@ -109,6 +110,7 @@ std::optional<Error> ReadCommand(const json::object& params, const Profile& prof
     }
   }
   request->env = profile.spec.env;
+  SetEnvironmentVariables(profile, environment, &request->env);
   if (skill != nullptr) {
     for (const auto& [k, v] : kSkillEnvDefaults) {
       if (!HasEnv(request->env, k)) SetEnv(request->env, k, v);
@@ -221,9 +223,11 @@ std::optional<Error> ReadNetwork(const json::value* network, const std::string& 
     return LimitExceeded(absl::StrCat(path, ": ", st.message()));
   }
   if (*policy != profile.spec.egress) {
-    *narrowed = profile.spec;
-    (*narrowed)->egress = *std::move(policy);
-    if ((*narrowed)->egress.mode == egress::NetMode::kNone) (*narrowed)->seccomp = seccomp::Policy::kNoNetwork;
+    // Over the spec the run has already (an environment's), or the profile's.
+    runtime::SandboxSpec spec = narrowed->value_or(profile.spec);
+    spec.egress = *std::move(policy);
+    if (spec.egress.mode == egress::NetMode::kNone) spec.seccomp = seccomp::Policy::kNoNetwork;
+    *narrowed = std::move(spec);
   }
   return std::nullopt;
 }
@@ -280,7 +284,10 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, c
     CUBICLE_RPC_ASSIGN_OR_RETURN(out.served, FindProfile(params));
   }
   const Profile& profile = out.served->profile;
-  if (auto e = ReadCommand(params, profile, skill.get(), config_.skills_tz, &out.request)) return *e;
+  if (auto e = ReadEnvironment(params, skill.get(), &out)) return *e;
+  if (auto e = ReadCommand(params, profile, skill.get(), out.environment.get(), config_.skills_tz, &out.request)) {
+    return *e;
+  }
   if (auto e = ReadTimeout(params, profile, skill.get(), &out.request)) return *e;
   if (auto e = ReadLimits(params, profile, skill.get(), &out.request)) return *e;
   if (auto e = ReadWorkspace(params, config_.workspace_roots, &out.request)) return *e;
@@ -294,14 +301,20 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, c
     return *e;
   }
   if (auto e = ReadBreakers(params, profile, &out.request)) return *e;
+  if (skill != nullptr) {
+    out.request.argv = SkillArgv(*skill, profile, SkillRoute{out.environment.get(), out.narrowed.has_value()});
+  }
   out.skill = std::move(skill);
+  // Last: every param has read, and nothing has run.
+  if (auto e = CheckRequirements(out)) return *e;
   return out;
 }
 
 Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw, const std::string& request_id) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"profile", "argv", "env", "cwd", "stdin", "stdin_base64", "timeout_ms",
-                                         "output_bytes", "limits", "workspace", "wait", "network", "breakers", "npu", "gpu"})) {
+                                         "output_bytes", "limits", "workspace", "wait", "network", "breakers", "npu",
+                                         "gpu", "environment"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunParams p, ParseRunParams(*params, request_id));
@@ -313,6 +326,9 @@ Expected<Daemon::RunWork> Daemon::SandboxRun(const json::value& raw, const std::
     if (!absl::Base64Unescape(*stdin_b64, &stdin_data)) return InvalidParam("params", "stdin_base64", "is not base64");
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(RunChips chips, ChipsOfRun(*params, p.served->profile));
+  if (!chips.empty() && p.environment != nullptr) {
+    return InvalidParam("params", "environment", "cannot be given with accelerators (npu, gpu)");
+  }
   return RunWork([this, p = std::move(p), chips = std::move(chips), stdin_data = std::move(stdin_data)](int cancel_fd) {
     if (chips.empty()) return RunToJson(p, stdin_data, cancel_fd);  // the pool, as always
     return SandboxRunAccelerated(p, chips, stdin_data, cancel_fd);
@@ -337,14 +353,23 @@ Expected<json::value> Daemon::SandboxRunAccelerated(const RunParams& p, const Ru
   return json::value(std::move(out));
 }
 
+// The pool of the run's profile, or, for a run with a spec of its own (a
+// narrower network policy, an environment: Daemon::RunParams::narrowed),
+// a sandbox made for it (the cold path), attached to its own policy's
+// gateway and taking its workspace at hand-off as a pooled one would.
+runtime::Runner Daemon::RunnerOf(const RunParams& p) {
+  if (p.narrowed.has_value()) {
+    runtime::ZygoteOptions options;
+    options.accept_workspace = p.request.workspace.has_value();
+    return runtime::FreshSandboxRunner(*p.narrowed, options);
+  }
+  runtime::Pool* pool = p.served->pool.get();  // held by p
+  return [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
+}
+
 Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& stdin_data, int cancel_fd) {
   runtime::Pool* pool = p.served->pool.get();  // held by p
-  runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  if (p.narrowed.has_value()) {
-    // Its own policy revision: a sandbox made for this request (the cold
-    // path), attached to that revision's gateway.
-    runner = runtime::FreshSandboxRunner(*p.narrowed);
-  }
+  runtime::Runner runner = RunnerOf(p);
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;
   WatchForTheReader(&request);
@@ -365,14 +390,16 @@ Expected<json::value> Daemon::RunToJson(const RunParams& p, const std::string& s
   if (r.reason == runtime::ExitReason::kSetupFailed && absl::IsResourceExhausted(r.setup_error)) {
     return OutOfResources(r.setup_error);
   }
-  return json::value(CapturedToJson(*run, pool->name()));
+  json::object out = CapturedToJson(*run, pool->name());
+  if (p.environment != nullptr) out["environment"] = p.environment->Reference();
+  return json::value(std::move(out));
 }
 
 Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const Request& r) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"skill", "profile", "argv", "env", "cwd", "timeout_ms", "output_bytes",
                                          "method", "params", "limits", "workspace", "wait", "network", "breakers",
-                                         "progress_token"})) {
+                                         "progress_token", "environment"})) {
     return *bad;
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::shared_ptr<const skills::Skill> skill, SkillOfCall(*params));
@@ -382,6 +409,7 @@ Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const Reques
   CUBICLE_RPC_ASSIGN_OR_RETURN(call.progress, ProgressTo(*params, r.notify, r.request_id, ""));
   SkillAudit audit{r.client, call.method, params->contains("argv") ? params->at("argv") : json::value(nullptr),
                    call.params};
+  if (p.environment != nullptr) audit.environment = p.environment->Reference();
   if (p.skill != nullptr) {
     // Checked when the skill was loaded: refused here, before anything
     // runs, and written to the audit trail like any refusal.
@@ -429,10 +457,7 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const SkillInvocatio
     return false;
   };
   runtime::Pool* pool = p.served->pool.get();  // held by p
-  runtime::Runner runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  // A narrower network policy, the request's or the skill manifest's: a
-  // sandbox of its own, as a narrowed sandbox.run gets.
-  if (p.narrowed.has_value()) runner = runtime::FreshSandboxRunner(*p.narrowed);
+  runtime::Runner runner = RunnerOf(p);
   runtime::ExecRequest request = p.request;
   request.cancel_fd = cancel_fd;  // this execution's own eventfd, as the line hook needs
   WatchForTheReader(&request);
@@ -441,9 +466,10 @@ Expected<json::value> Daemon::CallSkill(const RunParams& p, const SkillInvocatio
   if (!response.has_value()) {
     return SkillFailed(run->result, run->out, run->err, overlong, p.request.timeout);
   }
-  SkillAnswer answer{*std::move(response), TextOrBase64(run->err), run->err_truncated, TextOrBase64(stdout_logs), run->result.wall,
-                     notifications};
+  SkillAnswer answer{*std::move(response), TextOrBase64(run->err), run->err_truncated, TextOrBase64(stdout_logs),
+                     run->result.wall, notifications};
   json::object out = SkillAnswerJson(answer, pool->name(), p.skill.get());
+  if (p.environment != nullptr) out["environment"] = p.environment->Reference();
   out["usage"] = UsageJson(run->result);
   return json::value(std::move(out));
 }

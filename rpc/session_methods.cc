@@ -253,7 +253,8 @@ void Daemon::SessionExec(Request request) {
     CUBICLE_RPC_ASSIGN_OR_RETURN(SessionTable * table, Sessions());
     CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(request.call.params));
     if (auto bad = RejectUnknown(*params, {"session", "argv", "env", "cwd", "stdin", "timeout_ms", "limits",
-                                           "output_bytes", "network", "breakers", "wait", "collect_outputs"})) {
+                                           "output_bytes", "network", "breakers", "wait", "collect_outputs",
+                                           "environment"})) {
       return *bad;
     }
     Prepared p;

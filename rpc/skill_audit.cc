@@ -37,6 +37,9 @@ void Daemon::AuditSkillCall(const SkillAudit& call, const std::string& request_i
                     {"params_sha256", JsonSha256(call.params)},
                     {"duration_ms", absl::ToDoubleMilliseconds(took)}};
   if (!call.client.empty()) line["client"] = call.client;
+  // Which revision of which environment it ran in: with the skill's id,
+  // what a rerun needs to be the same run.
+  if (!call.environment.empty()) line["environment"] = call.environment;
   line["skill"] = nullptr;
   if (skill != nullptr) {
     const skills::Manifest& m = skill->manifest;

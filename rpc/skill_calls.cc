@@ -60,8 +60,7 @@ Expected<json::value> Daemon::CallSkillProcess(const RunParams& p, const SkillIn
   caller->depth = call.depth;
   SkillProcess::Options options;
   runtime::Pool* pool = p.served->pool.get();  // held by p
-  options.runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  if (p.narrowed.has_value()) options.runner = runtime::FreshSandboxRunner(*p.narrowed);
+  options.runner = RunnerOf(p);
   options.request = p.request;
   options.log_budget = p.budget;
   options.max_line = kMaxSkillLine;
@@ -78,6 +77,7 @@ Expected<json::value> Daemon::CallSkillProcess(const RunParams& p, const SkillIn
   SkillAnswer answer{std::move(outcome.response), TextOrBase64(outcome.logs), outcome.logs_truncated,
                      TextOrBase64(outcome.stdout_logs), outcome.wall, outcome.notifications};
   json::object out = SkillAnswerJson(answer, pool->name(), p.skill.get());
+  if (p.environment != nullptr) out["environment"] = p.environment->Reference();
   out["usage"] = UsageJson(ended.result);
   out["skill_calls"] = caller->calls.load();
   return json::value(std::move(out));
@@ -149,6 +149,7 @@ Expected<json::value> Daemon::RunCalleeSkill(const SkillCaller& caller, std::sha
   call.client = caller.client;
   SkillAudit audit{caller.client, call.method, json::value(nullptr), call.params, "", CallerJson(caller)};
   Expected<RunParams> p = ParseRunParams(params, request_id, callee);
+  if (p.ok() && p->environment != nullptr) audit.environment = p->environment->Reference();
   auto run = [&]() -> Expected<json::value> {
     if (!p.ok()) return p.error();
     if (auto refused = RefuseAccelerated(p->served->profile, "skill.call")) return *refused;

@@ -48,18 +48,8 @@ json::object LimitsToJson(const cgroups::Limits& limits) {
   return out;
 }
 
-std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile) {
-  if (skill.manifest.interpreter == skills::Interpreter::kShell) {
-    return {"/bin/sh", "-c", skill.script, skill.manifest.name};  // $0 is the skill's name
-  }
-  std::vector<std::string> argv =
-      profile.interpreter.has_value() ? profile.interpreter->argv : std::vector<std::string>{"python3", "-I"};
-  argv.push_back("-c");
-  argv.push_back(skill.script);
-  return argv;
-}
-
-absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile) {
+absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile,
+                            const environments::Catalog* environments) {
   const skills::Manifest& m = skill.manifest;
   if (profile == nullptr) {
     return FieldError("profile", absl::StrCat("no profile named '", m.profile, "' is configured"));
@@ -77,17 +67,30 @@ absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile) 
                                                  " exceeds the profile's ceiling of ",
                                                  absl::ToInt64Milliseconds(profile->max_timeout)));
   }
+  SkillRoute route;
   if (m.network.has_value()) {
     absl::StatusOr<egress::Policy> policy = egress::PolicyFromJson(*m.network, "network", profile->spec.egress);
     if (!policy.ok()) return policy.status();
     if (absl::Status st = egress::CheckNarrows(profile->spec.egress, *policy); !st.ok()) {
       return FieldError("network", st.message());
     }
+    route.own_sandbox = *policy != profile->spec.egress;
+  }
+  std::shared_ptr<const environments::Environment> environment;
+  if (m.environment.has_value()) {
+    const environments::Catalog none;
+    absl::StatusOr<std::shared_ptr<const environments::Environment>> found =
+        (environments != nullptr ? environments : &none)->Find(*m.environment);
+    if (!found.ok()) return FieldError("environment", found.status().message());
+    environment = *std::move(found);
+    route.environment = environment.get();
+    route.own_sandbox = true;
   }
   // The script travels inside one execution request, with the environment.
   std::vector<std::string> env = profile->spec.env;
+  SetEnvironmentVariables(*profile, route.environment, &env);
   for (const auto& [name, value] : m.env) env.push_back(absl::StrCat(name, "=", value));
-  const size_t bytes = StringsBytes(SkillArgv(skill, *profile)) + StringsBytes(env) + kRequestRoom;
+  const size_t bytes = StringsBytes(SkillArgv(skill, *profile, route)) + StringsBytes(env) + kRequestRoom;
   if (bytes > namespaces::kMaxExecRequestBytes) {
     return FieldError("entry", absl::StrCat("the script (", skill.script.size(), " bytes) with the environment "
                                             "needs about ", bytes, " bytes of an execution request, which holds ",
@@ -97,10 +100,13 @@ absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile) 
 }
 
 std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles,
-                                                        StaticPolicyChecks* static_checks) {
+                                                        StaticPolicyChecks* static_checks,
+                                                        const environments::Catalog* environments) {
   if (dir.empty()) return std::make_shared<const skills::Catalog>();
   skills::LoadOptions options;
-  options.check = [&](const skills::Skill& skill) { return CheckSkillFits(skill, profiles(skill.manifest.profile)); };
+  options.check = [&](const skills::Skill& skill) {
+    return CheckSkillFits(skill, profiles(skill.manifest.profile), environments);
+  };
   if (static_checks != nullptr) {
     options.check_all = [&](const std::vector<skills::Skill*>& skills) {
       return static_checks->CheckAll(skills, profiles);

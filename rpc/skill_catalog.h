@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "cgroups/limits.h"
 #include "rpc/config.h"
+#include "rpc/environment_catalog.h"
 #include "skills/catalog.h"
 
 namespace cubicle::rpc {
@@ -24,26 +25,25 @@ namespace cubicle::rpc {
 using ProfileLookup = std::function<const Profile*(const std::string& name)>;
 
 // Whether `skill` can run in `profile` (null: no such profile) as a
-// request with its manifest's values would: InvalidArgument naming the
-// manifest's field otherwise ("limits: memory: 1 GiB exceeds the
-// profile's 256 MiB").
-absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile);
+// request with its manifest's values would, and in the environment it
+// names, which must be in `environments` (null: none are served):
+// InvalidArgument naming the manifest's field otherwise ("limits: memory:
+// 1 GiB exceeds the profile's 256 MiB", "environment: no environment
+// named 'sci' (there are none)").
+absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile,
+                            const environments::Catalog* environments = nullptr);
 
 class StaticPolicyChecks;
 
-// `dir` loaded, each skill checked against its profile and then, by
-// `static_checks`, its profile's static policy (rpc/skill_static_policy.h;
-// null: not checked, which leaves skill.call refusing the Python skills of
-// a profile with a policy as not checked yet). An empty `dir` (no skills
-// directory configured) is an empty catalog.
+// `dir` loaded, each skill checked against its profile and environment and
+// then, by `static_checks`, its profile's static policy
+// (rpc/skill_static_policy.h; null: not checked, which leaves skill.call
+// refusing the Python skills of a profile with a policy as not checked
+// yet). An empty `dir` (no skills directory configured) is an empty
+// catalog.
 std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles,
-                                                        StaticPolicyChecks* static_checks);
-
-// The command a skill runs as in `profile`: its script after `-c`, so
-// that it is never read from a path again. Python: the profile's warm
-// interpreter's argv (served without starting an interpreter) or, in a
-// profile without one, `python3 -I`. Shell: `/bin/sh -c SCRIPT NAME`.
-std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile);
+                                                        StaticPolicyChecks* static_checks,
+                                                        const environments::Catalog* environments = nullptr);
 
 // A manifest's limits as a request's (cgroups' names).
 cgroups::Limits SkillLimitsOf(const skills::SkillLimits& limits);

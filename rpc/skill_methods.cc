@@ -49,7 +49,9 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
     const Profile& profile = served->profile;
     if (absl::StatusOr<cgroups::Limits> t = TightenLimits(profile.spec.limits, limits); t.ok()) limits = *t;
     if (!timeout.has_value()) timeout = profile.default_timeout;
-    warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value();
+    // A skill in an environment runs in a sandbox made for the call.
+    warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value() &&
+           !m.environment.has_value();
   }
   return json::object{{"name", m.name},
                       {"version", m.version.ToString()},
@@ -67,6 +69,8 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
                                                          : json::value(nullptr)},
                       {"network", m.network.value_or(nullptr)},
                       {"static_policy", StaticPolicyJson(skill)},
+                      {"environment", m.environment.has_value() ? json::value(m.environment->ToString())
+                                                                : json::value(nullptr)},
                       {"folder", skill.folder},
                       {"manifest_path", skill.manifest_path},
                       {"manifest", m.document}};
@@ -79,19 +83,47 @@ std::shared_ptr<const skills::Catalog> Daemon::Skills() const {
   return skills_;
 }
 
-std::shared_ptr<const skills::Catalog> Daemon::ReadSkills(const std::string& dir, const ProfileLookup& profiles) {
-  return LoadSkillCatalog(dir, profiles, &static_checks_);
+Daemon::Catalogs Daemon::ReadCatalogs(const std::string& skills_dir, const std::string& environments_dir,
+                                      const std::vector<const Profile*>& profiles) {
+  Catalogs next;
+  next.environments = LoadEnvironmentSet(environments_dir, profiles);
+  next.skills = LoadSkillCatalog(
+      skills_dir,
+      [&](const std::string& name) -> const Profile* {
+        for (const Profile* p : profiles) {
+          if (p->name == name) return p;
+        }
+        return nullptr;
+      },
+      &static_checks_, next.environments->catalog.get());
+  return next;
 }
 
-void Daemon::ServeSkills(std::shared_ptr<const skills::Catalog> next, bool warn) {
-  if (warn) WarnSkillErrors(*next);
+void Daemon::ServeCatalogs(Catalogs next, bool warn) {
+  if (warn) {
+    WarnEnvironmentErrors(*next.environments->catalog);
+    WarnSkillErrors(*next.skills);
+  }
   std::shared_ptr<const skills::Catalog> old;
+  std::shared_ptr<const EnvironmentSet> old_environments;
   {
     std::lock_guard<std::mutex> lock(skills_mu_);
-    old = std::exchange(skills_, std::move(next));
+    old = std::exchange(skills_, std::move(next.skills));
+    old_environments = std::exchange(environments_, std::move(next.environments));
   }
-  // The old catalog goes here, outside the lock, when no request holds
-  // one of its skills.
+  // The old catalogs go here, outside the lock, when no request holds one
+  // of their skills or environments.
+}
+
+void Daemon::AnnounceCatalogs(const std::function<void(const std::string&)>& info) {
+  if (std::shared_ptr<const EnvironmentSet> environments = Environments(); !environments->catalog->dir().empty()) {
+    WarnEnvironmentErrors(*environments->catalog);
+    info(EnvironmentsSummary());
+  }
+  if (std::shared_ptr<const skills::Catalog> skills = Skills(); !skills->dir().empty()) {
+    WarnSkillErrors(*skills);
+    info(SkillsSummary());
+  }
 }
 
 void Daemon::WarnSkillErrors(const skills::Catalog& catalog) {

@@ -34,6 +34,7 @@ json::object SessionJson(const SkillSession& s) {
                    {"calls", s.calls},
                    {"busy", s.busy},
                    {"alive", !s.process->ended()}};
+  if (!s.environment.empty()) out["environment"] = s.environment;
   if (s.skill != nullptr) {
     const skills::Manifest& m = s.skill->manifest;
     out["skill"] = json::object{{"name", m.name}, {"version", m.version.ToString()}, {"id", s.skill->id}};
@@ -84,7 +85,7 @@ Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std
                                                const std::string& client) {
   CUBICLE_RPC_ASSIGN_OR_RETURN(const json::object* params, ParamsObject(raw));
   if (auto bad = RejectUnknown(*params, {"skill", "profile", "argv", "env", "cwd", "timeout_ms", "output_bytes",
-                                         "limits", "network", "breakers", "idle_timeout_ms"})) {
+                                         "limits", "network", "breakers", "idle_timeout_ms", "environment"})) {
     return *bad;
   }
   const DaemonConfig::SkillSessionsConfig& limits = config_.skill_sessions;
@@ -118,6 +119,7 @@ Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std
   session->argv = params->contains("argv") ? params->at("argv") : json::value(nullptr);
   session->client = client;
   session->request_id = request_id;
+  if (p.environment != nullptr) session->environment = p.environment->Reference();
   session->call_timeout = p.request.timeout;  // each call's; the process lives for the session
   session->idle_timeout = idle;
   session->created = session->last_used = absl::Now();
@@ -128,9 +130,7 @@ Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std
   caller->request_id = request_id;
   caller->client = client;
   SkillProcess::Options options;
-  runtime::Pool* pool = p.served->pool.get();  // held by the session
-  options.runner = [pool](const runtime::ExecRequest& r) { return pool->Run(r); };
-  if (p.narrowed.has_value()) options.runner = runtime::FreshSandboxRunner(*p.narrowed);
+  options.runner = RunnerOf(p);  // its pool (or spec) held by the session's `served`
   options.request = std::move(p.request);
   options.request.timeout = limits.max_lifetime;
   options.log_budget = p.budget;
@@ -175,7 +175,7 @@ Expected<Daemon::RunWork> Daemon::SkillSessionCall(const json::object& params, c
   }
   CUBICLE_RPC_ASSIGN_OR_RETURN(call.progress, ProgressTo(params, r.notify, r.request_id, session->key));
   SkillAudit audit{session->client.empty() ? r.client : session->client, call.method, session->argv, call.params,
-                   session->key, json::value(nullptr)};
+                   session->key, json::value(nullptr), session->environment};
   return RunWork([this, session, call = std::move(call), timeout, audit = std::move(audit),
                   request_id = r.request_id](int cancel_fd) {
     const absl::Time start = absl::Now();

@@ -35,6 +35,7 @@ struct SkillSession {
   boost::json::value argv;  // a session of a skill by argv: its command (the audit's hash)
   std::string client;       // who opened it (the audit's)
   std::string request_id;   // the request that opened it
+  std::string environment;  // "sci@3" when it runs in one
   absl::Duration call_timeout;  // a call that names none
   absl::Duration idle_timeout;
   absl::Time created;

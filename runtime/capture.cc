@@ -14,10 +14,9 @@
 
 namespace cubicle::runtime {
 
-Runner FreshSandboxRunner(SandboxSpec spec) {
-  return [spec = std::move(spec)](const ExecRequest& r) -> absl::StatusOr<ExecResult> {
-    ZygoteOptions options;
-    options.wait_until_ready = false;
+Runner FreshSandboxRunner(SandboxSpec spec, ZygoteOptions options) {
+  options.wait_until_ready = false;
+  return [spec = std::move(spec), options = std::move(options)](const ExecRequest& r) -> absl::StatusOr<ExecResult> {
     absl::StatusOr<std::unique_ptr<Zygote>> zygote = Zygote::Create(spec, options);
     if (!zygote.ok()) return zygote.status();
     return (*zygote)->Run(r);

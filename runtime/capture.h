@@ -27,8 +27,8 @@ struct CapturedRun {
 using Runner = std::function<absl::StatusOr<ExecResult>(const ExecRequest&)>;
 
 // A Runner on a sandbox made for the request from `spec` (no pool):
-// Zygote::Create without waiting for "ready", then Run.
-Runner FreshSandboxRunner(SandboxSpec spec);
+// Zygote::Create with `options`, without waiting for "ready", then Run.
+Runner FreshSandboxRunner(SandboxSpec spec, ZygoteOptions options = {});
 
 // Called for each complete stdout line (without its "\n"; a last line
 // without one counts at EOF), and with `overlong` set for a line that grew

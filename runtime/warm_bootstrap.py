@@ -98,7 +98,20 @@ def _cubicle_serve(sock):
             os.write(2, b"cubicle: execve(%s): %s\n" % (argv[0], e.strerror.encode()))
             os._exit(127)
 
+    _add_python_path(sys, os.environ.get("CUBICLE_PYTHON_PATH", ""))
     os._exit(_run_as_main(os, sys, [a.decode("utf-8", "surrogateescape") for a in argv], warm & 0xFF, warm >> 8))
+
+
+# The folders the daemon puts on sys.path (a profile's or an environment's
+# python_path: `pip install --target` folders), colon-separated in
+# CUBICLE_PYTHON_PATH, since -I ignores PYTHONPATH. They go where
+# PYTHONPATH's would: after the script's directory, which is not on
+# sys.path at all under -I (safe_path).
+def _add_python_path(sys, value):
+    folders = [f for f in value.split(":") if f]
+    if folders:
+        at = 0 if sys.flags.isolated or getattr(sys.flags, "safe_path", False) else 1
+        sys.path[at:at] = folders
 
 
 # Runs the program as __main__ and returns its exit status. A rehearsal

@@ -1,5 +1,6 @@
 #include "skills/manifest.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -7,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/json_reader.h"
 #include "base/status.h"
@@ -149,7 +151,45 @@ absl::Status ReadEnv(const json::value& v, const std::string& path, Manifest* m)
   return absl::OkStatus();
 }
 
+absl::Status ReadEnvironment(const Object& o, Manifest* m) {
+  const json::value* v = o.Find("environment");
+  if (v == nullptr) return absl::OkStatus();
+  CUBICLE_ASSIGN_OR_RETURN(std::string text, json_read::String(*v, o.PathOf("environment")));
+  absl::StatusOr<EnvironmentRef> ref = ParseEnvironmentRef(text);
+  if (!ref.ok()) return Error(o.PathOf("environment"), ref.status().message());
+  m->environment = *std::move(ref);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string EnvironmentRef::ToString() const {
+  return revision.has_value() ? absl::StrCat(name, "@", *revision) : name;
+}
+
+absl::StatusOr<EnvironmentRef> ParseEnvironmentRef(absl::string_view text) {
+  const size_t at = text.find('@');
+  EnvironmentRef ref;
+  ref.name = std::string(text.substr(0, at));
+  if (!IsSkillName(ref.name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text.substr(0, json_read::kMaxEcho),
+                     "' is not an environment (a name of 1 to 64 of a-z, 0-9, '.', '_', '-', beginning with a "
+                     "letter or digit, optionally followed by '@' and a revision: sci, sci@3)"));
+  }
+  if (at == absl::string_view::npos) return ref;
+  absl::string_view revision = text.substr(at + 1);
+  uint64_t n = 0;
+  const bool digits = !revision.empty() && revision.size() <= 18 &&
+                      std::all_of(revision.begin(), revision.end(), [](char c) { return absl::ascii_isdigit(c); });
+  if (!digits || revision[0] == '0' || !absl::SimpleAtoi(revision, &n)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text.substr(0, json_read::kMaxEcho),
+                                                   "': the revision after '@' must be a positive whole number, as in ",
+                                                   ref.name, "@3"));
+  }
+  ref.revision = n;
+  return ref;
+}
 
 absl::string_view InterpreterName(Interpreter interpreter) {
   return interpreter == Interpreter::kShell ? "shell" : "python";
@@ -189,7 +229,7 @@ absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
     CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(document, "",
                                                     {"name", "version", "description", "entry", "interpreter",
                                                      "profile", "requires", "limits", "env", "network",
-                                                     "timeout_ms", "calls"}));
+                                                     "timeout_ms", "calls", "environment"}));
     Manifest m;
     CUBICLE_RETURN_IF_ERROR(ReadName(o, &m));
     CUBICLE_RETURN_IF_ERROR(ReadVersion(o, &m));
@@ -210,6 +250,7 @@ absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
     }
     CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &m.timeout, json_read::MillisIn(1, json_read::kYearMs)));
     if (const json::value* v = o.Find("calls")) CUBICLE_RETURN_IF_ERROR(ReadCalls(*v, o.PathOf("calls"), &m));
+    CUBICLE_RETURN_IF_ERROR(ReadEnvironment(o, &m));
     m.document = document;
     return m;
   } catch (const std::exception& e) {

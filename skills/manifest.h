@@ -49,6 +49,20 @@ struct SkillReference {
 };
 // InvalidArgument for one that does not read.
 absl::StatusOr<SkillReference> ParseSkillReference(absl::string_view text);
+// An environment a run names (docs/skills.md, "Environments"): "sci" (its
+// highest revision) or "sci@3" (exactly revision 3).
+struct EnvironmentRef {
+  std::string name;
+  std::optional<uint64_t> revision;
+  std::string ToString() const;  // as it reads: "sci", "sci@3"
+  bool operator==(const EnvironmentRef&) const = default;
+};
+
+// The name is a skill name's form; the revision a positive whole number
+// without leading zeros. InvalidArgument saying what is wrong otherwise
+// ("'sci@x': the revision after '@' must be a positive whole number, as
+// in sci@3").
+absl::StatusOr<EnvironmentRef> ParseEnvironmentRef(absl::string_view text);
 
 struct Manifest {
   std::string name;
@@ -66,6 +80,7 @@ struct Manifest {
   // skills"), by reference: a call is allowed when its name is one of
   // these and the version it resolves to matches that entry's selector.
   std::vector<SkillReference> calls;
+  std::optional<EnvironmentRef> environment;  // where it runs; whether it exists is checked at load
   boost::json::value document;                // the manifest as read
 };
 

@@ -24,8 +24,10 @@ absl::Status NotAConstraint(absl::string_view text) {
 
 bool NameChar(char c) { return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.'; }
 
+}  // namespace
+
 // PEP 508: [A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?, normalized (PEP 503).
-std::optional<std::string> NormalizedName(absl::string_view name) {
+std::optional<std::string> NormalizePackageName(absl::string_view name) {
   if (name.empty() || !absl::ascii_isalnum(name.front()) || !absl::ascii_isalnum(name.back())) return std::nullopt;
   std::string out;
   for (char c : name) {
@@ -38,6 +40,8 @@ std::optional<std::string> NormalizedName(absl::string_view name) {
   }
   return out;
 }
+
+namespace {
 
 // Consumes digits at the front of `s`; whether there were any.
 bool Digits(absl::string_view& s) {
@@ -95,7 +99,7 @@ absl::StatusOr<Requirement> ParseRequirement(absl::string_view text) {
   absl::string_view rest = absl::StripAsciiWhitespace(text);
   size_t name_end = 0;
   while (name_end < rest.size() && NameChar(rest[name_end])) ++name_end;
-  std::optional<std::string> name = NormalizedName(rest.substr(0, name_end));
+  std::optional<std::string> name = NormalizePackageName(rest.substr(0, name_end));
   if (!name.has_value()) return NotAConstraint(text);
   Requirement r;
   r.name = *std::move(name);

@@ -5,6 +5,7 @@
 // environment satisfies them is not decided here.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct Requirement {
   std::string Canonical() const;
   bool operator==(const Requirement&) const = default;
 };
+
+// "numpy" from "NumPy", "py-yaml" from "Py_YAML" (PEP 503); nullopt for a
+// name that is not a PEP 508 name.
+std::optional<std::string> NormalizePackageName(absl::string_view name);
 
 // One entry of "requires". Spaces around names, operators and commas are
 // allowed. Extras ("pkg[x]"), environment markers ("; python_version...")

@@ -48,6 +48,12 @@ class Skills : public HostHygieneTest {
   void SetUp() override {
     HostHygieneTest::SetUp();
     ASSERT_EQ(::chmod(gate_.path().c_str(), 0755), 0);  // the sandbox user looks in it
+    // word-stats requires numpy>=1.10: the python profile's python_path
+    // holds its metadata (the module itself is not needed: the skill does
+    // not import it).
+    ASSERT_EQ(::mkdir(gate_.Join("pylib").c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(gate_.Join("pylib/numpy-1.26.0.dist-info").c_str(), 0755), 0);
+    ASSERT_TRUE(WriteFile(gate_.Join("pylib/numpy-1.26.0.dist-info/METADATA"), "Name: numpy\nVersion: 1.26.0\n"));
     skills_ = dir_.Join("skills");
     ASSERT_EQ(::mkdir(skills_.c_str(), 0755), 0);
   }
@@ -90,7 +96,7 @@ class Skills : public HostHygieneTest {
   std::string Config(const std::string& top = "", const std::string& more_profiles = "") const {
     return absl::StrCat(R"({"skills": {"dir": )", Quoted(skills_), skills_more_, "}, ", top, R"( "profiles": {
       "python": {"limits": {"memory": "256M", "pids": 64}, "timeout_ms": 20000, "max_timeout_ms": 60000,
-                 "binds": [{"source": )", Quoted(gate_.path()), R"(, "dest": "/gate"}],
+                 "binds": [{"source": )", Quoted(gate_.path()), R"(, "dest": "/gate"}], "python_path": ["/gate/pylib"],
                  "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8},
                  "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]})", python_more_, R"(},
       "shell": {"limits": {"memory": "128M", "pids": 32}, "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8}})",

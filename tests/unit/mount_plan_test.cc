@@ -1,7 +1,9 @@
 #include "rootfs/mount_plan.h"
 
 #include "rootfs/builder.h"
+#include "rootfs/plan_paths.h"
 
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,4 +198,59 @@ TEST(Prepare, FileLabelBecomesTheTmpfsContextOption) {
   EXPECT_EQ(prepared.ops[2].tmpfs_options, "mode=0755");
 }
 
+}  // namespace cubicle::rootfs
+
+namespace cubicle::rootfs {
+namespace {
+
+MountOp BindOf(std::string src, std::string dest) {
+  MountOp op;
+  op.kind = MountKind::kBind;
+  op.source = std::move(src);
+  op.dest = std::move(dest);
+  return op;
+}
+
+// Which host file a sandbox path shows, and back (rootfs/plan_paths.h).
+TEST(PlanPaths, TheLastCoveringOperationDecides) {
+  MountPlan plan = {BindOf("/usr", "/usr"), BindOf("/opt/py", "/opt/lib"), BindOf("/", "/host")};
+  MountOp tmp;
+  tmp.kind = MountKind::kTmpfs;
+  tmp.dest = "/usr/local";
+  plan.push_back(tmp);
+  MountOp dir;
+  dir.kind = MountKind::kDir;
+  dir.dest = "/opt/lib/x";
+  plan.push_back(dir);
+  EXPECT_EQ(HostPathOf(plan, "/usr/bin/python3"), "/usr/bin/python3");
+  EXPECT_EQ(HostPathOf(plan, "/usr"), "/usr");
+  EXPECT_EQ(HostPathOf(plan, "/usr/local/lib"), std::nullopt);     // the tmpfs covers it
+  EXPECT_EQ(HostPathOf(plan, "/opt/lib/x/site"), "/opt/py/x/site");  // a directory op covers nothing
+  EXPECT_EQ(HostPathOf(plan, "/host"), "/");
+  EXPECT_EQ(HostPathOf(plan, "/host/etc"), "/etc");
+  EXPECT_EQ(HostPathOf(plan, "/usrx"), std::nullopt);
+  EXPECT_EQ(HostPathOf(plan, "/tmp"), std::nullopt);
+}
+
+TEST(PlanPaths, AHostFileShowsUnderTheLastBindThatHoldsIt) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/bin", real), nullptr);
+  const std::string bin = real;
+  MountPlan plan = {BindOf("/usr", "/usr")};
+  EXPECT_EQ(SandboxPathOf(plan, bin + "/env"), bin + "/env");
+  plan.push_back(BindOf("/usr/bin", "/tools"));
+  EXPECT_EQ(SandboxPathOf(plan, bin + "/env"), "/tools/env");
+  MountOp tmp;
+  tmp.kind = MountKind::kTmpfs;
+  tmp.dest = "/tools";
+  plan.push_back(tmp);  // covers /tools: /usr/bin shows it still
+  EXPECT_EQ(SandboxPathOf(plan, bin + "/env"), bin + "/env");
+  EXPECT_EQ(SandboxPathOf(plan, "/etc/passwd"), std::nullopt);
+  MountOp optional = BindOf("/nonexistent-cubicle", "/gone");
+  optional.optional = true;
+  plan.push_back(optional);
+  EXPECT_EQ(SandboxPathOf(plan, "/nonexistent-cubicle/x"), std::nullopt);
+}
+
+}  // namespace
 }  // namespace cubicle::rootfs

@@ -183,6 +183,15 @@ const FieldCase kFieldCases[] = {
     {"CallsTwice", [](json::object& m) { m["calls"] = json::array{"a", "a@^1"}; }, "calls[1]: 'a' is listed already"},
     {"DescriptionNotAString", [](json::object& m) { m["description"] = true; }, "description: expected a string"},
     {"UnknownKey", [](json::object& m) { m["entrypoint"] = "main.py"; }, "entrypoint: unknown key"},
+    {"EnvironmentNotAString", [](json::object& m) { m["environment"] = 3; }, "environment: expected a string"},
+    {"EnvironmentBadName", [](json::object& m) { m["environment"] = "Sci"; }, "environment: 'Sci' is not an environment"},
+    {"EnvironmentEmpty", [](json::object& m) { m["environment"] = ""; }, "environment: '' is not an environment"},
+    {"EnvironmentBadRevision",
+     [](json::object& m) { m["environment"] = "sci@x"; },
+     "environment: 'sci@x': the revision after '@' must be a positive whole number, as in sci@3"},
+    {"EnvironmentRevisionZero", [](json::object& m) { m["environment"] = "sci@0"; }, "environment: 'sci@0': the revision"},
+    {"EnvironmentRevisionLeadingZero", [](json::object& m) { m["environment"] = "sci@03"; }, "environment: 'sci@03'"},
+    {"EnvironmentNoRevision", [](json::object& m) { m["environment"] = "sci@"; }, "environment: 'sci@': the revision"},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -212,11 +221,13 @@ env:
   ON: yes               # plain yes is the string "yes" (YAML 1.2)
 timeout_ms: 5000
 network: none
+environment: sci@3
 )");
   yaml.Write("main.py", kScript);
   json_dir.Write("skill.json", R"({"name": "word-stats", "version": "1.2.0", "description": "Counts words\n",
       "requires": ["py-yaml", "numpy<2,>=1.10"], "limits": {"memory": 134217728, "pids": 32, "cpus": 0.5},
-      "env": {"MODE": "fast", "ON": "yes"}, "timeout_ms": 5000, "network": "none", "entry": "main.py"})");
+      "env": {"MODE": "fast", "ON": "yes"}, "timeout_ms": 5000, "network": "none", "entry": "main.py",
+      "environment": "sci@3"})");
   json_dir.Write("main.py", kScript);
   absl::StatusOr<Skill> a = Load(yaml.path());
   absl::StatusOr<Skill> b = Load(json_dir.path());
@@ -236,6 +247,7 @@ network: none
     EXPECT_EQ(m.env, (std::vector<std::pair<std::string, std::string>>{{"MODE", "fast"}, {"ON", "yes"}}));
     EXPECT_EQ(m.timeout, absl::Milliseconds(5000));
     EXPECT_TRUE(m.network.has_value());
+    EXPECT_EQ(m.environment, (EnvironmentRef{"sci", 3}));
     EXPECT_EQ(s->script, kScript);
   }
   EXPECT_EQ(a->manifest.requirements[0].Canonical(), "numpy<2,>=1.10");
@@ -254,6 +266,22 @@ TEST(SkillManifest, ShellByExtensionAndItsProfile) {
   EXPECT_EQ(s->manifest.interpreter, Interpreter::kShell);
   EXPECT_EQ(s->manifest.profile, "shell");
   EXPECT_TRUE(s->manifest.version.is_prerelease());
+  EXPECT_FALSE(s->manifest.environment.has_value());
+}
+
+TEST(SkillManifest, EnvironmentReferencesRead) {
+  absl::StatusOr<EnvironmentRef> latest = ParseEnvironmentRef("sci");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->name, "sci");
+  EXPECT_FALSE(latest->revision.has_value());
+  EXPECT_EQ(latest->ToString(), "sci");
+  absl::StatusOr<EnvironmentRef> exact = ParseEnvironmentRef("py-3.11_ml@12");
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->revision, 12u);
+  EXPECT_EQ(exact->ToString(), "py-3.11_ml@12");
+  for (const char* bad : {"", "@3", "sci@", "sci@-1", "sci@1.0", "sci@3@4", "SCI", "sci@99999999999999999999"}) {
+    EXPECT_FALSE(ParseEnvironmentRef(bad).ok()) << bad;
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from .client import Client, ExecStream, Session
 from .cluster import ClusterClient, ClusterTransport
 from .errors import (AuthError, BusyError, CallTimeout, Conflict, ConnectError, CubicleError, Forbidden, HttpError,
                      InternalError, InvalidParams, InvalidRequest, LimitExceeded, LineTooLong, MethodNotFound,
-                     NotFoundError, ParseError, RpcError, SetupError, ShuttingDown, SkillAnswerError, SkillFailed,
-                     StaticPolicyDenied, TransportError)
+                     NotFoundError, ParseError, RequirementsNotMet, RpcError, SetupError, ShuttingDown,
+                     SkillAnswerError, SkillFailed, StaticPolicyDenied, TransportError)
 from .http_transport import HttpTransport, signature
 from .results import (ExecInfo, ExecList, ExecStatus, FileInfo, Health, LogPage, OutputChunk, OutputFile, PoolStats,
                       RunResult, SessionInfo, SkillResult)
@@ -87,5 +87,5 @@ __all__ = [
     "CubicleError", "RpcError", "TransportError", "ConnectError", "CallTimeout", "HttpError", "AuthError",
     "ParseError", "InvalidRequest", "MethodNotFound", "InvalidParams", "InternalError", "BusyError", "SetupError",
     "LimitExceeded", "Conflict", "NotFoundError", "ShuttingDown", "LineTooLong", "SkillFailed", "Forbidden",
-    "StaticPolicyDenied", "SkillAnswerError",
+    "StaticPolicyDenied", "RequirementsNotMet", "SkillAnswerError",
 ]

@@ -47,12 +47,14 @@ class Client(RpcClient):
     def run(self, argv: Sequence[str], *, profile: Optional[str] = None, env: Optional[Dict[str, str]] = None,
             cwd: Optional[str] = None, stdin: Optional[Data] = None, timeout_ms: Optional[int] = None,
             output_bytes: Optional[int] = None, limits: Optional[Dict[str, Any]] = None,
-            workspace: Optional[str] = None, network: Any = None, timeout: Optional[float] = None,
-            **more: Any) -> RunResult:
-        """sandbox.run: `argv` in a fresh sandbox of `profile`, once it has ended.
+            workspace: Optional[str] = None, network: Any = None, environment: Optional[str] = None,
+            timeout: Optional[float] = None, **more: Any) -> RunResult:
+        """sandbox.run: `argv` in a fresh sandbox of `profile`, once it has ended;
+        with `environment` ("sci" or "sci@3", docs/skills.md) its prefix is at /env.
         Fields this client does not name go in `more`, as the daemon spells them."""
         params = _run_params(argv, stdin, profile=profile, env=env, cwd=cwd, timeout_ms=timeout_ms,
-                             output_bytes=output_bytes, limits=limits, workspace=workspace, network=network, more=more)
+                             output_bytes=output_bytes, limits=limits, workspace=workspace, network=network,
+                             environment=environment, more=more)
         return RunResult.from_json(self.call("sandbox.run", params, timeout=timeout))
 
     def skill_call(self, argv: Sequence[str], method: str, params: Any = None, *, profile: Optional[str] = None,
@@ -69,12 +71,14 @@ class Client(RpcClient):
     def call_skill(self, skill: str, method: str, params: Any = None, *, env: Optional[Dict[str, str]] = None,
                    timeout_ms: Optional[int] = None, limits: Optional[Dict[str, Any]] = None,
                    breakers: Optional[Dict[str, Any]] = None, network: Any = None,
-                   timeout: Optional[float] = None, **more: Any) -> SkillResult:
+                   environment: Optional[str] = None, timeout: Optional[float] = None, **more: Any) -> SkillResult:
         """skill.call by name from the daemon's skills directory (docs/skills.md):
         `skill` is "name", "name@1.2.0" or "name@^1.2". The result's `skill`
-        says which version ran and its id."""
+        says which version ran and its id. `environment` ("sci", "sci@3") runs
+        it there, for a skill whose manifest names none; requirements not met
+        raise RequirementsNotMet before anything runs."""
         request = _params(skill=skill, method=method, params=params, env=env, timeout_ms=timeout_ms, limits=limits,
-                          breakers=breakers, network=network)
+                          breakers=breakers, network=network, environment=environment)
         request.update(more)
         return SkillResult.from_json(self.call("skill.call", request, timeout=timeout))
 
@@ -84,6 +88,16 @@ class Client(RpcClient):
 
     def skill_describe(self, name: str, version: Optional[str] = None) -> Dict[str, Any]:
         return self.call("skill.describe", _params(name=name, version=version))
+
+    def environment_list(self) -> Dict[str, Any]:
+        """environment.list: the environments by name with their revisions, the
+        folders left out (`errors`), and what the host's own Python looks like."""
+        return self.call("environment.list", {})
+
+    def environment_describe(self, name: str, revision: Optional[int] = None) -> Dict[str, Any]:
+        """environment.describe: one revision (default: the highest), its packages
+        with their versions, its python folders and interpreter."""
+        return self.call("environment.describe", _params(name=name, revision=revision))
 
     def audit_query(self, *, skill: Optional[str] = None, request_id: Optional[str] = None, since: Any = None,
                     until: Any = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
@@ -99,13 +113,13 @@ class Client(RpcClient):
                    cwd: Optional[str] = None, stdin: Optional[str] = None, timeout_ms: Optional[int] = None,
                    output_bytes: Optional[int] = None, limits: Optional[Dict[str, Any]] = None,
                    workspace: Optional[str] = None, network: Any = None, wait: Optional[bool] = None,
-                   **more: Any) -> ExecStatus:
+                   environment: Optional[str] = None, **more: Any) -> ExecStatus:
         """exec.start: queued at once; its id and state. In a `session` it runs
         in the session's profile and workspace (`wait`: False refuses at once,
         BusyError, when another execution holds the session)."""
         params = _run_params(argv, stdin, session=session, key=key, exec_id=exec_id, profile=profile, env=env,
                              cwd=cwd, timeout_ms=timeout_ms, output_bytes=output_bytes, limits=limits,
-                             workspace=workspace, network=network, wait=wait, more=more)
+                             workspace=workspace, network=network, wait=wait, environment=environment, more=more)
         return ExecStatus.from_json(self.call("exec.start", params))
 
     def exec_status(self, exec_id: str) -> ExecStatus:

@@ -121,7 +121,7 @@ class Conflict(RpcError):
 
 
 class NotFoundError(RpcError):
-    """-32004: an unknown profile, execution, session or file."""
+    """-32004: an unknown profile, execution, session, file, skill or environment."""
     code = -32004
 
 
@@ -147,6 +147,14 @@ class Forbidden(RpcError):
     code = -32008
 
 
+class RequirementsNotMet(RpcError):
+    """-32009: a skill's `requires` are not met where it would run (its
+    environment, or the host's interpreter); `data["unmet"]` lists each, and
+    the message says them ("package numpy not available (need >= 1.10, have
+    1.9)"). Nothing ran."""
+    code = -32009
+
+
 class StaticPolicyDenied(RpcError):
     """-32010: skill.call's skill is denied by its profile's static policy;
     `data["violations"]` lists what the check found (rule, what, line, col).
@@ -162,5 +170,5 @@ _BY_CODE: Dict[int, Type[RpcError]] = {
     cls.code: cls
     for cls in (ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError, BusyError, SetupError,
                 LimitExceeded, Conflict, NotFoundError, ShuttingDown, LineTooLong, SkillFailed, Forbidden,
-                StaticPolicyDenied)
+                RequirementsNotMet, StaticPolicyDenied)
 }

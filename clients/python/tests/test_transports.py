@@ -110,6 +110,18 @@ class ClientCases:
         with self.assertRaises(cubicle.NotFoundError):
             self.client.call_skill("no-such-skill", "x")
 
+    def test_environments_are_listed_and_an_unknown_one_is_not_found(self) -> None:
+        listed = self.client.environment_list()
+        self.assertIsNone(listed["dir"], "the fixture's daemon has no environments directory")
+        self.assertEqual((listed["environments"], listed["errors"], listed["path"]), ([], [], "/env"))
+        with self.assertRaises(cubicle.NotFoundError) as caught:
+            self.client.call_skill("word-stats", "stats", {"text": "a"}, environment="sci@2")
+        self.assertIn("no environment named 'sci'", caught.exception.message)
+        with self.assertRaises(cubicle.NotFoundError):
+            self.client.environment_describe("sci")
+        with self.assertRaises(cubicle.InvalidParams):
+            self.client.run(["true"], environment="sci@x")
+
     def test_a_skill_that_never_answers_is_skill_failed(self) -> None:
         with self.assertRaises(cubicle.SkillFailed) as caught:
             self.client.skill_call(["sh", "-c", "echo not an answer; exit 4"], "x", profile="shell")
