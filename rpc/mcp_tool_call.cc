@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -141,6 +142,8 @@ void McpToolCall::Dispatch() {
     case McpTool::kWriteFile:
       return FilesCall("files.put", json::object{{"path", args_.path}, {"data", absl::Base64Escape(args_.data)}},
                        McpWriteFileResult);
+    case McpTool::kCallSkill:
+      return CallSkill();
     case McpTool::kListFiles: {
       json::object params{{"recursive", args_.recursive}};
       if (!args_.path.empty()) params["path"] = args_.path;
@@ -249,6 +252,42 @@ void McpToolCall::Progress(const json::object& output) {
   out_->Notify(Notification("notifications/progress", json::object{{"progressToken", progress_token_},
                                                                     {"progress", progress_},
                                                                     {"message", std::move(text)}}));
+}
+
+// A skill's progress notification (skill.progress's params) as MCP
+// progress: a count that only grows, and the skill's own params as the
+// message. Not rate-limited: the skill chose when to report.
+void McpToolCall::SkillProgress(const json::object& note) {
+  const json::value* p = note.if_contains("params");
+  std::string message = json::serialize(p != nullptr ? *p : json::value(nullptr));
+  if (message.size() > kProgressMessageBytes) message.resize(kProgressMessageBytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_ || cancelled_) return;
+  ++progress_;
+  out_->Notify(Notification("notifications/progress", json::object{{"progressToken", progress_token_},
+                                                                    {"progress", progress_},
+                                                                    {"message", std::move(message)}}));
+}
+
+// call_skill: skill.call by name, in the skill's own profile and sandbox
+// (the session's workspace is not attached). A cancelled call gets no
+// reply; the skill runs on to its answer or its timeout.
+void McpToolCall::CallSkill() {
+  json::object params{{"skill", args_.skill}, {"method", args_.method}};
+  if (!args_.params.is_null()) params["params"] = args_.params;
+  if (args_.timeout_ms.has_value()) params["timeout_ms"] = *args_.timeout_ms;
+  std::function<void(const json::object&)> on_note;
+  if (!progress_token_.is_null()) {
+    params["progress_token"] = "mcp";
+    on_note = [self = shared_from_this()](const json::object& note) { self->SkillProgress(note); };
+  }
+  Daemon(
+      "skill.call", std::move(params),
+      [self = shared_from_this()](Expected<json::value> answer) {
+        if (!answer.ok()) return self->Fail(answer.error());
+        self->Finish(McpCallSkillResult(*answer));
+      },
+      std::move(on_note));
 }
 
 void McpToolCall::Fail(const Error& error) { Finish(McpToolError(error.message)); }

@@ -51,6 +51,8 @@ class McpToolCall : public std::enable_shared_from_this<McpToolCall> {
   void FollowRun(McpListing before);
   void ListAfter(McpListing before, boost::json::value run);
   void Progress(const boost::json::object& output);
+  void CallSkill();
+  void SkillProgress(const boost::json::object& note);
   // read_file, write_file, list_files: one files.* call each.
   void FilesCall(const std::string& method, boost::json::object params,
                  boost::json::object (*shape)(const boost::json::value&));

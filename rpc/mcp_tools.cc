@@ -156,6 +156,32 @@ constexpr char kTools[] = R"json([
       },
       "required": ["path", "entries"]
     }
+  },
+  {
+    "name": "call_skill",
+    "title": "Call a skill",
+    "description": "Calls a skill installed on the server, by name (\"word-stats\", \"word-stats@1.2.0\" or \"word-stats@^1\"), in an isolated sandbox of its own, with a JSON-RPC method and params. Returns the skill's result, or the error it answered, with which version ran and its logs. Progress the skill reports is sent as progress notifications.",
+    "inputSchema": {
+      "type": "object",
+      "properties": {
+        "skill": {"type": "string", "description": "The skill: its name, optionally @version or @range"},
+        "method": {"type": "string", "description": "The JSON-RPC method the skill is called with"},
+        "params": {"type": ["object", "array"], "description": "The method's params"},
+        "timeout_ms": {"type": "integer", "minimum": 1, "description": "Wall-clock limit (default: the skill's; ceiling: its profile's)"}
+      },
+      "required": ["skill", "method"],
+      "additionalProperties": false
+    },
+    "outputSchema": {
+      "type": "object",
+      "properties": {
+        "result": {"description": "The skill's result"},
+        "error": {"type": "object", "description": "The JSON-RPC error the skill answered with"},
+        "skill": {"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "string"}, "id": {"type": "string"}}},
+        "logs": {"type": "string", "description": "What the skill wrote to stderr"}
+      },
+      "required": ["skill", "logs"]
+    }
   }
 ])json";
 
@@ -253,6 +279,7 @@ std::optional<McpTool> FindMcpTool(absl::string_view name) {
   if (name == "read_file") return McpTool::kReadFile;
   if (name == "write_file") return McpTool::kWriteFile;
   if (name == "list_files") return McpTool::kListFiles;
+  if (name == "call_skill") return McpTool::kCallSkill;
   return std::nullopt;
 }
 
@@ -322,6 +349,19 @@ Expected<McpToolArgs> ReadMcpToolArgs(McpTool tool, const json::value& raw) {
       } else if (!absl::Base64Unescape(*b64, &out.data)) {
         return InvalidParam("arguments", "content_base64", "is not base64");
       }
+      return out;
+    }
+    case McpTool::kCallSkill: {
+      if (auto bad = RejectUnknown(args, {"skill", "method", "params", "timeout_ms"}, "arguments")) return *bad;
+      CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> skill, GetString(args, "skill", true, "arguments"));
+      CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<std::string> method, GetString(args, "method", true, "arguments"));
+      CUBICLE_RPC_ASSIGN_OR_RETURN(out.timeout_ms, GetInt64(args, "timeout_ms", false, 1, INT64_MAX, "arguments"));
+      if (const json::value* p = args.if_contains("params")) {
+        if (!p->is_object() && !p->is_array()) return InvalidParam("arguments", "params", "must be an object or an array");
+        out.params = *p;
+      }
+      out.skill = *std::move(skill);
+      out.method = *std::move(method);
       return out;
     }
     case McpTool::kListFiles: {
@@ -452,6 +492,23 @@ json::object McpListFilesResult(const json::value& raw) {
   const std::string path = StringField(*listed, "path");
   if (text.empty()) text = absl::StrCat("/workspace/", path, " is empty");
   return TextResult(std::move(text), json::object{{"path", path}, {"entries", std::move(entries)}}, false);
+}
+
+json::object McpCallSkillResult(const json::value& answer) {
+  const json::object* a = answer.if_object();
+  if (a == nullptr) return McpToolError("skill.call answered without a result object");
+  json::object structured;
+  const json::value* error = a->if_contains("error");
+  if (error != nullptr) {
+    structured["error"] = *error;
+  } else if (const json::value* result = a->if_contains("result")) {
+    structured["result"] = *result;
+  }
+  structured["skill"] = a->contains("skill") ? a->at("skill") : json::value(json::object());
+  structured["logs"] = StringField(*a, "logs");
+  std::string text = json::serialize(error != nullptr ? *error : structured.contains("result") ? structured["result"]
+                                                                                             : json::value(nullptr));
+  return TextResult(std::move(text), std::move(structured), error != nullptr);
 }
 
 }  // namespace cubicle::rpc

@@ -27,7 +27,7 @@ const std::vector<std::string>& McpSupportedVersions();
 std::string NegotiateMcpVersion(absl::string_view requested);
 bool IsSupportedMcpVersion(absl::string_view version);
 
-enum class McpTool { kRunPython, kRunShell, kReadFile, kWriteFile, kListFiles };
+enum class McpTool { kRunPython, kRunShell, kReadFile, kWriteFile, kListFiles, kCallSkill };
 
 std::optional<McpTool> FindMcpTool(absl::string_view name);
 // tools/list's "tools": each with its inputSchema and outputSchema.
@@ -41,6 +41,8 @@ struct McpToolArgs {
   std::string path;                     // workspace-relative; "" is the workspace's root
   std::string data;                     // write_file: the bytes
   bool recursive = false;               // list_files
+  std::string skill, method;            // call_skill: the reference and the skill's method
+  boost::json::value params;            // call_skill: the skill's params (null, an object or an array)
 };
 
 // The arguments of a call of `tool`, or why they do not fit its input
@@ -77,5 +79,8 @@ boost::json::object McpRunResult(const boost::json::value& run, const boost::jso
 boost::json::object McpReadFileResult(const boost::json::value& got);
 boost::json::object McpWriteFileResult(const boost::json::value& put);
 boost::json::object McpListFilesResult(const boost::json::value& listed);
+// call_skill from skill.call's result: the skill's result (or its error,
+// then isError), which skill ran, and its logs.
+boost::json::object McpCallSkillResult(const boost::json::value& answer);
 
 }  // namespace cubicle::rpc

@@ -129,7 +129,7 @@ TEST_F(McpHttpTest, ASessionsLifeOverHttp) {
   HttpReply list = Post(c, McpRequest(2, "tools/list"), id);
   EXPECT_EQ(list.status, 200);
   EXPECT_EQ(list.headers["content-type"], "application/json");
-  EXPECT_EQ(Json(list.body).at("result").at("tools").as_array().size(), 5u) << list.body;
+  EXPECT_EQ(Json(list.body).at("result").at("tools").as_array().size(), 6u) << list.body;
 
   HttpReply run = Post(c, McpToolCallLine(3, "run_shell", R"({"command":"echo hi > note.txt; cat note.txt"})"), id);
   ASSERT_EQ(run.status, 200) << run.body;

@@ -71,7 +71,9 @@ class McpStdioTest : public HostHygieneTest {
     }
     tmp_ = dir_.Join("tmp");
     ASSERT_EQ(::mkdir(tmp_.c_str(), 0700), 0);
-    config_ = WriteConfig(dir_, kConfig);
+    // The repository's example skills, for call_skill.
+    config_ = WriteConfig(dir_, absl::StrCat(R"({"skills": {"dir": ")", CUBICLE_FAKES, R"(/../../examples/skills"}, )",
+                                             std::string(kConfig).substr(1)));
   }
 
   void TearDown() override {
@@ -123,7 +125,8 @@ TEST_F(McpStdioTest, ToolsShareOneWorkspaceAndNothingOutlivesTheServer) {
   json::value list = s.Call(1, McpRequest(1, "tools/list"));
   std::set<std::string> names;
   for (const json::value& t : list.at("result").at("tools").as_array()) names.insert(std::string(t.at("name").as_string()));
-  EXPECT_EQ(names, (std::set<std::string>{"run_python", "run_shell", "read_file", "write_file", "list_files"}));
+  EXPECT_EQ(names, (std::set<std::string>{"run_python", "run_shell", "read_file", "write_file", "list_files",
+                                          "call_skill"}));
 
   json::value run = s.Call(2, McpToolCallLine(2, "run_python",
                                               R"j({"code":"open('/workspace/out.txt','w').write('made by python'); print('ok')"})j"));
@@ -245,6 +248,36 @@ TEST_F(McpStdioTest, ProgressNotificationsCarryTheOutputAsItComes) {
   }
   ASSERT_FALSE(before.empty()) << "no progress before the reply";
   EXPECT_TRUE(absl::StrContains(seen, "tick 0")) << seen;
+  EndAndExpectNothingLeft();
+}
+
+TEST_F(McpStdioTest, CallSkillAnswersAndReportsTheSkillsProgress) {
+  McpStdioServer& s = StartInitialized();
+  ASSERT_TRUE(s.Send(McpToolCallLine(1, "call_skill",
+                                     R"j({"skill":"tally","method":"add","params":{"values":[2,4,6]}})j",
+                                     R"({"progressToken":7})")));
+  std::vector<json::value> before;
+  json::value reply = s.ReadReply(1, &before);
+  ASSERT_FALSE(reply.is_null()) << Stderr();
+  EXPECT_FALSE(IsError(reply)) << json::serialize(reply);
+  const json::value& structured = ToolResult(reply).at("structuredContent");
+  EXPECT_EQ(structured.at("result").at("count").as_int64(), 3) << json::serialize(reply);
+  EXPECT_EQ(structured.at("result").at("total").as_double(), 12.0);
+  EXPECT_EQ(structured.at("skill").at("name"), "tally");
+  ASSERT_EQ(before.size(), 3u) << "one progress notification per number the skill reported";
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(before[i].at("method"), "notifications/progress");
+    EXPECT_EQ(before[i].at("params").at("progressToken"), 7);
+    EXPECT_EQ(before[i].at("params").at("progress").to_number<int64_t>(), static_cast<int64_t>(i + 1));
+    EXPECT_TRUE(absl::StrContains(std::string(before[i].at("params").at("message").as_string()),
+                                  absl::StrCat("\"done\":", i + 1)));
+  }
+  // A skill that is not there, and arguments that do not fit: tool errors.
+  json::value absent = s.Call(2, McpToolCallLine(2, "call_skill", R"({"skill":"absent","method":"x"})"));
+  EXPECT_TRUE(IsError(absent)) << json::serialize(absent);
+  EXPECT_TRUE(absl::StrContains(Text(absent), "absent")) << Text(absent);
+  json::value bad = s.Call(3, McpToolCallLine(3, "call_skill", R"({"skill":"tally","method":"add","params":3})"));
+  EXPECT_TRUE(bad.as_object().contains("error") || IsError(bad)) << json::serialize(bad);
   EndAndExpectNothingLeft();
 }
 

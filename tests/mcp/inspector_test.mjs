@@ -34,7 +34,7 @@ try {
   const scratch = makeScratch();
   const listed = inspector(scratch, '--method', 'tools/list');
   const names = listed.tools.map((t) => t.name).sort();
-  check(JSON.stringify(names) === JSON.stringify(['list_files', 'read_file', 'run_python', 'run_shell', 'write_file']),
+  check(JSON.stringify(names) === JSON.stringify(['call_skill', 'list_files', 'read_file', 'run_python', 'run_shell', 'write_file']),
         `tools/list through the inspector: ${names}`);
   const called = inspector(scratch, '--method', 'tools/call', '--tool-name', 'run_shell', '--tool-arg', 'command=echo inspected');
   check(called.structuredContent?.stdout === 'inspected\n', `tools/call through the inspector: ${JSON.stringify(called)}`);

@@ -19,7 +19,7 @@ if (!cubicle || !['stdio', 'http'].includes(mode)) {
 await requireClients();
 const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
 
-const TOOLS = ['list_files', 'read_file', 'run_python', 'run_shell', 'write_file'];
+const TOOLS = ['call_skill', 'list_files', 'read_file', 'run_python', 'run_shell', 'write_file'];
 
 async function exercise(client) {
   const { tools } = await client.listTools();

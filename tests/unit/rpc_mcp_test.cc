@@ -238,7 +238,8 @@ TEST_F(McpSessionTest, ToolsListGivesEveryToolBothSchemas) {
     }
     EXPECT_FALSE(tool.at("description").as_string().empty());
   }
-  EXPECT_EQ(names, (std::set<std::string>{"run_python", "run_shell", "read_file", "write_file", "list_files"}));
+  EXPECT_EQ(names, (std::set<std::string>{"run_python", "run_shell", "read_file", "write_file", "list_files",
+                                          "call_skill"}));
   // The run tools' results say what a caller needs without reading text.
   for (const json::value& t : tools) {
     if (t.at("name") != "run_python") continue;
