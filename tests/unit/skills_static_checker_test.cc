@@ -230,13 +230,15 @@ TEST_F(StaticChecker, TheRecommendedPolicyReadsAndTheExamplesPassIt) {
   ASSERT_TRUE(recommended.ok()) << recommended.status();
   std::vector<std::string> scripts;
   for (const char* path : {"/examples/skills/word-stats/1.0.0/word_stats.py",
-                           "/examples/skills/checked-divide/1.0.0/checked_divide.py"}) {
+                           "/examples/skills/checked-divide/1.0.0/checked_divide.py",
+                           "/examples/skills/tally/1.0.0/tally.py",
+                           "/examples/skills/text-report/1.0.0/text_report.py"}) {
     std::stringstream text;
     text << std::ifstream(absl::StrCat(CUBICLE_SOURCE_DIR, path)).rdbuf();
     ASSERT_FALSE(text.str().empty()) << path;
     scripts.push_back(text.str());
   }
-  EXPECT_THAT(Check(scripts, *recommended), ElementsAre(ElementsAre(), ElementsAre()));
+  EXPECT_THAT(Check(scripts, *recommended), ElementsAre(ElementsAre(), ElementsAre(), ElementsAre(), ElementsAre()));
   EXPECT_THAT(Check({"import subprocess\n"}, *recommended),
               ElementsAre(ElementsAre("deny_imports: subprocess | import subprocess | 1:1")));
 }
