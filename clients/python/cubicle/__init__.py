@@ -19,6 +19,7 @@ import shutil
 from typing import Any, Dict, Optional, Sequence
 
 from .client import Client, ExecStream, Session
+from .skill_session import SkillSession
 from .cluster import ClusterClient, ClusterTransport
 from .errors import (AuthError, BusyError, CallTimeout, Conflict, ConnectError, CubicleError, Forbidden, HttpError,
                      InternalError, InvalidParams, InvalidRequest, LimitExceeded, LineTooLong, MethodNotFound,
@@ -81,7 +82,7 @@ def connect_cluster(*, dns_name: Optional[str] = None, endpoints: Optional[Seque
 
 __all__ = [
     "connect_unix", "spawn", "connect_http", "connect_cluster", "signature",
-    "Client", "ClusterClient", "ClusterTransport", "Session", "ExecStream",
+    "Client", "ClusterClient", "ClusterTransport", "Session", "ExecStream", "SkillSession",
     "RunResult", "SkillResult", "ExecStatus", "ExecInfo", "ExecList", "LogPage", "OutputChunk", "OutputFile",
     "SessionInfo", "FileInfo", "Health", "PoolStats",
     "CubicleError", "RpcError", "TransportError", "ConnectError", "CallTimeout", "HttpError", "AuthError",

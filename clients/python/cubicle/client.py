@@ -10,6 +10,7 @@ from .errors import BusyError
 from .results import (ExecInfo, ExecList, ExecStatus, FileInfo, Health, LogPage, OutputChunk, PoolStats, RunResult,
                       SessionInfo, SkillResult)
 from .rpc import RpcClient, result_of
+from .skill_session import Progress, SkillSession, call_skill_streamed
 from .transport import Exchange, is_notification
 
 Data = Union[bytes, str]
@@ -71,16 +72,36 @@ class Client(RpcClient):
     def call_skill(self, skill: str, method: str, params: Any = None, *, env: Optional[Dict[str, str]] = None,
                    timeout_ms: Optional[int] = None, limits: Optional[Dict[str, Any]] = None,
                    breakers: Optional[Dict[str, Any]] = None, network: Any = None,
-                   environment: Optional[str] = None, timeout: Optional[float] = None, **more: Any) -> SkillResult:
+                   environment: Optional[str] = None, timeout: Optional[float] = None,
+                   on_progress: Optional[Progress] = None, **more: Any) -> SkillResult:
         """skill.call by name from the daemon's skills directory (docs/skills.md):
         `skill` is "name", "name@1.2.0" or "name@^1.2". The result's `skill`
         says which version ran and its id. `environment` ("sci", "sci@3") runs
         it there, for a skill whose manifest names none; requirements not met
-        raise RequirementsNotMet before anything runs."""
+        raise RequirementsNotMet before anything runs. `on_progress` gets each
+        skill.progress's params as the skill sends them."""
         request = _params(skill=skill, method=method, params=params, env=env, timeout_ms=timeout_ms, limits=limits,
                           breakers=breakers, network=network, environment=environment)
         request.update(more)
-        return SkillResult.from_json(self.call("skill.call", request, timeout=timeout))
+        return call_skill_streamed(self, request, on_progress, timeout)
+
+    def skill_session(self, skill: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
+                      profile: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                      timeout_ms: Optional[int] = None, idle_timeout_ms: Optional[int] = None,
+                      limits: Optional[Dict[str, Any]] = None, environment: Optional[str] = None,
+                      **more: Any) -> SkillSession:
+        """skill.session.open: a skill (by name, or `argv` in `profile`) kept
+        open, answering a conversation's calls in turn (docs/skills.md,
+        "Skill sessions"). Use it as a context manager to close it."""
+        request = _params(skill=skill, argv=list(argv) if argv is not None else None, profile=profile, env=env,
+                          timeout_ms=timeout_ms, idle_timeout_ms=idle_timeout_ms, limits=limits,
+                          environment=environment)
+        request.update(more)
+        return SkillSession(self, self.call("skill.session.open", request))
+
+    def skill_sessions(self) -> List[Dict[str, Any]]:
+        """skill.session.list: the open skill sessions."""
+        return self.call("skill.session.list", {})["skill_sessions"]
 
     def skill_list(self) -> Dict[str, Any]:
         """skill.list: the skills by name with their versions, and the manifests left out (`errors`)."""

@@ -34,9 +34,13 @@ def request_ids(message: Message) -> List[Any]:
 
 
 def route_of(notification: Dict[str, Any]) -> Optional[str]:
-    """Which streamed execution a notification belongs to."""
+    """Which streamed request a notification belongs to."""
     params = notification.get("params")
-    return params.get("exec_id") if isinstance(params, dict) else None
+    if not isinstance(params, dict):
+        return None
+    # exec.follow's chunks name their execution; skill.progress the call's own token.
+    route = params.get("exec_id", params.get("progress_token"))
+    return route if isinstance(route, str) else None
 
 
 class Exchange:

@@ -110,6 +110,26 @@ class ClientCases:
         with self.assertRaises(cubicle.NotFoundError):
             self.client.call_skill("no-such-skill", "x")
 
+    def test_a_skill_session_keeps_its_tally_and_streams_progress(self) -> None:
+        progress = []
+        with self.client.skill_session("tally", idle_timeout_ms=60000) as session:
+            self.assertIn(session.key, [s["skill_session"] for s in self.client.skill_sessions()])
+            first = session.call("add", {"values": [1, 2, 3]}, on_progress=progress.append)
+            second = session.call("add", {"values": [4]}, on_progress=progress.append)
+        self.assertEqual(first.unwrap(), {"count": 3, "total": 6.0, "mean": 2.0})
+        self.assertEqual(second.unwrap()["count"], 4)  # the same process, its state kept
+        self.assertEqual([(p["params"]["done"], p["params"]["of"]) for p in progress], [(1, 3), (2, 3), (3, 3), (1, 1)])
+        self.assertTrue(all(p["skill_session"] == session.key for p in progress))
+        self.assertEqual(session.ended["reason"], "killed")
+        self.assertNotIn(session.key, [s["skill_session"] for s in self.client.skill_sessions()])
+        with self.assertRaises(cubicle.NotFoundError):
+            session.call("add", {"values": [1]})
+
+    def test_a_skill_calls_the_skill_its_manifest_allows(self) -> None:
+        answer = self.client.call_skill("text-report", "report", {"text": "to be or not to be"})
+        self.assertEqual(answer.unwrap()["summary"], "6 words, most often 'to'")
+        self.assertEqual(answer.raw["skill_calls"], 1)
+
     def test_environments_are_listed_and_an_unknown_one_is_not_found(self) -> None:
         listed = self.client.environment_list()
         self.assertIsNone(listed["dir"], "the fixture's daemon has no environments directory")
