@@ -338,6 +338,9 @@ class Daemon {
   // their answers; any other gets its request from memory.
   Expected<boost::json::value> CallSkill(const RunParams& p, const SkillInvocation& call, int cancel_fd);
   Expected<boost::json::value> CallSkillProcess(const RunParams& p, const SkillInvocation& call, int cancel_fd);
+  // A skill process of `p`'s command, pool and limits, whose requests are
+  // answered as `caller`'s (rpc/skill_calls.cc).
+  SkillProcess::Options SkillProcessOptions(const RunParams& p, std::shared_ptr<SkillCaller> caller);
   // What skill.call writes to the audit trail once the call has ended
   // (rpc/skill_audit.cc); nothing without a state directory.
   struct SkillAudit {

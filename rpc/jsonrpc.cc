@@ -395,20 +395,31 @@ std::string Batch(const std::vector<std::string>& replies) {
   return out;
 }
 
+namespace {
+
+// `line` as a JSON-RPC 2.0 object a skill wrote (a BOM, CRLF and
+// whitespace tolerated; bad UTF-8 repaired later, by the replies), or
+// nullopt for anything else. Log lines, the common case, are not parsed.
+std::optional<boost::json::object> SkillJsonRpcObject(absl::string_view line) {
+  std::size_t offset = 0;
+  const absl::string_view text = JsonText(line, &offset);
+  if (text.empty() || text.front() != '{') return std::nullopt;
+  Error error;
+  std::optional<json_read::Parsed> parsed = ParseJson(text, offset, /*allow_invalid_utf8=*/true, &error);
+  if (!parsed || !parsed->value.is_object()) return std::nullopt;
+  boost::json::object& obj = parsed->value.get_object();
+  const boost::json::value* version = obj.if_contains("jsonrpc");
+  if (version == nullptr || !version->is_string() || version->get_string() != "2.0") return std::nullopt;
+  return std::move(obj);
+}
+
+}  // namespace
+
 std::optional<boost::json::object> MatchResponse(absl::string_view line, const boost::json::value& id) {
   try {
-    std::size_t offset = 0;
-    const absl::string_view text = JsonText(line, &offset);
-    // Log lines are the common case: skip the parse unless it can be an object.
-    if (text.empty() || text.front() != '{') return std::nullopt;
-    Error error;
-    // A skill's bad bytes are not worth losing its answer over; replies repair
-    // them (RepairUtf8).
-    std::optional<json_read::Parsed> parsed = ParseJson(text, offset, /*allow_invalid_utf8=*/true, &error);
-    if (!parsed || !parsed->value.is_object()) return std::nullopt;
-    boost::json::object& obj = parsed->value.get_object();
-    const boost::json::value* version = obj.if_contains("jsonrpc");
-    if (version == nullptr || !version->is_string() || version->get_string() != "2.0") return std::nullopt;
+    std::optional<boost::json::object> parsed = SkillJsonRpcObject(line);
+    if (!parsed.has_value()) return std::nullopt;
+    boost::json::object& obj = *parsed;
     if (obj.contains("method")) return std::nullopt;  // a request or notification from the skill
     const bool has_result = obj.contains("result"), has_error = obj.contains("error");
     if (has_result == has_error) return std::nullopt;
@@ -418,7 +429,7 @@ std::optional<boost::json::object> MatchResponse(absl::string_view line, const b
     // the skill has only our request in hand, so that error is its answer.
     const bool unidentified_error = got->is_null() && has_error;
     if (*got != id && !unidentified_error) return std::nullopt;
-    return std::move(obj);
+    return parsed;
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -426,19 +437,12 @@ std::optional<boost::json::object> MatchResponse(absl::string_view line, const b
 
 std::optional<SkillMessage> ParseSkillMessage(absl::string_view line) {
   try {
-    std::size_t offset = 0;
-    const absl::string_view text = JsonText(line, &offset);
-    if (text.empty() || text.front() != '{') return std::nullopt;
-    Error error;
-    std::optional<json_read::Parsed> parsed = ParseJson(text, offset, /*allow_invalid_utf8=*/true, &error);
-    if (!parsed || !parsed->value.is_object()) return std::nullopt;
-    boost::json::object& obj = parsed->value.get_object();
-    const boost::json::value* version = obj.if_contains("jsonrpc");
-    if (version == nullptr || !version->is_string() || version->get_string() != "2.0") return std::nullopt;
-    const boost::json::value* method = obj.if_contains("method");
+    std::optional<boost::json::object> obj = SkillJsonRpcObject(line);
+    if (!obj.has_value()) return std::nullopt;
+    const boost::json::value* method = obj->if_contains("method");
     if (method == nullptr || !method->is_string()) return std::nullopt;
-    const bool request = obj.contains("id");
-    return SkillMessage{request, std::move(obj)};
+    const bool request = obj->contains("id");
+    return SkillMessage{request, *std::move(obj)};
   } catch (const std::exception&) {
     return std::nullopt;
   }

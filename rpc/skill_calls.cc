@@ -52,22 +52,26 @@ std::string AllowedList(const skills::Skill& caller) {
 
 }  // namespace
 
+SkillProcess::Options Daemon::SkillProcessOptions(const RunParams& p, std::shared_ptr<SkillCaller> caller) {
+  SkillProcess::Options options;
+  options.runner = RunnerOf(p);
+  options.request = p.request;
+  options.log_budget = p.budget;
+  options.max_line = kMaxSkillLine;
+  options.on_request = [this, caller = std::move(caller)](SkillProcess& process, json::object request) {
+    OnSkillRequest(process, caller, std::move(request));
+  };
+  return options;
+}
+
 Expected<json::value> Daemon::CallSkillProcess(const RunParams& p, const SkillInvocation& call, int cancel_fd) {
   auto caller = std::make_shared<SkillCaller>();
   caller->skill = p.skill;
   caller->request_id = p.request.request_id;
   caller->client = call.client;
   caller->depth = call.depth;
-  SkillProcess::Options options;
   runtime::Pool* pool = p.served->pool.get();  // held by p
-  options.runner = RunnerOf(p);
-  options.request = p.request;
-  options.log_budget = p.budget;
-  options.max_line = kMaxSkillLine;
-  options.on_request = [this, caller](SkillProcess& process, json::object request) {
-    OnSkillRequest(process, caller, std::move(request));
-  };
-  absl::StatusOr<std::shared_ptr<SkillProcess>> process = SkillProcess::Start(std::move(options));
+  absl::StatusOr<std::shared_ptr<SkillProcess>> process = SkillProcess::Start(SkillProcessOptions(p, caller));
   if (!process.ok()) return FromRunStatus(process.status());
   SkillProcess::CallOutcome outcome =
       (*process)->Call(call.method, call.params, p.request.timeout, cancel_fd, call.progress);

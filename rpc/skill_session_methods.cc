@@ -129,15 +129,10 @@ Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std
   caller->skill = skill;
   caller->request_id = request_id;
   caller->client = client;
-  SkillProcess::Options options;
-  options.runner = RunnerOf(p);  // its pool (or spec) held by the session's `served`
-  options.request = std::move(p.request);
+  // Its pool (or spec) is held by the session's `served`; the process
+  // lives as long as the session may.
+  SkillProcess::Options options = SkillProcessOptions(p, std::move(caller));
   options.request.timeout = limits.max_lifetime;
-  options.log_budget = p.budget;
-  options.max_line = kMaxSkillLine;
-  options.on_request = [this, caller](SkillProcess& process, json::object request) {
-    OnSkillRequest(process, caller, std::move(request));
-  };
   absl::StatusOr<std::shared_ptr<SkillProcess>> process = SkillProcess::Start(std::move(options));
   if (!process.ok()) return FromRunStatus(process.status());
   session->process = *std::move(process);

@@ -26,6 +26,7 @@
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
 #include "tests/support/session_daemon.h"
+#include "tests/integration/skills_fixture.h"
 
 namespace cubicle::test_support {
 namespace {
@@ -80,54 +81,29 @@ for line in sys.stdin:
 print(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": msg}), flush=True)
 )PY";
 
-class SkillSessions : public HostHygieneTest {
+// The skills fixture (skills_fixture.h) with a state directory (the
+// audit trail) and these skills: counter, caller (which may call counter
+// and itself) and secret.
+class SkillSessions : public Skills {
  protected:
   void SetUp() override {
-    HostHygieneTest::SetUp();
-    ASSERT_EQ(::chmod(gate_.path().c_str(), 0755), 0);
-    skills_ = dir_.Join("skills");
-    ASSERT_EQ(::mkdir(skills_.c_str(), 0755), 0);
-    Put("counter", "1.0.0", "counter.py", kCounter, "");
-    Put("caller", "1.0.0", "caller.py", kCaller, "calls: [counter@^1, caller]\n");
-    Put("secret", "1.0.0", "secret.py", kCounter, "");
+    Skills::SetUp();
+    PutSkill("counter", "counter.py", kCounter, "");
+    PutSkill("caller", "caller.py", kCaller, "calls: [counter@^1, caller]\n");
+    PutSkill("secret", "secret.py", kCounter, "");
   }
 
-  void TearDown() override {
-    if (daemon_ != nullptr && daemon_->process().started()) daemon_->Stop();
-    daemon_.reset();
-    HostHygieneTest::TearDown();
-  }
-
-  void Put(const std::string& name, const std::string& version, const std::string& entry, const std::string& script,
-           const std::string& more) {
-    const std::string folder = absl::StrCat(skills_, "/", name);
-    ::mkdir(folder.c_str(), 0755);
-    ASSERT_TRUE(WriteFile(absl::StrCat(folder, "/", entry), script));
-    ASSERT_TRUE(WriteFile(absl::StrCat(folder, "/skill.yaml"),
-                          absl::StrCat("name: ", name, "\nversion: ", version, "\nentry: ", entry, "\n", more)));
+  void PutSkill(const std::string& name, const std::string& entry, const std::string& script,
+                const std::string& more) {
+    Put(absl::StrCat(name, "/", entry), script);
+    Put(absl::StrCat(name, "/skill.yaml"), absl::StrCat("name: ", name, "\nversion: 1.0.0\nentry: ", entry, "\n", more));
   }
 
   SocketDaemon& Start(const std::string& skills_more = "") {
-    const std::string config = absl::StrCat(R"({"skills": {"dir": )", Quoted(skills_), skills_more, R"(},
-      "sessions": {"state_dir": )", Quoted(state_.path()), R"(},
-      "profiles": {
-      "python": {"limits": {"memory": "256M", "pids": 64}, "timeout_ms": 20000, "max_timeout_ms": 60000,
-                 "binds": [{"source": )", Quoted(gate_.path()), R"(, "dest": "/gate"}],
-                 "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8},
-                 "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}}}})");
-    daemon_ = std::make_unique<SocketDaemon>(SocketDaemon::Options{
-        {"--config", WriteConfig(dir_, config)}, std::nullopt, {"CUBICLE_LOG_LEVEL=info"}});
-    return *daemon_;
+    skills_more_ = skills_more;
+    return Skills::Start({}, absl::StrCat(R"("sessions": {"state_dir": )", Quoted(state_.path()), "},"));
   }
 
-  json::value Call(const std::string& method, const std::string& params) {
-    return daemon_->Call(RequestLine(++id_, method, params));
-  }
-  json::value Result(const std::string& method, const std::string& params) {
-    json::value reply = Call(method, params);
-    EXPECT_TRUE(HasResult(reply)) << method << " " << params << ": " << json::serialize(reply);
-    return HasResult(reply) ? reply.at("result") : json::value(nullptr);
-  }
   std::string Open(const std::string& more = "") {
     json::value r = Result("skill.session.open", absl::StrCat(R"({"skill": "counter")", more, "}"));
     return r.is_object() ? Str(r.at("skill_session")) : "";
@@ -152,12 +128,7 @@ class SkillSessions : public HostHygieneTest {
     return nullptr;
   }
 
-  TempDir dir_;
-  TempDir gate_;
   TempDir state_;
-  std::string skills_;
-  std::unique_ptr<SocketDaemon> daemon_;
-  int64_t id_ = 0;
 };
 
 TEST_F(SkillSessions, ACounterKeepsItsStateAcrossFiveCallsWithProgressFirst) {
