@@ -48,6 +48,8 @@ class SkillLimitsAuto : public Skills {
 };
 
 TEST_F(SkillLimitsAuto, AStableFootprintConvergesOnAnEstimateBelowTheCeiling) {
+  // A floor below 1.5 times its footprint: the estimate is the history's.
+  skills_more_ = R"(, "auto_limits": {"floor": "16M"})";
   ASSERT_TRUE(Start().up()) << Log();
   ASSERT_TRUE(Quiet("python", 1));
   EXPECT_EQ(PoolStats("python").at("auto_limit_skills"), 1) << "pool.stats counts the profile's auto skills";
@@ -91,8 +93,8 @@ TEST_F(SkillLimitsAuto, AStableFootprintConvergesOnAnEstimateBelowTheCeiling) {
   std::cout << "[auto-limits] estimate " << estimate / kMiB << " MiB from " << U(h.at("samples"))
             << " samples, p99 peak " << U(h.at("memory_peak_bytes").at("p99")) / kMiB << " MiB\n";
   // A request that sizes memory itself is not auto.
-  json::value own = Call("skill.call", R"({"skill": "alloc", "method": "hold", "params": {"mib": 1},
-                                           "limits": {"memory": "200M"}})");
+  json::value own =
+      Call("skill.call", R"({"skill": "alloc", "method": "hold", "params": {"mib": 1}, "limits": {"memory": "200M"}})");
   ASSERT_TRUE(HasResult(own)) << own;
   EXPECT_FALSE(own.at("result").as_object().contains("limits")) << own;
 }
@@ -139,6 +141,7 @@ TEST_F(SkillLimitsAuto, AGrowingFootprintIsOomKilledOnceThenGetsMoreUpToTheCeili
     ASSERT_FALSE(HasResult(big)) << big;
     EXPECT_EQ(big.at("error").at("data").at("reason"), "oom") << big;
     limit = U(big.at("error").at("data").at("limits").at("memory"));
+    std::cout << "[auto-limits] 300 MiB: OOM at " << limit / kMiB << " MiB\n";
     EXPECT_LE(limit, kCeiling);
   }
   EXPECT_EQ(limit, kCeiling);
@@ -163,7 +166,7 @@ TEST_F(SkillLimitsAuto, TheHistoryOutlivesARestartThroughTheAuditTrail) {
 TEST_F(SkillLimitsAuto, AutoNeedsACeiling) {
   Put("unbounded/skill.yaml", "name: unbounded\nversion: 1.0.0\nentry: main.py\nprofile: free\nlimits: auto\n");
   Put("unbounded/main.py", kAllocSkill);
-  ASSERT_TRUE(Start({}, "", R"(, "free": {"pool": {"min_idle": 0}})").up()) << Log();
+  ASSERT_TRUE(Start({}, R"("ceilings": {"memory": "unlimited"},)", R"(, "free": {"limits": {"memory": "unlimited"}, "pool": {"min_idle": 0}})").up()) << Log();
   json::value list = Result("skill.list", "");
   const std::string errors = json::serialize(list.at("errors"));
   EXPECT_NE(errors.find("memory: auto needs a memory limit in profile 'free'"), std::string::npos) << list;
