@@ -143,12 +143,15 @@ absl::Status ParseAutoLimits(const json::value& v, const std::string& path, Daem
 // directory is read by the daemon (rpc/skill_catalog.h); here it must only
 // exist. Without one, only skills by argv are served (their sessions too).
 absl::Status ParseSkills(const json::value& v, DaemonConfig* config) {
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir", "tz", "sessions", "max_call_depth", "max_calls", "auto_limits"}));
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir", "tz", "sessions", "max_call_depth", "max_calls",
+                                                                "auto_limits"}));
   CUBICLE_RETURN_IF_ERROR(o.Read("dir", &config->skills_dir, json_read::String));
   CUBICLE_RETURN_IF_ERROR(o.Read("tz", &config->skills_tz, json_read::String));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("max_call_depth", &config->skills_max_call_depth, 0, 16));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("max_calls", &config->skills_max_calls, 0, 1024));
-  if (const json::value* a = o.Find("auto_limits")) CUBICLE_RETURN_IF_ERROR(ParseAutoLimits(*a, o.PathOf("auto_limits"), config));
+  if (const json::value* a = o.Find("auto_limits")) {
+    CUBICLE_RETURN_IF_ERROR(ParseAutoLimits(*a, o.PathOf("auto_limits"), config));
+  }
   if (const json::value* s = o.Find("sessions")) {
     DaemonConfig::SkillSessionsConfig& out = config->skill_sessions;
     CUBICLE_ASSIGN_OR_RETURN(Object so, Object::Open(*s, o.PathOf("sessions"),

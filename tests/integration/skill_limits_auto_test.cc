@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/cgroup_host.h"
 #include "tests/integration/skills_fixture.h"
 
@@ -28,6 +29,8 @@ constexpr char kAllocSkill[] =
     "print(json.dumps({'jsonrpc': '2.0', 'id': request['id'], 'result': {'held': len(data)}}), flush=True)\n";
 
 uint64_t U(const json::value& v) { return v.to_number<uint64_t>(); }
+// "32.5 MiB", for the figures the tests print.
+std::string MiB(uint64_t bytes) { return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / kMiB); }
 
 class SkillLimitsAuto : public Skills {
  protected:
@@ -58,7 +61,6 @@ TEST_F(SkillLimitsAuto, AStableFootprintConvergesOnAnEstimateBelowTheCeiling) {
   EXPECT_EQ(before.at("auto_limits").at("basis"), "ceiling");
 
   uint64_t peak_max = 0;
-  std::vector<uint64_t> limits;
   for (int i = 0; i < 8; ++i) {
     json::value reply = Alloc(20);
     ASSERT_TRUE(HasResult(reply)) << i << ": " << reply;
@@ -67,10 +69,9 @@ TEST_F(SkillLimitsAuto, AStableFootprintConvergesOnAnEstimateBelowTheCeiling) {
     ASSERT_TRUE(r.at("limits").at("auto").as_bool()) << r;
     const uint64_t limit = U(r.at("limits").at("memory"));
     const uint64_t peak = U(r.at("usage").at("memory_peak_bytes"));
-    std::cout << "[auto-limits] call " << i << ": limit " << limit / kMiB << " MiB ("
-              << r.at("limits").at("basis").as_string() << "), peak " << peak / kMiB << " MiB\n";
+    std::cout << "[auto-limits] call " << i << ": limit " << MiB(limit) << " ("
+              << r.at("limits").at("basis").as_string() << "), peak " << MiB(peak) << "\n";
     EXPECT_LE(peak, limit);
-    limits.push_back(limit);
     if (i < 5) {
       EXPECT_EQ(limit, kCeiling) << "fewer than min_samples (5) peaks: the ceiling";
     } else {
@@ -90,8 +91,8 @@ TEST_F(SkillLimitsAuto, AStableFootprintConvergesOnAnEstimateBelowTheCeiling) {
   EXPECT_LE(estimate, static_cast<uint64_t>(static_cast<double>(peak_max) * 1.5) + 4096);
   EXPECT_LT(estimate, kCeiling);
   EXPECT_EQ(U(d.at("limits").at("memory")), estimate) << "describe shows the limit a call gets now";
-  std::cout << "[auto-limits] estimate " << estimate / kMiB << " MiB from " << U(h.at("samples"))
-            << " samples, p99 peak " << U(h.at("memory_peak_bytes").at("p99")) / kMiB << " MiB\n";
+  std::cout << "[auto-limits] estimate " << MiB(estimate) << " from " << U(h.at("samples"))
+            << " samples, p99 peak " << MiB(U(h.at("memory_peak_bytes").at("p99"))) << "\n";
   // A request that sizes memory itself is not auto.
   json::value own =
       Call("skill.call", R"({"skill": "alloc", "method": "hold", "params": {"mib": 1}, "limits": {"memory": "200M"}})");
@@ -128,8 +129,8 @@ TEST_F(SkillLimitsAuto, AGrowingFootprintIsOomKilledOnceThenGetsMoreUpToTheCeili
   json::value again = Alloc(mib);
   ASSERT_TRUE(HasResult(again)) << again;
   const uint64_t raised = U(again.at("result").at("limits").at("memory"));
-  std::cout << "[auto-limits] " << mib << " MiB: OOM at " << breached / kMiB << " MiB, then ran at " << raised / kMiB
-            << " MiB (" << again.at("result").at("limits").at("basis").as_string() << ")\n";
+  std::cout << "[auto-limits] " << mib << " MiB: OOM at " << MiB(breached) << ", then ran at " << MiB(raised) << " ("
+            << again.at("result").at("limits").at("basis").as_string() << ")\n";
   EXPECT_GE(raised, std::min(2 * breached, kCeiling));
   EXPECT_LE(raised, kCeiling);
 
@@ -141,7 +142,7 @@ TEST_F(SkillLimitsAuto, AGrowingFootprintIsOomKilledOnceThenGetsMoreUpToTheCeili
     ASSERT_FALSE(HasResult(big)) << big;
     EXPECT_EQ(big.at("error").at("data").at("reason"), "oom") << big;
     limit = U(big.at("error").at("data").at("limits").at("memory"));
-    std::cout << "[auto-limits] 300 MiB: OOM at " << limit / kMiB << " MiB\n";
+    std::cout << "[auto-limits] 300 MiB: OOM at " << MiB(limit) << "\n";
     EXPECT_LE(limit, kCeiling);
   }
   EXPECT_EQ(limit, kCeiling);
@@ -166,7 +167,10 @@ TEST_F(SkillLimitsAuto, TheHistoryOutlivesARestartThroughTheAuditTrail) {
 TEST_F(SkillLimitsAuto, AutoNeedsACeiling) {
   Put("unbounded/skill.yaml", "name: unbounded\nversion: 1.0.0\nentry: main.py\nprofile: free\nlimits: auto\n");
   Put("unbounded/main.py", kAllocSkill);
-  ASSERT_TRUE(Start({}, R"("ceilings": {"memory": "unlimited"},)", R"(, "free": {"limits": {"memory": "unlimited"}, "pool": {"min_idle": 0}})").up()) << Log();
+  ASSERT_TRUE(Start({}, R"("ceilings": {"memory": "unlimited"},)",
+                    R"(, "free": {"limits": {"memory": "unlimited"}, "pool": {"min_idle": 0}})")
+                  .up())
+      << Log();
   json::value list = Result("skill.list", "");
   const std::string errors = json::serialize(list.at("errors"));
   EXPECT_NE(errors.find("memory: auto needs a memory limit in profile 'free'"), std::string::npos) << list;
