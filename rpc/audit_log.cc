@@ -122,7 +122,8 @@ absl::Status AuditLog::Append(json::object line) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<json::object>> AuditLog::Query(const AuditFilter& filter) const {
+absl::Status AuditLog::ForEachNewestFirst(const std::function<bool(const json::object&)>& each,
+                                          size_t max_lines) const {
   // The files are opened together, newest first, while no rotation runs,
   // then read without holding up the calls being audited: a rotation
   // meanwhile renames them, and what was opened is still what is read.
@@ -137,18 +138,28 @@ absl::StatusOr<std::vector<json::object>> AuditLog::Query(const AuditFilter& fil
       files.emplace_back(std::move(path), std::move(fd));
     }
   }
-  std::vector<json::object> out;
+  size_t read = 0;
   for (const auto& [path, fd] : files) {
     CUBICLE_ASSIGN_OR_RETURN(std::string text, ReadAll(fd.get(), path));
     std::vector<absl::string_view> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
     for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+      if (read++ >= max_lines) return absl::OkStatus();
       boost::system::error_code ec;
       json::value v = json::parse(json::string_view(it->data(), it->size()), ec);
-      if (ec || !v.is_object() || !Matches(v.as_object(), filter)) continue;
-      out.push_back(std::move(v.as_object()));
-      if (out.size() >= filter.limit) return out;
+      if (ec || !v.is_object()) continue;
+      if (!each(v.as_object())) return absl::OkStatus();
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<json::object>> AuditLog::Query(const AuditFilter& filter) const {
+  std::vector<json::object> out;
+  CUBICLE_RETURN_IF_ERROR(ForEachNewestFirst([&](const json::object& line) {
+    if (!Matches(line, filter)) return true;
+    out.push_back(line);
+    return out.size() < filter.limit;
+  }));
   return out;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -55,6 +56,11 @@ class AuditLog {
   // rotated ones, stopping at `filter.limit`. A line that does not parse
   // (a torn last line after a machine crash) is skipped.
   absl::StatusOr<std::vector<boost::json::object>> Query(const AuditFilter& filter) const;
+
+  // Each line that parses, newest first, until `each` returns false or
+  // `max_lines` lines have been read.
+  absl::Status ForEachNewestFirst(const std::function<bool(const boost::json::object&)>& each,
+                                  size_t max_lines = SIZE_MAX) const;
 
   const std::string& path() const { return path_; }
 

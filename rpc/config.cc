@@ -125,15 +125,33 @@ absl::Status ResolveWorkspaceRoots(std::vector<std::string>* roots) {
   return absl::OkStatus();
 }
 
+// "skills.auto_limits": {"window", "min_samples", "headroom", "floor"}
+// (rpc/skill_stats.h).
+absl::Status ParseAutoLimits(const json::value& v, const std::string& path, DaemonConfig* config) {
+  AutoLimitsConfig& out = config->auto_limits;
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"window", "min_samples", "headroom", "floor"}));
+  CUBICLE_RETURN_IF_ERROR(o.ReadCount("window", &out.window, 1, 10000));
+  CUBICLE_RETURN_IF_ERROR(o.ReadCount("min_samples", &out.min_samples, 1, 10000));
+  CUBICLE_RETURN_IF_ERROR(o.Read("headroom", &out.headroom, json_read::PositiveNumber));
+  CUBICLE_RETURN_IF_ERROR(o.Read("floor", &out.floor, json_read::PositiveSize));
+  if (out.headroom < 1.0 || out.headroom > 100.0) return Error(o.PathOf("headroom"), "must be from 1 to 100");
+  if (out.min_samples > out.window) return Error(o.PathOf("min_samples"), "exceeds window");
+  return absl::OkStatus();
+}
+
 // "skills": {"dir": "/srv/cubicle/skills", "tz", "sessions", ...}. The
 // directory is read by the daemon (rpc/skill_catalog.h); here it must only
 // exist. Without one, only skills by argv are served (their sessions too).
 absl::Status ParseSkills(const json::value& v, DaemonConfig* config) {
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir", "tz", "sessions", "max_call_depth", "max_calls"}));
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, "skills", {"dir", "tz", "sessions", "max_call_depth", "max_calls",
+                                                                "auto_limits"}));
   CUBICLE_RETURN_IF_ERROR(o.Read("dir", &config->skills_dir, json_read::String));
   CUBICLE_RETURN_IF_ERROR(o.Read("tz", &config->skills_tz, json_read::String));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("max_call_depth", &config->skills_max_call_depth, 0, 16));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("max_calls", &config->skills_max_calls, 0, 1024));
+  if (const json::value* a = o.Find("auto_limits")) {
+    CUBICLE_RETURN_IF_ERROR(ParseAutoLimits(*a, o.PathOf("auto_limits"), config));
+  }
   if (const json::value* s = o.Find("sessions")) {
     DaemonConfig::SkillSessionsConfig& out = config->skill_sessions;
     CUBICLE_ASSIGN_OR_RETURN(Object so, Object::Open(*s, o.PathOf("sessions"),

@@ -80,6 +80,18 @@ struct LogSettings {
   bool operator==(const LogSettings&) const = default;
 };
 
+// How a skill's memory limit is sized from its history
+// (rpc/skill_stats.h): the last `window` calls of each skill, at least
+// `min_samples` peaks before the profile's ceiling gives way to P99 of
+// them times `headroom`, never below `floor`.
+struct AutoLimitsConfig {
+  size_t window = 100;
+  size_t min_samples = 5;
+  double headroom = 1.5;
+  uint64_t floor = 32ull << 20;
+  bool operator==(const AutoLimitsConfig&) const = default;
+};
+
 struct DaemonConfig {
   std::string socket_path;  // empty: no socket (stdio only)
   uint32_t socket_mode = 0600;
@@ -126,6 +138,8 @@ struct DaemonConfig {
   // how many calls one skill execution may make.
   uint32_t skills_max_call_depth = 4;
   uint32_t skills_max_calls = 16;
+  // "skills.auto_limits" (docs/skills.md, "Limits from history").
+  AutoLimitsConfig auto_limits;
   // "environments.dir": the environments directory (docs/skills.md,
   // "Environments"), an absolute path to a directory; empty: none. Read at
   // start and at every reload.

@@ -32,6 +32,7 @@ std::vector<std::string> RestartOnlyChanges(const DaemonConfig& running, const D
   check("skills.sessions", running.skill_sessions == next.skill_sessions);
   check("skills.max_call_depth", running.skills_max_call_depth == next.skills_max_call_depth);
   check("skills.max_calls", running.skills_max_calls == next.skills_max_calls);
+  check("skills.auto_limits", running.auto_limits == next.auto_limits);
   return changed;
 }
 

@@ -106,6 +106,7 @@ Daemon::Daemon(DaemonConfig config)
       warn_([](const std::string& m) { std::fprintf(stderr, "cubicle serve: %s\n", m.c_str()); }),
       config_(std::move(config)),
       control_work_(asio::make_work_guard(control_)) {
+  skill_stats_ = std::make_unique<SkillStats>(config_.auto_limits);
   skill_sessions_ = std::make_unique<SkillSessionTable>(
       config_.skill_sessions.max_sessions, [this](const SkillSession& session, const char* why) {
         std::optional<SkillProcess::Ended> ended = session.process->Outcome();

@@ -49,6 +49,7 @@
 #include "rpc/skill_results.h"
 #include "rpc/skill_sessions.h"
 #include "rpc/skill_static_policy.h"
+#include "rpc/skill_stats.h"
 #include "rpc/workspace_leases.h"
 #include "runtime/capture.h"
 #include "runtime/pool.h"
@@ -325,6 +326,10 @@ class Daemon {
     // skill.call by name: the skill, as the catalog held it when the call
     // was read (its script, not a path); null otherwise.
     std::shared_ptr<const skills::Skill> skill;
+    // A skill whose memory limit is sized from its history (`memory:
+    // auto`) and which the request did not size itself: the estimate its
+    // request.limits holds.
+    std::optional<MemoryEstimate> auto_memory;
   };
   // `request_id`: the daemon's id of the request the run serves
   // (runtime::ExecRequest::request_id). With `skill`, the call runs that
@@ -355,6 +360,15 @@ class Daemon {
   };
   void AuditSkillCall(const SkillAudit& call, const std::string& request_id, const std::string& profile,
                       const skills::Skill* skill, const Expected<boost::json::value>& outcome, absl::Duration took);
+  // Limits from history (rpc/skill_stats.h, docs/skills.md): an auto
+  // skill's outcome says the limits it ran with ("limits", and on an error
+  // from a run past its estimate "auto_limit_breached": "memory"), which
+  // the audit line carries and the stats read back.
+  static void NoteAutoLimits(const RunParams& p, Expected<boost::json::value>* outcome);
+  // pool.stats' "auto_limits" of a profile: how many skills it serves size
+  // their memory from history.
+  size_t AutoLimitSkills(const std::string& profile) const;
+  std::unique_ptr<SkillStats> skill_stats_;
 
   // Skill sessions (rpc/skill_session_methods.cc, docs/skills.md "Skill
   // sessions"): skill.session.open, skill.call {skill_session},

@@ -66,7 +66,9 @@ json::value Daemon::PoolStatsJson() {
                                {"warm_interpreter", c.zygote.interpreter.has_value()},
                                {"min_idle", c.min_idle},
                                {"max_idle", c.max_idle},
-                               {"max_total", c.max_total}};
+                               {"max_total", c.max_total},
+                               // skills of this profile whose memory limit comes from their history
+                               {"auto_limit_skills", AutoLimitSkills(name)}};
   }
   return pools;
 }

@@ -151,8 +151,11 @@ std::optional<Error> ReadTimeout(const json::object& params, const Profile& prof
 
 // limits, which may only tighten the profile's. A skill's are defaults:
 // each field the request sets replaces the skill's (within the profile's).
+// A skill's `memory: auto` is its history's estimate (`stats`), into
+// `auto_memory`, unless the request sizes memory itself.
 std::optional<Error> ReadLimits(const json::object& params, const Profile& profile, const skills::Skill* skill,
-                                runtime::ExecRequest* request) {
+                                const SkillStats& stats, runtime::ExecRequest* request,
+                                std::optional<MemoryEstimate>* auto_memory) {
   const json::value* limits = FindParam(params, "limits");
   const bool skill_limits = skill != nullptr && !skill->manifest.limits.empty();
   if (limits == nullptr && !skill_limits) return std::nullopt;
@@ -163,13 +166,26 @@ std::optional<Error> ReadLimits(const json::object& params, const Profile& profi
     if (!parsed.ok()) return InvalidParams(parsed.status());
     asked = *std::move(parsed);
   }
-  if (skill_limits) asked = OverSkillLimits(SkillLimitsOf(skill->manifest.limits), asked, unlimited);
+  std::optional<MemoryEstimate> estimate;
+  if (skill_limits) {
+    cgroups::Limits own = SkillLimitsOf(skill->manifest.limits);
+    const std::optional<uint64_t>& ceiling = profile.spec.limits.memory_max;
+    const bool sized_by_request = asked.memory_max.has_value() ||
+                                  std::find(unlimited.begin(), unlimited.end(), "memory") != unlimited.end();
+    // Checked at load; a reload may have taken the profile's ceiling away.
+    if (skill->manifest.limits.memory_auto && ceiling.has_value() && !sized_by_request) {
+      estimate = stats.Memory(skill->id, *ceiling);
+      own.memory_max = estimate->bytes;
+    }
+    asked = OverSkillLimits(std::move(own), asked, unlimited);
+  }
   absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile.spec.limits, asked, unlimited);
   if (!tightened.ok()) {
     return LimitExceeded(absl::StrCat(limits != nullptr ? "params.limits: " : "the skill's limits: ",
                                       tightened.status().message()));
   }
   request->limits = *std::move(tightened);
+  *auto_memory = std::move(estimate);
   return std::nullopt;
 }
 
@@ -289,7 +305,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, c
     return *e;
   }
   if (auto e = ReadTimeout(params, profile, skill.get(), &out.request)) return *e;
-  if (auto e = ReadLimits(params, profile, skill.get(), &out.request)) return *e;
+  if (auto e = ReadLimits(params, profile, skill.get(), *skill_stats_, &out.request, &out.auto_memory)) return *e;
   if (auto e = ReadWorkspace(params, config_.workspace_roots, &out.request)) return *e;
   // "wait" (the workspace's lease, Daemon::WorkspaceLeaseOf) is read where
   // the lease is taken; here only checked.
@@ -422,6 +438,7 @@ Expected<Daemon::RunWork> Daemon::SkillCall(const json::value& raw, const Reques
   return RunWork([this, p = std::move(p), call = std::move(call), audit = std::move(audit)](int cancel_fd) {
     const absl::Time start = absl::Now();
     Expected<json::value> outcome = CallSkill(p, call, cancel_fd);
+    NoteAutoLimits(p, &outcome);
     AuditSkillCall(audit, p.request.request_id, p.served->profile.name, p.skill.get(), outcome, absl::Now() - start);
     return outcome;
   });

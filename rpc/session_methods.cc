@@ -70,6 +70,10 @@ absl::Status Daemon::OpenState() {
   state_dir_.emplace(std::move(dir));
   CUBICLE_ASSIGN_OR_RETURN(records_, sessions::Records::Open(c.state_dir + "/records.db"));
   CUBICLE_ASSIGN_OR_RETURN(audit_, AuditLog::Open(c.state_dir + "/audit"));
+  // The skills' histories (limits from history) as the trail left them.
+  if (absl::Status st = RebuildSkillStats(*audit_, kSkillStatsRebuildLines, skill_stats_.get()); !st.ok()) {
+    Warn(absl::StrCat("skill history: reading the audit trail: ", st.message()));
+  }
   const bool root = ::geteuid() == 0;
   CUBICLE_ASSIGN_OR_RETURN(sessions::WorkspaceStore store,
                            sessions::WorkspaceStore::Open(c.state_dir + "/workspaces", /*mount_tmpfs=*/root));

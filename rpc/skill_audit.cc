@@ -3,9 +3,11 @@
 #include <boost/json/object.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "rpc/daemon.h"
 #include "rpc/jsonrpc.h"
+#include "rpc/skill_catalog.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -28,9 +30,42 @@ Expected<absl::Time> TimeParam(const json::object& params, const char* key, absl
 
 }  // namespace
 
+void Daemon::NoteAutoLimits(const RunParams& p, Expected<json::value>* outcome) {
+  if (!p.auto_memory.has_value()) return;
+  json::object limits = LimitsToJson(p.request.limits.value_or(cgroups::Limits{}));
+  limits["auto"] = true;
+  limits["basis"] = p.auto_memory->basis;
+  limits["samples"] = p.auto_memory->samples;
+  if (outcome->ok()) {
+    if (json::object* result = outcome->value().if_object()) (*result)["limits"] = std::move(limits);
+    return;
+  }
+  Error e = std::move(*outcome).error();
+  if (json::object* data = e.data.if_object()) {
+    // The kernel's OOM kill, or the memory breaker, at a limit the history
+    // chose: the next estimate rises past it (rpc/skill_stats.h).
+    const json::value* reason = data->if_contains("reason");
+    if (reason != nullptr && (*reason == "oom" || *reason == "breaker_memory")) {
+      (*data)["auto_limit_breached"] = "memory";
+    }
+    (*data)["limits"] = std::move(limits);
+  }
+  *outcome = std::move(e);
+}
+
+size_t Daemon::AutoLimitSkills(const std::string& profile) const {
+  size_t n = 0;
+  for (const auto& [name, versions] : Skills()->skills()) {
+    for (const auto& [version, skill] : versions) {
+      n += skill->manifest.profile == profile && skill->manifest.limits.memory_auto ? 1 : 0;
+    }
+  }
+  return n;
+}
+
 void Daemon::AuditSkillCall(const SkillAudit& call, const std::string& request_id, const std::string& profile,
                             const skills::Skill* skill, const Expected<json::value>& outcome, absl::Duration took) {
-  if (audit_ == nullptr) return;
+  if (audit_ == nullptr && skill == nullptr) return;
   json::object line{{"request_id", request_id},
                     {"profile", profile},
                     {"method", call.method},
@@ -58,14 +93,28 @@ void Daemon::AuditSkillCall(const SkillAudit& call, const std::string& request_i
       line["result_sha256"] = JsonSha256(r.at("error"));
     }
     if (const json::value* usage = r.if_contains("usage")) line["usage"] = *usage;
+    if (const json::value* limits = r.if_contains("limits")) line["limits"] = *limits;
   } else {
     const Error& e = outcome.error();
     line["outcome"] = e.code == kSkillFailed ? "failed" : "refused";
     line["error_code"] = e.code;
     if (const json::object* data = e.data.if_object()) {
       if (const json::value* reason = data->if_contains("reason")) line["reason"] = *reason;
+      if (const json::value* limits = data->if_contains("limits")) line["limits"] = *limits;
+      if (const json::value* breached = data->if_contains("auto_limit_breached")) {
+        line["auto_limit_breached"] = *breached;
+      }
     }
   }
+  // The skill's history (rpc/skill_stats.h) reads what the line says, as a
+  // restart reads it again from the trail.
+  if (skill != nullptr) {
+    line["ts"] = absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone());
+    if (std::optional<std::pair<std::string, SkillRun>> run = SkillRunOfAuditLine(line)) {
+      skill_stats_->Record(run->first, std::move(run->second));
+    }
+  }
+  if (audit_ == nullptr) return;
   if (absl::Status written = audit_->Append(std::move(line)); !written.ok()) {
     Warn(absl::StrCat("audit: ", written.message()));
   }

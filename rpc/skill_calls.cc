@@ -163,6 +163,7 @@ Expected<json::value> Daemon::RunCalleeSkill(const SkillCaller& caller, std::sha
     return CallSkill(*p, call, cancel_fd);
   };
   Expected<json::value> outcome = run();
+  if (p.ok()) NoteAutoLimits(*p, &outcome);
   const std::string profile = p.ok() ? p->served->profile.name : callee->manifest.profile;
   AuditSkillCall(audit, request_id, profile, callee.get(), outcome, absl::Now() - start);
   if (outcome.ok()) outcome->as_object()["request_id"] = request_id;

@@ -62,6 +62,11 @@ absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile,
     absl::StatusOr<cgroups::Limits> tightened = TightenLimits(profile->spec.limits, SkillLimitsOf(m.limits));
     if (!tightened.ok()) return FieldError("limits", tightened.status().message());
   }
+  if (m.limits.memory_auto && !profile->spec.limits.memory_max.has_value()) {
+    // The estimate is bounded by the ceiling: without one, nothing would.
+    return FieldError("limits", absl::StrCat("memory: auto needs a memory limit in profile '", m.profile,
+                                             "' (its ceiling), which sets none"));
+  }
   if (m.timeout.has_value() && *m.timeout > profile->max_timeout) {
     return FieldError("timeout_ms", absl::StrCat(absl::ToInt64Milliseconds(*m.timeout),
                                                  " exceeds the profile's ceiling of ",

@@ -35,8 +35,8 @@ json::object VersionJson(const skills::Skill& skill) {
 
 // skill.describe's result: the skill as loaded, and what a call by name
 // gets in `served` (null when its profile went away meanwhile: then the
-// manifest's own values).
-json::object DescribeJson(const skills::Skill& skill, const ServedProfile* served) {
+// manifest's own values), with its history in `stats`.
+json::object DescribeJson(const skills::Skill& skill, const ServedProfile* served, const SkillStats& stats) {
   const skills::Manifest& m = skill.manifest;
   json::array requirements;
   for (const skills::Requirement& r : m.requirements) requirements.push_back(json::value(r.Canonical()));
@@ -45,8 +45,19 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
   cgroups::Limits limits = SkillLimitsOf(m.limits);
   std::optional<absl::Duration> timeout = m.timeout;
   bool warm = false;
+  json::value auto_limits = nullptr;
   if (served != nullptr) {
     const Profile& profile = served->profile;
+    const std::optional<uint64_t>& ceiling = profile.spec.limits.memory_max;
+    if (m.limits.memory_auto && ceiling.has_value()) {
+      const MemoryEstimate e = stats.Memory(skill.id, *ceiling);
+      limits.memory_max = e.bytes;
+      const AutoLimitsConfig& c = stats.config();
+      auto_limits = json::object{{"memory", e.bytes},       {"basis", e.basis},
+                                 {"samples", e.samples},    {"ceiling", *ceiling},
+                                 {"floor", c.floor},        {"headroom", c.headroom},
+                                 {"min_samples", c.min_samples}, {"window", c.window}};
+    }
     if (absl::StatusOr<cgroups::Limits> t = TightenLimits(profile.spec.limits, limits); t.ok()) limits = *t;
     if (!timeout.has_value()) timeout = profile.default_timeout;
     // A skill in an environment runs in a sandbox made for the call.
@@ -65,6 +76,8 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
                       {"requires", std::move(requirements)},
                       {"env", std::move(env)},
                       {"limits", LimitsToJson(limits)},
+                      {"auto_limits", std::move(auto_limits)},
+                      {"history", stats.HistoryJson(skill.id)},
                       {"timeout_ms", timeout.has_value() ? json::value(absl::ToInt64Milliseconds(*timeout))
                                                          : json::value(nullptr)},
                       {"network", m.network.value_or(nullptr)},
@@ -198,7 +211,7 @@ Expected<json::value> Daemon::SkillDescribe(const json::value& raw) {
   absl::StatusOr<std::shared_ptr<const skills::Skill>> found = Skills()->Find(*name, *selector);
   if (!found.ok()) return Error{kNotFound, std::string(found.status().message()), nullptr};
   std::shared_ptr<const ServedProfile> served = profiles_.Find((*found)->manifest.profile);
-  return json::value(DescribeJson(**found, served.get()));
+  return json::value(DescribeJson(**found, served.get(), *skill_stats_));
 }
 
 Expected<std::shared_ptr<const skills::Skill>> Daemon::SkillOfCall(const json::object& params) {

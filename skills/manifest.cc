@@ -117,9 +117,24 @@ absl::Status ReadRequires(const json::value& v, const std::string& path, Manifes
   });
 }
 
+// "auto", or an object whose memory may be "auto": sized by the daemon.
 absl::Status ReadLimits(const json::value& v, const std::string& path, SkillLimits* limits) {
+  constexpr char kAuto[] = "auto";
+  if (v.is_string()) {
+    if (v.as_string() != kAuto) {
+      return Error(path, absl::StrCat("'", std::string(v.as_string()).substr(0, json_read::kMaxEcho),
+                                      "' is not limits (expected \"auto\" or an object)"));
+    }
+    limits->memory_auto = true;
+    return absl::OkStatus();
+  }
   CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"memory", "memory_high", "pids", "cpus", "cpu_weight"}));
-  CUBICLE_RETURN_IF_ERROR(o.Read("memory", &limits->memory, json_read::PositiveSize));
+  if (const json::value* memory = o.Find("memory"); memory != nullptr && memory->is_string() &&
+                                                    memory->as_string() == kAuto) {
+    limits->memory_auto = true;
+  } else {
+    CUBICLE_RETURN_IF_ERROR(o.Read("memory", &limits->memory, json_read::PositiveSize));
+  }
   CUBICLE_RETURN_IF_ERROR(o.Read("memory_high", &limits->memory_high, json_read::PositiveSize));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("pids", &limits->pids, 1, kMaxPids));
   CUBICLE_RETURN_IF_ERROR(o.Read("cpus", &limits->cpus, json_read::PositiveNumber));

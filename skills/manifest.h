@@ -37,7 +37,11 @@ struct SkillLimits {
   std::optional<uint64_t> pids;
   std::optional<double> cpus;
   std::optional<uint32_t> cpu_weight;
-  bool empty() const { return !memory && !memory_high && !pids && !cpus && !cpu_weight; }
+  // `limits: auto` or `memory: auto`: the memory limit is sized from the
+  // skill's past calls by the daemon (docs/skills.md, "Limits from
+  // history"); `memory` is then unset.
+  bool memory_auto = false;
+  bool empty() const { return !memory && !memory_high && !pids && !cpus && !cpu_weight && !memory_auto; }
 };
 
 // A reference to a skill: "word-stats", "word-stats@1.2.0",

@@ -161,6 +161,40 @@ TEST(SkillsConfig, DirMustBeAnExistingAbsoluteDirectory) {
   EXPECT_THAT(error(R"("/srv/skills")"), HasSubstr("skills: expected an object"));
 }
 
+TEST(SkillsConfig, AutoLimitsDefaultsAndBounds) {
+  auto parse = [](const std::string& auto_limits) {
+    return ParseConfig(absl::StrCat(R"({"skills": {"auto_limits": )", auto_limits, R"(}, "profiles": {"x": {}}})"));
+  };
+  absl::StatusOr<DaemonConfig> c = parse(R"({"floor": "16M", "headroom": 2, "window": 50, "min_samples": 3})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->auto_limits.floor, 16u << 20);
+  EXPECT_EQ(c->auto_limits.headroom, 2.0);
+  EXPECT_EQ(c->auto_limits.window, 50u);
+  EXPECT_EQ(c->auto_limits.min_samples, 3u);
+  absl::StatusOr<DaemonConfig> defaults = parse("{}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->auto_limits, AutoLimitsConfig{});
+  EXPECT_EQ(defaults->auto_limits.floor, 32u << 20);
+  EXPECT_THAT(parse(R"({"headroom": 0.5})").status().message(), HasSubstr("skills.auto_limits.headroom"));
+  EXPECT_THAT(parse(R"({"window": 0})").status().message(), HasSubstr("skills.auto_limits.window"));
+  EXPECT_THAT(parse(R"({"window": 4, "min_samples": 5})").status().message(),
+              HasSubstr("skills.auto_limits.min_samples: exceeds window"));
+  EXPECT_THAT(parse(R"({"ceiling": "1G"})").status().message(), HasSubstr("skills.auto_limits.ceiling: unknown key"));
+}
+
+TEST(SkillsConfig, AutoMemoryNeedsAProfileMemoryLimit) {
+  DaemonConfig config = Profiles();
+  skills::Skill s = PythonSkill();
+  s.manifest.limits.memory_auto = true;
+  Profile bounded = config.profiles.at("py");
+  bounded.spec.limits.memory_max = 256u << 20;
+  EXPECT_TRUE(CheckSkillFits(s, &bounded).ok());
+  Profile unbounded = bounded;
+  unbounded.spec.limits.memory_max.reset();
+  EXPECT_THAT(std::string(CheckSkillFits(s, &unbounded).message()),
+              HasSubstr("limits: memory: auto needs a memory limit in profile"));
+}
+
 TEST(SkillsConfig, LoadChecksEachSkillAgainstItsProfile) {
   ScratchDir scratch;
   const std::string& dir = scratch.path();

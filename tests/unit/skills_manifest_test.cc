@@ -170,6 +170,8 @@ const FieldCase kFieldCases[] = {
     {"LimitsZeroPids", [](json::object& m) { m["limits"] = json::object{{"pids", 0}}; }, "limits.pids"},
     {"LimitsUnknownKey", [](json::object& m) { m["limits"] = json::object{{"disk", "1G"}}; }, "limits.disk: unknown key"},
     {"LimitsNegativeCpus", [](json::object& m) { m["limits"] = json::object{{"cpus", -1}}; }, "limits.cpus"},
+    {"LimitsOtherWord", [](json::object& m) { m["limits"] = "automatic"; }, "limits: 'automatic' is not limits"},
+    {"LimitsPidsAuto", [](json::object& m) { m["limits"] = json::object{{"pids", "auto"}}; }, "limits.pids"},
     {"EnvNotAMap", [](json::object& m) { m["env"] = json::array{"A=1"}; }, "env: expected"},
     {"EnvBadName", [](json::object& m) { m["env"] = json::object{{"A=B", "1"}}; }, "env.A=B: is not a variable name"},
     {"EnvNumber", [](json::object& m) { m["env"] = json::object{{"N", 1}}; }, "env.N: expected a string"},
@@ -255,6 +257,20 @@ environment: sci@3
   // The same script and requirements, written otherwise: one id.
   EXPECT_EQ(a->id, b->id);
   EXPECT_EQ(a->manifest_path, yaml.Join("skill.yaml"));
+}
+
+// Limits from history: the string "auto" or memory: auto, beside fixed keys.
+TEST(SkillManifest, MemoryAutoInBothForms) {
+  for (const char* limits : {"auto", "{memory: auto, pids: 32}"}) {
+    Folder folder;
+    folder.Write("skill.yaml", absl::StrCat("name: a\nversion: 1.0.0\nentry: main.py\nlimits: ", limits, "\n"));
+    folder.Write("main.py", kScript);
+    absl::StatusOr<Skill> s = Load(folder.path());
+    ASSERT_TRUE(s.ok()) << limits << ": " << s.status();
+    EXPECT_TRUE(s->manifest.limits.memory_auto) << limits;
+    EXPECT_FALSE(s->manifest.limits.memory.has_value()) << limits;
+    EXPECT_FALSE(s->manifest.limits.empty()) << limits;
+  }
 }
 
 TEST(SkillManifest, ShellByExtensionAndItsProfile) {
