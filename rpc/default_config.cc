@@ -9,10 +9,11 @@
 namespace cubicle::rpc {
 namespace {
 
-// The built-in configuration (docs/config.md describes each key). Plain
-// JSON, without comments, so that any tool can read what `DefaultConfigJson`
+// The built-in configuration (docs/config.md describes each key), in three
+// parts: this, the r profile where the host has R, kTail. Plain JSON,
+// without comments, so that any tool can read what `DefaultConfigJson`
 // hands out.
-constexpr char kDefaultConfig[] = R"json({
+constexpr char kHead[] = R"json({
   "socket": {"mode": "0600"},
   "concurrency": {"max_concurrent": 8, "max_queue": 64},
   "ceilings": {"memory": "2G", "pids": 4096, "timeout_ms": 600000, "output_bytes": "16M"},
@@ -64,7 +65,7 @@ bool HostHasR() { return ::access(kRscript, X_OK) == 0 && ::access("/etc/R", R_O
 
 const char* DefaultConfigJson() {
   static const std::string* const text =
-      new std::string(absl::StrCat(kDefaultConfig, HostHasR() ? kRProfile : "", kTail));
+      new std::string(absl::StrCat(kHead, HostHasR() ? kRProfile : "", kTail));
   return text->c_str();
 }
 
@@ -74,7 +75,7 @@ std::vector<std::string> DefaultConfigNotes() {
 }
 
 absl::StatusOr<DaemonConfig> DefaultConfig() {
-  absl::StatusOr<DaemonConfig> config = ParseConfig(kDefaultConfig);
+  absl::StatusOr<DaemonConfig> config = ParseConfig(DefaultConfigJson());
   if (!config.ok()) {
     // The text is tested to parse; what can still fail is the host (no /usr
     // to mirror, say). A caller reports it and does not start.
