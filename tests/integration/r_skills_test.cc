@@ -5,7 +5,10 @@
 // lack of network, and an environment with an interpreter of its own
 // masking the host's R. Skipped where the host has no R (CI installs
 // none): `apt-get install r-base-core r-cran-jsonlite` runs them.
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
 #include "tests/integration/skills_fixture.h"
 
 namespace cubicle::test_support {
@@ -46,11 +50,12 @@ cat(sprintf('{"jsonrpc":"2.0","id":%s,"result":{"mean":%.10g,"sd":%.10g,"n":%d,"
 
 constexpr char kBoom[] = "line <- readLines(file(\"stdin\"), n = 1L)\nx <- 1\nstop(\"boom\")\n";
 
-// Reads its request, then tries the network and, asked for it, more
-// memory than its limit allows.
+// Reads its request, then tries the host's listener at params.port and,
+// asked for it, more memory than its limit allows.
 constexpr char kReach[] = R"r(line <- readLines(file("stdin"), n = 1L)
+port <- as.integer(sub('.*"port": *([0-9]+).*', "\\1", line))
 net <- tryCatch({
-  s <- socketConnection(host = "127.0.0.1", port = 9L, open = "r+", blocking = TRUE, timeout = 2)
+  s <- socketConnection(host = "127.0.0.1", port = port, open = "r+", blocking = TRUE, timeout = 2)
   close(s)
   "connected"
 }, error = function(e) conditionMessage(e), warning = function(w) conditionMessage(w))
@@ -134,15 +139,27 @@ TEST_F(RSkills, AnRErrorIsACleanFailureWithItsMessage) {
 }
 
 TEST_F(RSkills, TheProfilesLimitsAndNoNetworkApply) {
+  // A listener on the host's loopback, which a skill with a network would reach.
+  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(listener) << errno;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << errno;
+  ASSERT_EQ(::listen(listener.get(), 4), 0) << errno;
+  ASSERT_EQ(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length), 0) << errno;
+  const std::string port = std::to_string(ntohs(address.sin_port));
+
   RSkill("reach", kReach, "limits: {memory: 128M}\n");
   ASSERT_TRUE(StartR().up()) << Log();
-  json::value fine = SkillCall("reach", "{}");
+  json::value fine = SkillCall("reach", absl::StrCat(R"({"port": )", port, "}"));
   ASSERT_TRUE(HasResult(fine)) << json::serialize(fine) << Log();
   const std::string net = Str(fine.at("result").at("result").at("net"));
   EXPECT_NE(net, "connected");
   EXPECT_FALSE(net.empty());
 
-  json::value hog = SkillCall("reach", R"({"hog": true})");
+  json::value hog = SkillCall("reach", absl::StrCat(R"({"hog": true, "port": )", port, "}"));
   ASSERT_EQ(ErrorCode(hog), -32007) << json::serialize(hog);
   EXPECT_EQ(Str(hog.at("error").at("data").at("reason")), "oom") << json::serialize(hog);
 }
