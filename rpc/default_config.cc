@@ -59,7 +59,12 @@ constexpr char kTail[] = R"json(
 
 constexpr char kRscript[] = "/usr/bin/Rscript";
 
-bool HostHasR() { return ::access(kRscript, X_OK) == 0 && ::access("/etc/R", R_OK) == 0; }
+// Looked at once: the text handed out and the notes must agree for the
+// daemon's life (a reload reads the same built-in text).
+bool HostHasR() {
+  static const bool has_r = ::access(kRscript, X_OK) == 0 && ::access("/etc/R", R_OK) == 0;
+  return has_r;
+}
 
 }  // namespace
 

@@ -66,10 +66,10 @@ cat(sprintf('{"jsonrpc":"2.0","id":1,"result":{"net":"%s"}}\n', gsub('"', "'", n
 class RSkills : public Skills {
  protected:
   void SetUp() override {
+    Skills::SetUp();  // first: its TearDown, which runs after a skip too, checks what it saw
     if (::access("/usr/bin/Rscript", X_OK) != 0 || ::access("/etc/R", R_OK) != 0) {
       GTEST_SKIP() << "the host has no R (/usr/bin/Rscript, /etc/R): apt-get install r-base-core";
     }
-    Skills::SetUp();
     envs_ = dir_.Join("environments");
     ASSERT_EQ(::mkdir(envs_.c_str(), 0755), 0);
   }
