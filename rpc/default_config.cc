@@ -69,8 +69,7 @@ bool HostHasR() {
 }  // namespace
 
 const char* DefaultConfigJson() {
-  static const std::string* const text =
-      new std::string(absl::StrCat(kHead, HostHasR() ? kRProfile : "", kTail));
+  static const std::string* const text = new std::string(absl::StrCat(kHead, HostHasR() ? kRProfile : "", kTail));
   return text->c_str();
 }
 

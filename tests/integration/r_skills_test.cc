@@ -100,8 +100,8 @@ class RSkills : public Skills {
   }
 
   json::value SkillCall(const std::string& skill, const std::string& params) {
-    return Call("skill.call", absl::StrCat(R"({"skill": )", Quoted(skill), R"(, "method": "m", "params": )", params,
-                                           "}"));
+    return Call("skill.call",
+                absl::StrCat(R"({"skill": )", Quoted(skill), R"(, "method": "m", "params": )", params, "}"));
   }
 
   std::string envs_;
@@ -109,6 +109,10 @@ class RSkills : public Skills {
 
 TEST_F(RSkills, AnRSkillAnswersJsonRpcOverStdio) {
   RSkill("r-summary", kSummary);
+  // Past the 10000 bytes at which Rscript -e would stop reading.
+  std::string padded;
+  while (padded.size() < (64 << 10)) padded += "# a line of comment that pads the script past what -e takes\n";
+  RSkill("r-padded", padded + kSummary);
   ASSERT_TRUE(StartR().up()) << Log();
 
   json::value described = Result("skill.describe", R"({"name": "r-summary"})");
@@ -125,6 +129,10 @@ TEST_F(RSkills, AnRSkillAnswersJsonRpcOverStdio) {
   EXPECT_EQ(result.at("n"), 4);
   EXPECT_EQ(result.at("args"), 0) << "commandArgs(TRUE) is the skill's own";
   EXPECT_EQ(Str(reply.at("result").at("profile")), "r");
+
+  json::value padded_reply = SkillCall("r-padded", R"({"numbers": [5, 7]})");
+  ASSERT_TRUE(HasResult(padded_reply)) << json::serialize(padded_reply);
+  EXPECT_EQ(padded_reply.at("result").at("result").at("mean").to_number<double>(), 6.0);
 }
 
 TEST_F(RSkills, AnRErrorIsACleanFailureWithItsMessage) {
