@@ -140,13 +140,16 @@ int ActivatedSockets(rpc::ServeOptions* options) {
 // --check-config: what would be served, once everything has been read
 // and checked; nothing is listened on. The checks a start makes in
 // sandboxes (preloads, the skills' static policy) are made here too.
-int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions& options) {
+int PrintConfigSummary(const rpc::DaemonConfig& config, const rpc::ServeOptions& options, bool built_in) {
   std::string profiles;
   for (const auto& [name, profile] : config.profiles) {
     absl::StrAppend(&profiles, profiles.empty() ? "" : ", ", name, profile.interpreter.has_value() ? " (warm)" : "",
                     " min_idle ", profile.pool.min_idle);
   }
   std::printf("configuration OK: %zu profile(s): %s\n", config.profiles.size(), profiles.c_str());
+  if (built_in) {
+    for (const std::string& note : rpc::DefaultConfigNotes()) std::printf("%s\n", note.c_str());
+  }
   std::printf("transports: %s%s%s\n", options.stdio ? "stdio " : "",
               options.socket_path.empty() ? "" : absl::StrCat("socket ", options.socket_path, " ").c_str(),
               options.http.has_value() ? "http" : "");
@@ -215,7 +218,7 @@ std::function<int()> AddServeCommand(CLI::App& root) {
   auto f = std::make_shared<Flags>();
   CLI::App* app = root.add_subcommand("serve", "Serve JSON-RPC 2.0 on stdio (default) or a Unix socket");
   CLI::Option* config =
-      app->add_option("--config", f->config, "JSON config file (default: the built-in shell and python profiles)");
+      app->add_option("--config", f->config, "JSON config file (default: the built-in shell, python and, with R on the host, r profiles)");
   app->add_option("--socket", f->socket, "Serve on this Unix socket (mode 0600) instead of stdio");
   app->add_flag("--stdio", f->stdio, "With --socket, serve stdio too");
   app->add_option("--metrics", f->metrics,
@@ -293,8 +296,11 @@ std::function<int()> AddServeCommand(CLI::App& root) {
     }
     // Last: it runs a sandbox per warm profile.
     if (absl::Status preloads = rpc::CheckPreloads(*config); !preloads.ok()) return refuse(preloads);
-    if (f->check_config) return PrintConfigSummary(*config, options);
+    if (f->check_config) return PrintConfigSummary(*config, options, f->config.empty());
     if (absl::Status log = ConfigureLog(config->log.level, config->log.destination); !log.ok()) return refuse(log);
+    if (f->config.empty()) {
+      for (const std::string& note : rpc::DefaultConfigNotes()) LogInfo(note);
+    }
     options.reload = Reloader(f, options.keys != nullptr ? KeysFileOf(*f) : "");
     options.warn = [](const std::string& message) { LogWarning(message); };
     options.info = [](const std::string& message) { LogInfo(message); };

@@ -10,7 +10,9 @@ skills/ as its skills directory, warms the pools, then:
   each with its manifest: docs/skills.md), listed by skill.list and called
   by name with skill.call (a JSON-RPC request on the skill's stdin, its
   response line back; the daemon passes the script it loaded to the warm
-  interpreter), with the method and params its script's header names,
+  interpreter), with the method and params its script's header names;
+  an R skill where the host has no R (so no "r" profile) is said to be
+  left out, and fails nothing,
 - a session (the daemon is given a temporary state directory): a CSV
   uploaded with files.put, two session.exec that see it and each other's
   files, the result fetched from outputs/ with files.get, then destroyed,
@@ -85,6 +87,11 @@ for path in sorted(here.glob("*.sh")) + sorted(p for p in here.glob("*.py") if p
 
 listing, _ = call("skill.list", {})
 for error in listing["result"]["errors"]:
+    # The built-in "r" profile is there only where the host has R: an R
+    # skill is left out elsewhere, which is no failure of the example.
+    if "r" not in config["profiles"] and "no profile named 'r'" in error["error"]:
+        print(f"-- skills: left out, no R on this host (apt-get install r-base-core): {error['error']}")
+        continue
     print(f"-- skills: left out: {error['error']}")
     failures += 1
 for skill in listing["result"]["skills"]:

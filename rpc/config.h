@@ -180,8 +180,14 @@ absl::Status SetStateDir(DaemonConfig* config, const std::string& dir);
 absl::StatusOr<DaemonConfig> LoadConfig(const std::string& path);
 
 // The built-in configuration, used when the daemon is given no file:
-// profiles "shell" and "python" (see docs/config.md).
+// profiles "shell" and "python", and "r" where the host has R
+// (/usr/bin/Rscript and /etc/R; see docs/config.md).
 const char* DefaultConfigJson();
+
+// What the built-in configuration leaves out on this host and why, one
+// line each ("no R on this host: ..."): said by `serve --check-config` and
+// logged at start when no file is given.
+std::vector<std::string> DefaultConfigNotes();
 
 // ParseConfig(DefaultConfigJson()). The text is tested to parse; the host
 // can still refuse it (a profile mirrors /usr, /bin... that must exist):

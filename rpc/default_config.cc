@@ -1,4 +1,7 @@
+#include <unistd.h>
+
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "rpc/config.h"
@@ -6,10 +9,11 @@
 namespace cubicle::rpc {
 namespace {
 
-// The built-in configuration (docs/config.md describes each key). Plain
-// JSON, without comments, so that any tool can read what `DefaultConfigJson`
+// The built-in configuration (docs/config.md describes each key), in three
+// parts: this, the r profile where the host has R, kTail. Plain JSON,
+// without comments, so that any tool can read what `DefaultConfigJson`
 // hands out.
-constexpr char kDefaultConfig[] = R"json({
+constexpr char kHead[] = R"json({
   "socket": {"mode": "0600"},
   "concurrency": {"max_concurrent": 8, "max_queue": 64},
   "ceilings": {"memory": "2G", "pids": 4096, "timeout_ms": 600000, "output_bytes": "16M"},
@@ -30,17 +34,52 @@ constexpr char kDefaultConfig[] = R"json({
       "output_bytes": "1M",
       "pool": {"min_idle": 2, "max_idle": 4, "max_total": 16},
       "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}
-    }
+    })json";
+
+// Only where the host has R (Debian's r-base-core): R_HOME is /usr/lib/R,
+// whose etc/ links into /etc/R, which the default mounts leave out. The
+// bind is optional so that the text printed here (the packages'
+// config.json) still parses on a host without R. R runs cold
+// (bench/README.md, "R: warm or cold").
+constexpr char kRProfile[] = R"json(,
+    "r": {
+      "seccomp": "no-network",
+      "binds": [{"source": "/etc/R", "dest": "/etc/R", "optional": true}],
+      "limits": {"memory": "512M", "pids": 128},
+      "timeout_ms": 30000,
+      "max_timeout_ms": 300000,
+      "output_bytes": "1M",
+      "pool": {"min_idle": 1, "max_idle": 2, "max_total": 16}
+    })json";
+
+constexpr char kTail[] = R"json(
   }
 }
 )json";
 
+constexpr char kRscript[] = "/usr/bin/Rscript";
+
+// Looked at once: the text handed out and the notes must agree for the
+// daemon's life (a reload reads the same built-in text).
+bool HostHasR() {
+  static const bool has_r = ::access(kRscript, X_OK) == 0 && ::access("/etc/R", R_OK) == 0;
+  return has_r;
+}
+
 }  // namespace
 
-const char* DefaultConfigJson() { return kDefaultConfig; }
+const char* DefaultConfigJson() {
+  static const std::string* const text = new std::string(absl::StrCat(kHead, HostHasR() ? kRProfile : "", kTail));
+  return text->c_str();
+}
+
+std::vector<std::string> DefaultConfigNotes() {
+  if (HostHasR()) return {};
+  return {"no R on this host: the r profile is left out (apt-get install r-base-core)"};
+}
 
 absl::StatusOr<DaemonConfig> DefaultConfig() {
-  absl::StatusOr<DaemonConfig> config = ParseConfig(kDefaultConfig);
+  absl::StatusOr<DaemonConfig> config = ParseConfig(DefaultConfigJson());
   if (!config.ok()) {
     // The text is tested to parse; what can still fail is the host (no /usr
     // to mirror, say). A caller reports it and does not start.

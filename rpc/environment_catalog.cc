@@ -32,6 +32,15 @@ constexpr char kPrelude[] = R"py(def _cubicle_prelude():
 exec(globals().pop("_cubicle_prelude")())
 )py";
 
+// R: the script as a file, so that R reads it as `Rscript FILE` does. Its
+// top-level errors then read "Error: boom" rather than "Error in eval(...)",
+// and commandArgs(TRUE) is the skill's own (empty), which an `-e` wrapper
+// around eval(parse(...)) would give neither of; `-e` itself stops at
+// 10000 bytes. $$ is new for each run, even in a shared sandbox; Rscript
+// comes from PATH: an environment's /env/bin first, else the host's.
+constexpr char kRLauncher[] =
+    "f=\"${TMPDIR:-/tmp}/.cubicle-skill-$$.R\" && printf '%s' \"$1\" >\"$f\" && exec Rscript --vanilla \"$f\"";
+
 // NAME=value in `vars` replaced, or added.
 void SetVariable(std::vector<std::string>* vars, absl::string_view name, const std::string& value) {
   const std::string prefix = absl::StrCat(name, "=");
@@ -139,9 +148,14 @@ void SetEnvironmentVariables(const Profile& profile, const environments::Environ
 
 const char* PythonPathPrelude() { return kPrelude; }
 
+const char* RLauncher() { return kRLauncher; }
+
 std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile, const SkillRoute& route) {
   if (skill.manifest.interpreter == skills::Interpreter::kShell) {
     return {"/bin/sh", "-c", skill.script, skill.manifest.name};  // $0 is the skill's name
+  }
+  if (skill.manifest.interpreter == skills::Interpreter::kR) {
+    return {"/bin/sh", "-c", kRLauncher, skill.manifest.name, skill.script};
   }
   const environments::Environment* env = route.environment;
   std::vector<std::string> argv;

@@ -80,6 +80,11 @@ inline constexpr char kPythonPathVariable[] = "CUBICLE_PYTHON_PATH";
 // uncaught exception's traceback starts at the script's frame.
 const char* PythonPathPrelude();
 
+// The shell program an R skill runs under, as `/bin/sh -c LAUNCHER NAME
+// SCRIPT`: it writes SCRIPT to a file in the sandbox's /tmp and execs
+// `Rscript --vanilla FILE`.
+const char* RLauncher();
+
 // How a skill runs (docs/skills.md, "Calling a skill").
 struct SkillRoute {
   const environments::Environment* environment = nullptr;  // none
@@ -93,7 +98,8 @@ struct SkillRoute {
 // with its own interpreter; the profile's warm interpreter's argv (served
 // without starting an interpreter) when it serves the run; else `python3
 // -I` (or the profile's interpreter argv) — then, with a python path,
-// `-c PRELUDE SCRIPT`. Shell: `/bin/sh -c SCRIPT NAME`.
+// `-c PRELUDE SCRIPT`. Shell: `/bin/sh -c SCRIPT NAME`. R: `/bin/sh -c
+// LAUNCHER NAME SCRIPT` (RLauncher), always cold.
 std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile, const SkillRoute& route = {});
 
 // The skill's requirements that the packages its interpreter imports do

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing cubicle needs on Debian 12, and nothing
-# when it is all there already. Needs root (apt-get).
+# when it is all there already. Needs root (apt-get). CUBICLE_WITH_R=1 adds
+# R (r-base-core, and jsonlite for its skills): the built-in "r" profile,
+# the R example skill and the R tests are there only where R is.
 set -euo pipefail
 
 packages=(
@@ -24,6 +26,12 @@ packages=(
   dpkg-dev       # dpkg-shlibdeps: the .deb's computed dependencies (cpack -G DEB; the package test)
   lintian        # the package test fails on lintian's errors
 )
+if [[ ${CUBICLE_WITH_R:-0} == 1 ]]; then
+  packages+=(r-base-core r-cran-jsonlite)
+elif ! command -v Rscript >/dev/null 2>&1; then
+  echo "install-deps: no R on this host: the r profile, the R example skill and the R tests are left out" \
+    "(CUBICLE_WITH_R=1 $0 installs r-base-core)" >&2
+fi
 
 # The official MCP clients the tests in tests/mcp drive (exact versions,
 # from its package-lock.json), where npm is installed; without them those

@@ -77,19 +77,24 @@ absl::Status ReadInterpreter(const Object& o, Manifest* m) {
       m->interpreter = Interpreter::kPython;
     } else if (name == "shell") {
       m->interpreter = Interpreter::kShell;
+    } else if (name == "r") {
+      m->interpreter = Interpreter::kR;
     } else {
       return Error(o.PathOf("interpreter"), absl::StrCat("'", name.substr(0, json_read::kMaxEcho),
-                                                         "' is not an interpreter (expected \"python\" or \"shell\")"));
+                                                         "' is not an interpreter (expected \"python\", \"shell\" "
+                                                         "or \"r\")"));
     }
   } else if (absl::EndsWith(m->entry, ".py")) {
     m->interpreter = Interpreter::kPython;
   } else if (absl::EndsWith(m->entry, ".sh")) {
     m->interpreter = Interpreter::kShell;
+  } else if (absl::EndsWith(m->entry, ".R") || absl::EndsWith(m->entry, ".r")) {
+    m->interpreter = Interpreter::kR;
   } else {
     return Error(o.PathOf("interpreter"),
                  absl::StrCat("missing: the entry '", m->entry.substr(0, json_read::kMaxEcho),
-                              "' ends in neither .py nor .sh, so the interpreter must be named (\"python\" or "
-                              "\"shell\")"));
+                              "' ends in none of .py, .sh and .R, so the interpreter must be named (\"python\", "
+                              "\"shell\" or \"r\")"));
   }
   m->profile = std::string(InterpreterName(m->interpreter));
   CUBICLE_RETURN_IF_ERROR(o.Read("profile", &m->profile, json_read::String));
@@ -207,7 +212,15 @@ absl::StatusOr<EnvironmentRef> ParseEnvironmentRef(absl::string_view text) {
 }
 
 absl::string_view InterpreterName(Interpreter interpreter) {
-  return interpreter == Interpreter::kShell ? "shell" : "python";
+  switch (interpreter) {
+    case Interpreter::kShell:
+      return "shell";
+    case Interpreter::kR:
+      return "r";
+    case Interpreter::kPython:
+      break;
+  }
+  return "python";
 }
 
 bool IsSkillName(absl::string_view name) {

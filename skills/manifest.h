@@ -24,8 +24,9 @@
 namespace cubicle::skills {
 
 // How the script is run: "python" (python3 -c SCRIPT, or the profile's
-// warm interpreter) or "shell" (/bin/sh -c SCRIPT).
-enum class Interpreter { kPython, kShell };
+// warm interpreter), "shell" (/bin/sh -c SCRIPT) or "r" (Rscript, the
+// script handed over as rpc/environment_catalog.h's SkillArgv says).
+enum class Interpreter { kPython, kShell, kR };
 absl::string_view InterpreterName(Interpreter interpreter);
 
 // The limits a skill runs with by default: a request's "limits" keys
@@ -74,7 +75,7 @@ struct Manifest {
   std::string description;
   std::string entry;  // the script, relative to the skill's folder, as written
   Interpreter interpreter = Interpreter::kPython;
-  std::string profile;  // as written, else "python" or "shell" by the interpreter
+  std::string profile;  // as written, else "python", "shell" or "r" by the interpreter
   std::vector<Requirement> requirements;  // "requires", in the order written
   SkillLimits limits;
   std::vector<std::pair<std::string, std::string>> env;  // in the order written

@@ -70,7 +70,8 @@ TEST(DefaultConfig, HasTheDocumentedShellAndPythonProfiles) {
   EXPECT_EQ(config.ceiling.pids_max, 4096u);
   EXPECT_EQ(config.max_timeout, absl::Minutes(10));
   EXPECT_EQ(config.max_output_bytes, 16u << 20);
-  ASSERT_EQ(config.profiles.size(), 2u);
+  const bool host_has_r = ::access("/usr/bin/Rscript", X_OK) == 0 && ::access("/etc/R", R_OK) == 0;
+  ASSERT_EQ(config.profiles.size(), host_has_r ? 3u : 2u);
 
   const Profile& shell = config.profiles.at("shell");
   EXPECT_EQ(shell.name, "shell");
@@ -102,6 +103,28 @@ TEST(DefaultConfig, HasTheDocumentedShellAndPythonProfiles) {
   ASSERT_TRUE(python.interpreter.has_value());
   EXPECT_EQ(python.interpreter->argv, (std::vector<std::string>{"python3", "-I"}));
   EXPECT_EQ(python.interpreter->preload, (std::vector<std::string>{"json"}));
+}
+
+// "r" only where the host has R; the notes say why it is missing.
+TEST(DefaultConfig, HasAnRProfileExactlyWhereTheHostHasR) {
+  absl::StatusOr<DaemonConfig> config = DefaultConfig();
+  ASSERT_TRUE(config.ok()) << config.status();
+  if (::access("/usr/bin/Rscript", X_OK) != 0 || ::access("/etc/R", R_OK) != 0) {
+    EXPECT_FALSE(config->profiles.contains("r"));
+    ASSERT_EQ(DefaultConfigNotes().size(), 1u);
+    EXPECT_EQ(DefaultConfigNotes()[0], "no R on this host: the r profile is left out (apt-get install r-base-core)");
+    return;
+  }
+  EXPECT_TRUE(DefaultConfigNotes().empty());
+  const Profile& r = config->profiles.at("r");
+  EXPECT_EQ(r.spec.seccomp, seccomp::Policy::kNoNetwork);
+  EXPECT_TRUE(r.spec.namespaces.net);
+  EXPECT_EQ(r.spec.limits.memory_max, 512u << 20);
+  EXPECT_EQ(r.spec.limits.pids_max, 128u);
+  EXPECT_FALSE(r.interpreter.has_value()) << "R runs cold (bench/README.md)";
+  bool etc_r = false;
+  for (const MountOp& op : r.spec.mounts) etc_r |= op.dest == "/etc/R" && op.readonly;
+  EXPECT_TRUE(etc_r) << "R_HOME/etc links into /etc/R";
 }
 
 TEST(DefaultConfig, DefaultConfigIsTheParsedJson) {
@@ -650,7 +673,8 @@ TEST_F(LoadConfigTest, ReadsAFile) {
   Write(DefaultConfigJson());
   absl::StatusOr<DaemonConfig> config = LoadConfig(path_);
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->profiles.size(), 2u);
+  EXPECT_EQ(config->profiles.size(), DefaultConfig()->profiles.size());
+  EXPECT_GE(config->profiles.size(), 2u);  // shell, python, and r where the host has R
 }
 
 TEST_F(LoadConfigTest, ErrorsNameTheFile) {

@@ -143,6 +143,19 @@ TEST(SkillArgv, PythonTakesTheWarmInterpreterShellTakesSh) {
   EXPECT_THAT(SkillArgv(s, config.profiles.at("py")), ElementsAre("/bin/sh", "-c", "echo hi\n", "word-stats"));
 }
 
+// R's script travels as the launcher's $1, never through -e (which R cuts
+// at 10000 bytes), and runs cold whatever the profile keeps warm.
+TEST(SkillArgv, RTakesTheLauncherAndTheScriptAsItsArgument) {
+  DaemonConfig config = Profiles();
+  skills::Skill s = PythonSkill();
+  s.manifest.interpreter = skills::Interpreter::kR;
+  s.script = std::string(20000, '#') + "\ncat('hi')\n";
+  EXPECT_THAT(SkillArgv(s, config.profiles.at("py")), ElementsAre("/bin/sh", "-c", RLauncher(), "word-stats", s.script));
+  EXPECT_THAT(SkillArgv(s, config.profiles.at("plain")),
+              ElementsAre("/bin/sh", "-c", RLauncher(), "word-stats", s.script));
+  EXPECT_THAT(RLauncher(), HasSubstr("exec Rscript --vanilla"));
+}
+
 TEST(SkillsConfig, DirMustBeAnExistingAbsoluteDirectory) {
   ScratchDir scratch;
   const std::string& dir = scratch.path();

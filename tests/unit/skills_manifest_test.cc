@@ -285,6 +285,37 @@ TEST(SkillManifest, ShellByExtensionAndItsProfile) {
   EXPECT_FALSE(s->manifest.environment.has_value());
 }
 
+TEST(SkillManifest, RByExtensionOrByNameAndItsProfile) {
+  for (const char* entry : {"main.R", "lib/main.r"}) {
+    Folder dir;
+    dir.Write("skill.yaml", absl::StrCat("name: r-summary\nversion: 1.0.0\nentry: ", entry, "\n"));
+    dir.Write(entry, "cat(1)\n");
+    absl::StatusOr<Skill> s = Load(dir.path());
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->manifest.interpreter, Interpreter::kR) << entry;
+    EXPECT_EQ(s->manifest.profile, "r");
+    EXPECT_EQ(InterpreterName(s->manifest.interpreter), "r");
+  }
+  Folder named;
+  named.Write("skill.yaml", "name: stats\nversion: 1.0.0\nentry: stats.txt\ninterpreter: r\nprofile: science\n");
+  named.Write("stats.txt", "cat(1)\n");
+  absl::StatusOr<Skill> s = Load(named.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->manifest.interpreter, Interpreter::kR);
+  EXPECT_EQ(s->manifest.profile, "science");
+
+  Folder unnamed;
+  unnamed.Write("skill.yaml", "name: stats\nversion: 1.0.0\nentry: stats.txt\n");
+  unnamed.Write("stats.txt", "cat(1)\n");
+  absl::StatusOr<Skill> missing = Load(unnamed.path());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("ends in none of .py, .sh and .R"));
+  unnamed.Write("skill.yaml", "name: stats\nversion: 1.0.0\nentry: stats.txt\ninterpreter: julia\n");
+  absl::StatusOr<Skill> julia = Load(unnamed.path());
+  ASSERT_FALSE(julia.ok());
+  EXPECT_THAT(std::string(julia.status().message()), HasSubstr(R"(expected "python", "shell" or "r")"));
+}
+
 TEST(SkillManifest, EnvironmentReferencesRead) {
   absl::StatusOr<EnvironmentRef> latest = ParseEnvironmentRef("sci");
   ASSERT_TRUE(latest.ok()) << latest.status();
