@@ -244,7 +244,7 @@ absl::Status ReadSeccompAndNetwork(const Object& o, runtime::SandboxSpec* spec) 
     absl::StatusOr<seccomp::Policy> parsed = seccomp::ParsePolicy(policy);
     if (!parsed.ok()) {
       return Error(o.PathOf("seccomp"),
-                   absl::StrCat("'", policy, "' is not a seccomp policy (expected none, default or no-network)"));
+                   absl::StrCat("'", policy, "' is not a seccomp policy (expected none, default, no-network or strict)"));
     }
     spec->seccomp = *parsed;
   }

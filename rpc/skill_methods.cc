@@ -45,13 +45,16 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
   cgroups::Limits limits = SkillLimitsOf(m.limits);
   std::optional<absl::Duration> timeout = m.timeout;
   bool warm = false;
+  // The policy a call gets: unknown (null) without its profile, unless the manifest names it.
+  json::value seccomp_policy = skill.manifest.strict_seccomp ? json::value("strict") : json::value(nullptr);
   if (served != nullptr) {
+    seccomp_policy = json::value(std::string(seccomp::PolicyName(SkillSeccompOf(skill, served->profile))));
     const Profile& profile = served->profile;
     if (absl::StatusOr<cgroups::Limits> t = TightenLimits(profile.spec.limits, limits); t.ok()) limits = *t;
     if (!timeout.has_value()) timeout = profile.default_timeout;
     // A skill in an environment runs in a sandbox made for the call.
     warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value() &&
-           !m.environment.has_value();
+           !m.environment.has_value() && SkillSeccompOf(skill, profile) == profile.spec.seccomp;
   }
   return json::object{{"name", m.name},
                       {"version", m.version.ToString()},
@@ -68,6 +71,7 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
                       {"timeout_ms", timeout.has_value() ? json::value(absl::ToInt64Milliseconds(*timeout))
                                                          : json::value(nullptr)},
                       {"network", m.network.value_or(nullptr)},
+                      {"seccomp", std::move(seccomp_policy)},
                       {"static_policy", StaticPolicyJson(skill)},
                       {"environment", m.environment.has_value() ? json::value(m.environment->ToString())
                                                                 : json::value(nullptr)},

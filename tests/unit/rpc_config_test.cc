@@ -425,7 +425,7 @@ TEST(ParseConfigErrors, BadSizes) {
 TEST(ParseConfigErrors, BadSeccompPolicy) {
   EXPECT_CONFIG_ERROR(Config(R"("seccomp": "strict")"),
                       "profiles.x.seccomp: 'strict' is not a seccomp policy "
-                      "(expected none, default or no-network)");
+                      "(expected none, default, no-network or strict)");
 }
 
 // "owner": "sandbox" marks the bind idmapped (read-only or not); "host"
