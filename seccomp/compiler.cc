@@ -356,7 +356,8 @@ absl::StatusOr<BpfProgram> CompileForArch(Policy policy, uint32_t scmp_arch) {
 }
 
 std::vector<std::string_view> StrictAllowlist() {
-  std::vector<std::string_view> names(StrictAllowedSyscalls().begin(), StrictAllowedSyscalls().end());
+  const std::span<const char* const> allowed = StrictAllowedSyscalls();
+  std::vector<std::string_view> names(allowed.begin(), allowed.end());
   for (const char* filtered : {"clone", "ioctl", "prctl", "prlimit64"}) names.emplace_back(filtered);
   return names;
 }

@@ -167,8 +167,9 @@ absl::Status ReadSeccomp(const Object& o, Manifest* m) {
   if (v == nullptr) return absl::OkStatus();
   CUBICLE_ASSIGN_OR_RETURN(std::string text, json_read::String(*v, o.PathOf("seccomp")));
   if (text != "strict") {
-    return Error(o.PathOf("seccomp"), absl::StrCat("'", text, "' is not a policy a skill can ask for (only 'strict': "
-                                                              "a manifest may tighten its profile's, never loosen it)"));
+    return Error(o.PathOf("seccomp"), absl::StrCat("'", text,
+                                                   "' is not a policy a skill can ask for (only 'strict': "
+                                                   "a manifest may tighten its profile's, never loosen it)"));
   }
   m->strict_seccomp = true;
   return absl::OkStatus();

@@ -192,6 +192,9 @@ const FieldCase kFieldCases[] = {
     {"EnvironmentRevisionZero", [](json::object& m) { m["environment"] = "sci@0"; }, "environment: 'sci@0': the revision"},
     {"EnvironmentRevisionLeadingZero", [](json::object& m) { m["environment"] = "sci@03"; }, "environment: 'sci@03'"},
     {"EnvironmentNoRevision", [](json::object& m) { m["environment"] = "sci@"; }, "environment: 'sci@': the revision"},
+    {"SeccompLooser", [](json::object& m) { m["seccomp"] = "none"; }, "seccomp: 'none' is not a policy a skill can ask for"},
+    {"SeccompDefault", [](json::object& m) { m["seccomp"] = "default"; }, "seccomp: 'default' is not a policy"},
+    {"SeccompNotAString", [](json::object& m) { m["seccomp"] = true; }, "seccomp: expected a string"},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -267,6 +270,17 @@ TEST(SkillManifest, ShellByExtensionAndItsProfile) {
   EXPECT_EQ(s->manifest.profile, "shell");
   EXPECT_TRUE(s->manifest.version.is_prerelease());
   EXPECT_FALSE(s->manifest.environment.has_value());
+}
+
+TEST(SkillManifest, SeccompStrictReads) {
+  json::object manifest = BaseManifest();
+  absl::StatusOr<Manifest> without = ParseManifest(manifest);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(without->strict_seccomp);
+  manifest["seccomp"] = "strict";
+  absl::StatusOr<Manifest> strict = ParseManifest(manifest);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  EXPECT_TRUE(strict->strict_seccomp);
 }
 
 TEST(SkillManifest, EnvironmentReferencesRead) {
