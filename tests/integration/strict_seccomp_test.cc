@@ -102,7 +102,7 @@ TEST_F(StrictSeccomp, AStrictProfileRunsTheExampleSkills) {
                                                 "params": {"a": 1, "b": 0}})");
   ASSERT_TRUE(divide.is_object() && divide.as_object().contains("error")) << json::serialize(divide) << Log();
   EXPECT_EQ(Str(divide.at("error").at("message")), "division by zero");
-  EXPECT_EQ(Str(Result("skill.describe", R"({"skill": "word-stats"})").at("seccomp")), "strict");
+  EXPECT_EQ(Str(Result("skill.describe", R"({"name": "word-stats"})").at("seccomp")), "strict");
 }
 
 TEST_F(StrictSeccomp, AStrictProfileRefusesTheProbesWithTheDocumentedErrnos) {
@@ -123,10 +123,10 @@ TEST_F(StrictSeccomp, AManifestAsksForStrictInADefaultProfile) {
   Put("loose/main.py", kProbes);
   ASSERT_TRUE(Start().up());
   EXPECT_EQ(Result("skill.list", "").at("errors").as_array().size(), 0u) << Log();
-  json::value described = Result("skill.describe", R"({"skill": "probe"})");
+  json::value described = Result("skill.describe", R"({"name": "probe"})");
   EXPECT_EQ(Str(described.at("seccomp")), "strict");
   EXPECT_FALSE(described.at("warm").as_bool());
-  EXPECT_EQ(Str(Result("skill.describe", R"({"skill": "loose"})").at("seccomp")), "default");
+  EXPECT_EQ(Str(Result("skill.describe", R"({"name": "loose"})").at("seccomp")), "default");
   ExpectRefused(Probe("probe"));
   // The same probes in the profile's own policy: a unix socket and a fork go through.
   json::value loose = Probe("loose");
