@@ -85,21 +85,22 @@ class StrictSeccomp : public Skills {
     EXPECT_EQ(Str(r.at("host_path")), "ENOENT") << "the daemon's config is not in the sandbox's mount tree";
     EXPECT_EQ(Str(r.at("write_root")), "EROFS");
   }
-  static constexpr char kStrictProfile[] = R"(, "strict": {"seccomp": "strict", "limits": {"memory": "256M"},
-      "pool": {"min_idle": 1, "max_idle": 1, "max_total": 4},
-      "interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}})";
+  static constexpr char kStrictProfile[] =
+      R"(, "strict": {"seccomp": "strict", "limits": {"memory": "256M"}, )"
+      R"("pool": {"min_idle": 1, "max_idle": 1, "max_total": 4}, )"
+      R"("interpreter": {"argv": ["python3", "-I"], "preload": ["json"]}})";
 };
 
 TEST_F(StrictSeccomp, AStrictProfileRunsTheExampleSkills) {
   PutExampleSkills("profile: strict\n");
   ASSERT_TRUE(Start({}, "", kStrictProfile).up());
   EXPECT_EQ(Result("skill.list", "").at("errors").as_array().size(), 0u) << Log();
-  json::value stats = Result("skill.call", R"({"skill": "word-stats", "method": "stats",
-                                               "params": {"text": "a b a", "top": 1}})");
+  json::value stats =
+      Result("skill.call", R"({"skill": "word-stats", "method": "stats", "params": {"text": "a b a", "top": 1}})");
   ASSERT_TRUE(stats.is_object() && stats.as_object().contains("result")) << json::serialize(stats) << Log();
   EXPECT_EQ(stats.at("result").at("words").as_int64(), 3);
-  json::value divide = Result("skill.call", R"({"skill": "checked-divide", "method": "divide",
-                                                "params": {"a": 1, "b": 0}})");
+  json::value divide =
+      Result("skill.call", R"({"skill": "checked-divide", "method": "divide", "params": {"a": 1, "b": 0}})");
   ASSERT_TRUE(divide.is_object() && divide.as_object().contains("error")) << json::serialize(divide) << Log();
   EXPECT_EQ(Str(divide.at("error").at("message")), "division by zero");
   EXPECT_EQ(Str(Result("skill.describe", R"({"name": "word-stats"})").at("seccomp")), "strict");
@@ -133,8 +134,8 @@ TEST_F(StrictSeccomp, AManifestAsksForStrictInADefaultProfile) {
   ASSERT_TRUE(loose.is_object() && loose.as_object().contains("result")) << json::serialize(loose);
   EXPECT_EQ(Str(loose.at("result").at("socket_unix")), "ok");
   EXPECT_EQ(Str(loose.at("result").at("fork")), "ok");
-  json::value stats = Result("skill.call", R"({"skill": "word-stats", "method": "stats",
-                                               "params": {"text": "a b a", "top": 1}})");
+  json::value stats =
+      Result("skill.call", R"({"skill": "word-stats", "method": "stats", "params": {"text": "a b a", "top": 1}})");
   ASSERT_TRUE(stats.is_object() && stats.as_object().contains("result")) << json::serialize(stats) << Log();
   EXPECT_EQ(stats.at("result").at("words").as_int64(), 3);
 }
