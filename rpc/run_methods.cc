@@ -241,12 +241,11 @@ std::optional<Error> ReadNetwork(const json::value* network, const std::string& 
 // refuses every socket and the egress bridge would have none to listen on.
 void ReadSkillSeccomp(const skills::Skill* skill, const Profile& profile,
                       std::optional<runtime::SandboxSpec>* narrowed) {
-  if (skill == nullptr) return;
-  const seccomp::Policy wanted = SkillSeccompOf(*skill, profile);
+  if (skill == nullptr || SkillSeccompOf(*skill, profile) != seccomp::Policy::kStrict) return;
   const runtime::SandboxSpec& current = narrowed->has_value() ? **narrowed : profile.spec;
-  if (wanted == current.seccomp) return;
+  if (current.seccomp == seccomp::Policy::kStrict) return;
   runtime::SandboxSpec spec = current;
-  spec.seccomp = wanted;
+  spec.seccomp = seccomp::Policy::kStrict;
   spec.egress = egress::Policy{};
   *narrowed = std::move(spec);
 }

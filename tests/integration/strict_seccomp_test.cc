@@ -5,6 +5,8 @@
 // refused with the errnos the docs state. The same probes on a skill whose
 // manifest asks for "seccomp: strict" in the default-policy profile (a
 // sandbox made for the call).
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,9 +17,19 @@
 namespace cubicle::test_support {
 namespace {
 
-// The repository, from this file's path (CMake compiles it by absolute path).
+// The repository, from this file's path: absolute, or relative to the
+// build directory (the test binary's parent's parent), as CMake passed it.
 std::string SourceDir() {
   std::string file = __FILE__;
+  if (!file.empty() && file.front() != '/') {
+    char exe[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+      std::string build(exe, static_cast<size_t>(n));
+      build = build.substr(0, build.rfind('/'));  // build/tests
+      file = absl::StrCat(build.substr(0, build.rfind('/')), "/", file);
+    }
+  }
   return file.substr(0, file.rfind("/tests/integration/"));
 }
 
