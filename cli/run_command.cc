@@ -469,7 +469,7 @@ std::function<int()> AddRunCommand(CLI::App& root) {
   sb->add_option("--workspace", f.workspace, "Host directory bound read-write at /workspace");
   sb->add_option("--tmp-size", f.tmp_size, "Size cap of /tmp (default 64M)");
   sb->add_option("--timeout", f.timeout, "Wall-clock limit in seconds; kills every process");
-  f.seccomp_flag = sb->add_option("--seccomp", f.seccomp, "Seccomp policy: no-network (default), default, none");
+  f.seccomp_flag = sb->add_option("--seccomp", f.seccomp, "Seccomp policy: no-network (default), default, strict, none");
   sb->add_option("--json-status", f.json_status, "Write the result as JSON to FILE (/dev/fd/N works)");
   CLI::App* lim = app->add_option_group("Limits");
   lim->add_option("--memory", f.memory, "Memory limit (cgroup; swap held at 0), e.g. 256M, or unlimited");

@@ -243,8 +243,8 @@ absl::Status ReadSeccompAndNetwork(const Object& o, runtime::SandboxSpec* spec) 
     CUBICLE_ASSIGN_OR_RETURN(std::string policy, json_read::String(*s, o.PathOf("seccomp")));
     absl::StatusOr<seccomp::Policy> parsed = seccomp::ParsePolicy(policy);
     if (!parsed.ok()) {
-      return Error(o.PathOf("seccomp"),
-                   absl::StrCat("'", policy, "' is not a seccomp policy (expected none, default or no-network)"));
+      return Error(o.PathOf("seccomp"), absl::StrCat("'", policy, "' is not a seccomp policy "
+                                                                  "(expected none, default, no-network or strict)"));
     }
     spec->seccomp = *parsed;
   }

@@ -242,10 +242,28 @@ std::optional<Error> ReadNetwork(const json::value* network, const std::string& 
     // Over the spec the run has already (an environment's), or the profile's.
     runtime::SandboxSpec spec = narrowed->value_or(profile.spec);
     spec.egress = *std::move(policy);
-    if (spec.egress.mode == egress::NetMode::kNone) spec.seccomp = seccomp::Policy::kNoNetwork;
+    // No sockets but unix ones, unless the policy already refuses those too.
+    if (spec.egress.mode == egress::NetMode::kNone && spec.seccomp != seccomp::Policy::kStrict) {
+      spec.seccomp = seccomp::Policy::kNoNetwork;
+    }
     *narrowed = std::move(spec);
   }
   return std::nullopt;
+}
+
+// A skill whose manifest asks for the strict policy, in a profile with
+// another: the run gets a spec of its own, the profile's (or the one it
+// has already) with the strict policy and no network, since strict
+// refuses every socket and the egress bridge would have none to listen on.
+void ReadSkillSeccomp(const skills::Skill* skill, const Profile& profile,
+                      std::optional<runtime::SandboxSpec>* narrowed) {
+  if (skill == nullptr || SkillSeccompOf(*skill, profile) != seccomp::Policy::kStrict) return;
+  const runtime::SandboxSpec& current = narrowed->has_value() ? **narrowed : profile.spec;
+  if (current.seccomp == seccomp::Policy::kStrict) return;
+  runtime::SandboxSpec spec = current;
+  spec.seccomp = seccomp::Policy::kStrict;
+  spec.egress = egress::Policy{};
+  *narrowed = std::move(spec);
 }
 
 // breakers, which may only tighten the profile's: a threshold the profile
@@ -316,6 +334,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, c
   } else if (auto e = ReadNetwork(FindParam(params, "network"), "params.network", profile, &out.narrowed)) {
     return *e;
   }
+  ReadSkillSeccomp(skill.get(), profile, &out.narrowed);
   if (auto e = ReadBreakers(params, profile, &out.request)) return *e;
   if (skill != nullptr) {
     out.request.argv = SkillArgv(*skill, profile, SkillRoute{out.environment.get(), out.narrowed.has_value()});

@@ -28,6 +28,10 @@ size_t StringsBytes(const std::vector<std::string>& strings) {
 
 }  // namespace
 
+seccomp::Policy SkillSeccompOf(const skills::Skill& skill, const Profile& profile) {
+  return skill.manifest.strict_seccomp ? seccomp::Policy::kStrict : profile.spec.seccomp;
+}
+
 cgroups::Limits SkillLimitsOf(const skills::SkillLimits& limits) {
   cgroups::Limits out;
   out.memory_max = limits.memory;
@@ -81,6 +85,9 @@ absl::Status CheckSkillFits(const skills::Skill& skill, const Profile* profile,
     }
     route.own_sandbox = *policy != profile->spec.egress;
   }
+  // A skill asking for the strict policy in a profile that has another runs
+  // in a sandbox made for it.
+  if (SkillSeccompOf(skill, *profile) != profile->spec.seccomp) route.own_sandbox = true;
   std::shared_ptr<const environments::Environment> environment;
   if (m.environment.has_value()) {
     const environments::Catalog none;

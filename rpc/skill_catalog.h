@@ -17,6 +17,7 @@
 #include "cgroups/limits.h"
 #include "rpc/config.h"
 #include "rpc/environment_catalog.h"
+#include "seccomp/policy.h"
 #include "skills/catalog.h"
 
 namespace cubicle::rpc {
@@ -44,6 +45,10 @@ class StaticPolicyChecks;
 std::shared_ptr<const skills::Catalog> LoadSkillCatalog(const std::string& dir, const ProfileLookup& profiles,
                                                         StaticPolicyChecks* static_checks,
                                                         const environments::Catalog* environments = nullptr);
+
+// The seccomp policy `skill` runs under in `profile`: the profile's, or
+// strict where the manifest asks for it (docs/skills.md, "seccomp").
+seccomp::Policy SkillSeccompOf(const skills::Skill& skill, const Profile& profile);
 
 // A manifest's limits as a request's (cgroups' names).
 cgroups::Limits SkillLimitsOf(const skills::SkillLimits& limits);

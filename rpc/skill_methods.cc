@@ -46,7 +46,10 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
   std::optional<absl::Duration> timeout = m.timeout;
   bool warm = false;
   json::value auto_limits = nullptr;
+  // The policy a call gets: unknown (null) without its profile, unless the manifest names it.
+  json::value seccomp_policy = skill.manifest.strict_seccomp ? json::value("strict") : json::value(nullptr);
   if (served != nullptr) {
+    seccomp_policy = json::value(std::string(seccomp::PolicyName(SkillSeccompOf(skill, served->profile))));
     const Profile& profile = served->profile;
     const std::optional<uint64_t>& ceiling = profile.spec.limits.memory_max;
     if (m.limits.memory_auto && ceiling.has_value()) {
@@ -62,7 +65,7 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
     if (!timeout.has_value()) timeout = profile.default_timeout;
     // A skill in an environment runs in a sandbox made for the call.
     warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value() &&
-           !m.environment.has_value();
+           !m.environment.has_value() && SkillSeccompOf(skill, profile) == profile.spec.seccomp;
   }
   return json::object{{"name", m.name},
                       {"version", m.version.ToString()},
@@ -81,6 +84,7 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
                       {"timeout_ms", timeout.has_value() ? json::value(absl::ToInt64Milliseconds(*timeout))
                                                          : json::value(nullptr)},
                       {"network", m.network.value_or(nullptr)},
+                      {"seccomp", std::move(seccomp_policy)},
                       {"static_policy", StaticPolicyJson(skill)},
                       {"environment", m.environment.has_value() ? json::value(m.environment->ToString())
                                                                 : json::value(nullptr)},

@@ -167,9 +167,10 @@ absl::Status ValidateEgress(const SandboxSpec& spec) {
     return absl::InvalidArgumentError(
         "network policy allowlist needs the sandbox's own network namespace (the bridge listens in it)");
   }
-  if (spec.seccomp == seccomp::Policy::kNoNetwork) {
-    return absl::InvalidArgumentError(
-        "network policy allowlist needs seccomp policy 'default': 'no-network' refuses socket(AF_INET)");
+  if (spec.seccomp == seccomp::Policy::kNoNetwork || spec.seccomp == seccomp::Policy::kStrict) {
+    return absl::InvalidArgumentError(absl::StrCat("network policy allowlist needs seccomp policy 'default': '",
+                                                   std::string(seccomp::PolicyName(spec.seccomp)),
+                                                   "' refuses socket(AF_INET)"));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "seccomp/strict_allowlist.h"
 
 namespace cubicle::seccomp {
 namespace {
@@ -135,7 +137,8 @@ using FilterCtx = std::unique_ptr<void, FilterReleaser>;
 // One libseccomp filter under construction; every failure names its step.
 class FilterBuilder {
  public:
-  explicit FilterBuilder(FilterCtx ctx) : ctx_(std::move(ctx)) {}
+  // `arch`: the libseccomp token of the one architecture the filter is for.
+  FilterBuilder(FilterCtx ctx, uint32_t arch) : ctx_(std::move(ctx)), arch_(arch) {}
 
   absl::Status SetAttr(scmp_filter_attr attr, uint32_t value, const char* name) {
     if (int rc = seccomp_attr_set(ctx_.get(), attr, value); rc < 0) {
@@ -147,16 +150,12 @@ class FilterBuilder {
   // Makes `syscall` fail with `err` when all `conditions` hold (always, if none).
   absl::Status Refuse(const char* syscall, int err,
                       std::initializer_list<scmp_arg_cmp> conditions = {}) {
-    int nr = seccomp_syscall_resolve_name(syscall);
-    // __NR_SCMP_ERROR: libseccomp does not know the name. Other negative
-    // numbers are libseccomp's stand-ins for syscalls this architecture lacks;
-    // adding them would only compare against a number no syscall has.
-    if (nr == __NR_SCMP_ERROR || nr < 0) return absl::OkStatus();
-    int rc =
-        seccomp_rule_add_array(ctx_.get(), SCMP_ACT_ERRNO(err), nr,
-                               static_cast<unsigned int>(conditions.size()), conditions.begin());
-    if (rc < 0) return ErrnoStatus(-rc, absl::StrCat("seccomp_rule_add(", syscall, ")"));
-    return absl::OkStatus();
+    return AddRule(SCMP_ACT_ERRNO(err), syscall, conditions);
+  }
+
+  // Lets `syscall` through when all `conditions` hold (always, if none).
+  absl::Status Allow(const char* syscall, std::initializer_list<scmp_arg_cmp> conditions = {}) {
+    return AddRule(SCMP_ACT_ALLOW, syscall, conditions);
   }
 
   // seccomp_export_bpf_mem arrived after libseccomp 2.5.4, so the program goes
@@ -188,14 +187,38 @@ class FilterBuilder {
   }
 
  private:
+  absl::Status AddRule(uint32_t action, const char* syscall, std::initializer_list<scmp_arg_cmp> conditions) {
+    // __NR_SCMP_ERROR: libseccomp does not know the name. Other negative
+    // numbers are libseccomp's stand-ins for syscalls the architecture lacks;
+    // adding them would only compare against a number no syscall has.
+    if (seccomp_syscall_resolve_name_arch(arch_, syscall) < 0) return absl::OkStatus();
+    // Rules take the native number (or libseccomp's stand-in for a name
+    // the native architecture lacks); libseccomp translates it by name.
+    int nr = seccomp_syscall_resolve_name(syscall);
+    int rc = seccomp_rule_add_array(ctx_.get(), action, nr, static_cast<unsigned int>(conditions.size()),
+                                    conditions.begin());
+    if (rc < 0) return ErrnoStatus(-rc, absl::StrCat("seccomp_rule_add(", syscall, ")"));
+    return absl::OkStatus();
+  }
+
   FilterCtx ctx_;
+  uint32_t arch_;
 };
 
-absl::StatusOr<FilterBuilder> NewFilter() {
-  FilterCtx ctx(seccomp_init(SCMP_ACT_ALLOW));
+// A filter for `arch` (a libseccomp token; 0 for the native one) whose
+// syscalls not named by a rule get `default_action`.
+absl::StatusOr<FilterBuilder> NewFilter(uint32_t default_action, uint32_t arch) {
+  FilterCtx ctx(seccomp_init(default_action));
   // seccomp_init reports no reason; allocation is its only failure.
   if (ctx == nullptr) return ErrnoStatus(ENOMEM, "seccomp_init");
-  FilterBuilder filter(std::move(ctx));
+  const uint32_t native = seccomp_arch_native();
+  if (arch != 0 && arch != native) {
+    if (int rc = seccomp_arch_add(ctx.get(), arch); rc < 0) return ErrnoStatus(-rc, "seccomp_arch_add");
+    if (int rc = seccomp_arch_remove(ctx.get(), native); rc < 0) {
+      return ErrnoStatus(-rc, "seccomp_arch_remove(native)");
+    }
+  }
+  FilterBuilder filter(std::move(ctx), arch == 0 ? native : arch);
   // Ask for raw -errno from system failures instead of a blanket ECANCELED, so
   // our messages can name them; older versions lack the attribute, which is harmless.
   (void)filter.SetAttr(SCMP_FLTATR_API_SYSRAWRC, 1, "API_SYSRAWRC");
@@ -277,25 +300,76 @@ absl::Status AddNoNewProcesses(FilterBuilder& filter) {
   return filter.Refuse("clone", EPERM, {Arg(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)});
 }
 
-}  // namespace
+// The terminal and fd-flag requests Python makes of the fds it has:
+// isatty() at start (TCGETS), the terminal's size, close-on-exec and
+// non-blocking flags, bytes waiting. No other ioctl reaches a driver.
+constexpr uint64_t kStrictIoctls[] = {TCGETS, TIOCGWINSZ, FIOCLEX, FIONCLEX, FIONBIO, FIONREAD};
 
-absl::StatusOr<BpfProgram> CompileWithLibseccomp(Policy policy) {
+// The prctl options a strict payload may use: another seccomp program
+// (one only narrows; bwrap's --seccomp programs come after the policy's)
+// and a thread's name.
+constexpr uint64_t kStrictPrctls[] = {PR_SET_SECCOMP, PR_SET_NAME, PR_GET_NAME};
+
+// Policy::kStrict: every syscall fails with EPERM but strict_allowlist.cc's,
+// and these, filtered by argument.
+absl::Status AddStrictAllowlist(FilterBuilder& filter) {
+  for (const char* syscall : StrictAllowedSyscalls()) CUBICLE_RETURN_IF_ERROR(filter.Allow(syscall));
+  // Threads only: CLONE_THREAD set and no namespace flag. fork() (glibc's
+  // is clone without CLONE_THREAD), vfork and fork(2) get EPERM.
+  uint64_t mask = CLONE_THREAD;
+  for (uint64_t flag : kNamespaceFlags) mask |= flag;
+  CUBICLE_RETURN_IF_ERROR(filter.Allow("clone", {Arg(0, SCMP_CMP_MASKED_EQ, mask, CLONE_THREAD)}));
+  // As in the baseline: ENOSYS makes glibc's pthread_create fall back to
+  // clone, whose flags the rule above reads.
+  CUBICLE_RETURN_IF_ERROR(filter.Refuse("clone3", ENOSYS));
+  for (uint64_t request : kStrictIoctls) {
+    CUBICLE_RETURN_IF_ERROR(filter.Allow("ioctl", {Arg(1, SCMP_CMP_MASKED_EQ, kLow32, request)}));
+  }
+  for (uint64_t option : kStrictPrctls) {
+    CUBICLE_RETURN_IF_ERROR(filter.Allow("prctl", {Arg(0, SCMP_CMP_MASKED_EQ, kLow32, option)}));
+  }
+  // Reading one's own limits (resource.getrlimit): pid 0, no new limit.
+  return filter.Allow("prlimit64", {Arg(0, SCMP_CMP_EQ, 0), Arg(2, SCMP_CMP_EQ, 0)});
+}
+
+absl::StatusOr<BpfProgram> Compile(Policy policy, uint32_t arch) {
   if (policy == Policy::kNone) return BpfProgram{};
-  CUBICLE_ASSIGN_OR_RETURN(FilterBuilder filter, NewFilter());
+  if (policy == Policy::kStrict) {
+    CUBICLE_ASSIGN_OR_RETURN(FilterBuilder filter, NewFilter(SCMP_ACT_ERRNO(EPERM), arch));
+    CUBICLE_RETURN_IF_ERROR(AddStrictAllowlist(filter));
+    return filter.Export();
+  }
+  CUBICLE_ASSIGN_OR_RETURN(FilterBuilder filter, NewFilter(SCMP_ACT_ALLOW, arch));
   CUBICLE_RETURN_IF_ERROR(AddBaseline(filter));
   if (policy == Policy::kNoNetwork) CUBICLE_RETURN_IF_ERROR(AddNoNetwork(filter));
   if (policy == Policy::kEgressGateway) CUBICLE_RETURN_IF_ERROR(AddNoNewProcesses(filter));
   return filter.Export();
 }
 
+}  // namespace
+
+absl::StatusOr<BpfProgram> CompileWithLibseccomp(Policy policy) { return Compile(policy, 0); }
+
+absl::StatusOr<BpfProgram> CompileForArch(Policy policy, uint32_t scmp_arch) {
+  if (scmp_arch == 0) return absl::InvalidArgumentError("CompileForArch: no architecture");
+  return Compile(policy, scmp_arch);
+}
+
+std::vector<std::string_view> StrictAllowlist() {
+  const std::span<const char* const> allowed = StrictAllowedSyscalls();
+  std::vector<std::string_view> names(allowed.begin(), allowed.end());
+  for (const char* filtered : {"clone", "ioctl", "prctl", "prlimit64"}) names.emplace_back(filtered);
+  return names;
+}
+
 
 absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
-  for (Policy policy : {Policy::kNone, Policy::kDefault, Policy::kNoNetwork}) {
+  for (Policy policy : {Policy::kNone, Policy::kDefault, Policy::kNoNetwork, Policy::kStrict}) {
     if (name == PolicyName(policy)) return policy;
   }
   // Debian's Abseil keeps its own string_view, which std::string_view does not convert to.
   return absl::InvalidArgumentError(absl::StrCat("unknown seccomp policy '", std::string(name),
-                                                 "' (expected none, default or no-network)"));
+                                                 "' (expected none, default, no-network or strict)"));
 }
 
 std::string_view PolicyName(Policy policy) {
@@ -308,6 +382,8 @@ std::string_view PolicyName(Policy policy) {
       return "no-network";
     case Policy::kEgressGateway:
       return "egress-gateway";
+    case Policy::kStrict:
+      return "strict";
   }
   return "unknown";
 }

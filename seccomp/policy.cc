@@ -20,8 +20,8 @@ namespace cubicle::seccomp {
 namespace {
 
 // Generated at build time by cubicle_seccomp_gen from CompileWithLibseccomp:
-// kEmbeddedDefault, kEmbeddedNoNetwork, kEmbeddedEgressGateway (sock_filter
-// arrays).
+// kEmbeddedDefault, kEmbeddedNoNetwork, kEmbeddedEgressGateway,
+// kEmbeddedStrict (sock_filter arrays).
 #include "seccomp/embedded_programs.inc"
 
 const BpfProgram* Embedded(Policy policy) {
@@ -31,6 +31,7 @@ const BpfProgram* Embedded(Policy policy) {
       new BpfProgram{{std::begin(kEmbeddedDefault), std::end(kEmbeddedDefault)}},
       new BpfProgram{{std::begin(kEmbeddedNoNetwork), std::end(kEmbeddedNoNetwork)}},
       new BpfProgram{{std::begin(kEmbeddedEgressGateway), std::end(kEmbeddedEgressGateway)}},
+      new BpfProgram{{std::begin(kEmbeddedStrict), std::end(kEmbeddedStrict)}},
   };
   return programs[static_cast<size_t>(policy)];
 #else
@@ -44,7 +45,7 @@ struct CachedProgram {
   std::optional<BpfProgram> program ABSL_GUARDED_BY(mu);
 };
 
-constexpr size_t kPolicyCount = 4;
+constexpr size_t kPolicyCount = 5;
 
 // The one process-wide cache. Never destroyed: a thread or a forked child may
 // still be reading a program while the process exits.

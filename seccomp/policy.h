@@ -24,9 +24,15 @@ enum class Policy {
   // (threads still work). The gateway parses what sandboxes send it; if
   // that ever goes wrong, nothing can be started from there.
   kEgressGateway,
+  // An allowlist (docs/security.md, "The strict policy"): what a
+  // pure-compute Python program needs, measured, and nothing more. Every
+  // other syscall fails with EPERM; no socket, no new process (threads
+  // only), no ptrace. execve stays allowed: the filter is loaded before
+  // the payload's own exec, and seccomp cannot read the path exec'd.
+  kStrict,
 };
 
-// "none" | "default" | "no-network". Unknown names are InvalidArgument naming them.
+// "none" | "default" | "no-network" | "strict". Unknown names are InvalidArgument naming them.
 absl::StatusOr<Policy> ParsePolicy(std::string_view name);
 std::string_view PolicyName(Policy policy);
 
@@ -46,6 +52,15 @@ absl::StatusOr<const BpfProgram*> Compiled(Policy policy);
 // Builds `policy` with libseccomp now, for the native architecture. The
 // build embeds its output (cubicle_seccomp_gen); tests check they agree.
 absl::StatusOr<BpfProgram> CompileWithLibseccomp(Policy policy);
+
+// Builds `policy` for the libseccomp architecture token `scmp_arch`
+// (SCMP_ARCH_X86_64, SCMP_ARCH_AARCH64, ...): how the tests check that each
+// policy's syscalls resolve and compile on an architecture not this one.
+absl::StatusOr<BpfProgram> CompileForArch(Policy policy, uint32_t scmp_arch);
+
+// The syscall names kStrict allows, whether or not this architecture has
+// them all (documentation and tests).
+std::vector<std::string_view> StrictAllowlist();
 
 // Whether Compiled() serves programs embedded at build time.
 bool ProgramsEmbedded();

@@ -181,6 +181,20 @@ absl::Status ReadEnvironment(const Object& o, Manifest* m) {
   return absl::OkStatus();
 }
 
+// "seccomp": "strict" only; the other policies are a profile's to choose.
+absl::Status ReadSeccomp(const Object& o, Manifest* m) {
+  const json::value* v = o.Find("seccomp");
+  if (v == nullptr) return absl::OkStatus();
+  CUBICLE_ASSIGN_OR_RETURN(std::string text, json_read::String(*v, o.PathOf("seccomp")));
+  if (text != "strict") {
+    return Error(o.PathOf("seccomp"), absl::StrCat("'", text,
+                                                   "' is not a policy a skill can ask for (only 'strict': "
+                                                   "a manifest may tighten its profile's, never loosen it)"));
+  }
+  m->strict_seccomp = true;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string EnvironmentRef::ToString() const {
@@ -257,7 +271,7 @@ absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
     CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(document, "",
                                                     {"name", "version", "description", "entry", "interpreter",
                                                      "profile", "requires", "limits", "env", "network",
-                                                     "timeout_ms", "calls", "environment"}));
+                                                     "timeout_ms", "calls", "environment", "seccomp"}));
     Manifest m;
     CUBICLE_RETURN_IF_ERROR(ReadName(o, &m));
     CUBICLE_RETURN_IF_ERROR(ReadVersion(o, &m));
@@ -279,6 +293,7 @@ absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
     CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &m.timeout, json_read::MillisIn(1, json_read::kYearMs)));
     if (const json::value* v = o.Find("calls")) CUBICLE_RETURN_IF_ERROR(ReadCalls(*v, o.PathOf("calls"), &m));
     CUBICLE_RETURN_IF_ERROR(ReadEnvironment(o, &m));
+    CUBICLE_RETURN_IF_ERROR(ReadSeccomp(o, &m));
     m.document = document;
     return m;
   } catch (const std::exception& e) {

@@ -86,6 +86,10 @@ struct Manifest {
   // these and the version it resolves to matches that entry's selector.
   std::vector<SkillReference> calls;
   std::optional<EnvironmentRef> environment;  // where it runs; whether it exists is checked at load
+  // "seccomp: strict": the skill runs under the strict policy
+  // (docs/security.md) whatever its profile's. The only value a manifest
+  // may name: a manifest may tighten its profile's policy, never loosen it.
+  bool strict_seccomp = false;
   boost::json::value document;                // the manifest as read
 };
 

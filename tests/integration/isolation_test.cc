@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/defaults.h"
+#include "seccomp/policy.h"
 #include "tests/support/host_probes.h"
 #include "tests/support/route_test.h"
 #include "tests/support/sandbox_runner.h"
@@ -64,7 +66,9 @@ class IsolationTest : public PayloadRouteTest {
   // /usr bind) in the default sandbox and returns its stdout. On the warm
   // route it runs in the interpreter started ahead of the request.
   std::string Python(absl::string_view code) {
-    absl::StatusOr<SandboxRun> run = Run(TestSpec({"/usr/bin/python3", "-I", "-c", std::string(code)}));
+    runtime::SandboxSpec spec = TestSpec({"/usr/bin/python3", "-I", "-c", std::string(code)});
+    if (policy_.has_value()) spec.seccomp = *policy_;
+    absl::StatusOr<SandboxRun> run = Run(spec);
     EXPECT_TRUE(run.ok()) << run.status();
     if (!run.ok()) return "";
     EXPECT_EQ(run->result.reason, ExitReason::kExited) << run->result.setup_error << "\n" << run->err;
@@ -76,6 +80,8 @@ class IsolationTest : public PayloadRouteTest {
   }
 
   std::string Probe(absl::string_view body) { return Python(absl::StrCat(kPyPrelude, body)); }
+
+  std::optional<seccomp::Policy> policy_;  // the default sandbox's unless set
 };
 
 class CoreIsolation : public IsolationTest {};
@@ -87,6 +93,16 @@ class CoreSeccomp : public IsolationTest {
     IsolationTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     REQUIRE_HOST(Python3());
+  }
+};
+// The same probes, and those the strict policy adds, under "strict"
+// (docs/security.md, "The strict policy"): refused at least as the default
+// policy refuses them, each with the errno the docs state.
+class CoreStrictSeccomp : public CoreSeccomp {
+ protected:
+  void SetUp() override {
+    policy_ = seccomp::Policy::kStrict;
+    CoreSeccomp::SetUp();
   }
 };
 class RootIsolation : public IsolationTest {
@@ -102,6 +118,7 @@ class RootIsolation : public IsolationTest {
 
 INSTANTIATE_TEST_SUITE_P(EveryRoute, CoreIsolation, ::testing::ValuesIn(kEveryRoute), RouteTestName);
 INSTANTIATE_TEST_SUITE_P(EveryRoute, CoreSeccomp, ::testing::ValuesIn(kEveryRoute), RouteTestName);
+INSTANTIATE_TEST_SUITE_P(EveryRoute, CoreStrictSeccomp, ::testing::ValuesIn(kEveryRoute), RouteTestName);
 INSTANTIATE_TEST_SUITE_P(EveryRoute, RootIsolation, ::testing::ValuesIn(kEveryRoute), RouteTestName);
 
 // ---- Processes ---------------------------------------------------------------
@@ -251,6 +268,53 @@ call(libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0))
 call(libc.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0))
 )py"),
             "errno=EPERM\nok\n");
+}
+
+TEST_P(CoreStrictSeccomp, TheDefaultPolicysProbesAreRefusedWithEperm) {
+  EXPECT_EQ(Probe(R"py(
+call(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None))
+call(libc.ptrace(0, 0, None, None))
+call(libc.unshare(0x10000000))
+call(libc.syscall(SYS['bpf'], 0, None, 0))
+call(libc.syscall(SYS['keyctl'], 0, -3, 1))
+c = ctypes.c_char(b"x")
+call(libc.ioctl(0, 0x5412, ctypes.byref(c)))  # TIOCSTI
+)py"),
+            "errno=EPERM\nerrno=EPERM\nerrno=EPERM\nerrno=EPERM\nerrno=EPERM\nerrno=EPERM\n");
+}
+
+TEST_P(CoreStrictSeccomp, SocketsOfEveryFamilyAndForkAreRefusedWithEperm) {
+  EXPECT_EQ(Probe(R"py(
+import socket
+call(libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0))
+call(libc.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0))
+call(libc.fork())
+)py"),
+            "errno=EPERM\nerrno=EPERM\nerrno=EPERM\n");
+}
+
+// Seccomp reads no paths: a host path is absent (the mount tree), the
+// root read-only.
+TEST_P(CoreStrictSeccomp, AHostPathIsAbsentAndTheRootReadOnly) {
+  TempDir host;  // on the host's /tmp, which the sandbox replaces
+  ASSERT_TRUE(WriteFile(host.Join("secret"), "host data"));
+  EXPECT_EQ(Probe(absl::StrCat("call(libc.open(b'", host.Join("secret"), "', 0))\n",
+                               "call(libc.open(b'/cubicle-strict-probe', 0o101, 0o600))  # O_WRONLY|O_CREAT\n",
+                               "call(libc.open(b'/etc/shadow', 0))\n")),
+            "errno=ENOENT\nerrno=EROFS\nerrno=ENOENT\n");
+}
+
+// execve is allowed (the payload's own start needs it); the program it
+// starts keeps the filter, so a shell cannot start anything in turn.
+TEST_P(CoreStrictSeccomp, AProgramItExecsKeepsTheFilter) {
+  runtime::SandboxSpec spec = TestSpec({"/usr/bin/python3", "-I", "-c",
+                                        "import os\nos.execv('/bin/sh', ['sh', '-c', 'echo execd; /bin/true'])\n"});
+  spec.seccomp = seccomp::Policy::kStrict;
+  absl::StatusOr<SandboxRun> run = Run(spec);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->out, "execd\n") << run->err;
+  EXPECT_TRUE(absl::StrContains(run->err, "fork")) << run->err;  // dash: "Cannot fork"
+  EXPECT_NE(run->result.exit_code, 0);
 }
 
 TEST_P(CoreIsolation, InitEnvironmentIsNotReadable) {

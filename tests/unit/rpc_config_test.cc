@@ -445,10 +445,18 @@ TEST(ParseConfigErrors, BadSizes) {
                       "ceilings.output_bytes: true is not a size");
 }
 
+TEST(ParseConfig, StrictSeccompPolicy) {
+  absl::StatusOr<DaemonConfig> config = ParseConfig(Config(R"("seccomp": "strict")"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->profiles.at("x").spec.seccomp, seccomp::Policy::kStrict);
+  // Strict refuses socket(AF_INET), which the egress bridge needs.
+  EXPECT_FALSE(ParseConfig(Config(R"("seccomp": "strict", "network": {"allow_domains": ["example.org"]})")).ok());
+}
+
 TEST(ParseConfigErrors, BadSeccompPolicy) {
-  EXPECT_CONFIG_ERROR(Config(R"("seccomp": "strict")"),
-                      "profiles.x.seccomp: 'strict' is not a seccomp policy "
-                      "(expected none, default or no-network)");
+  EXPECT_CONFIG_ERROR(Config(R"("seccomp": "paranoid")"),
+                      "profiles.x.seccomp: 'paranoid' is not a seccomp policy "
+                      "(expected none, default, no-network or strict)");
 }
 
 // "owner": "sandbox" marks the bind idmapped (read-only or not); "host"

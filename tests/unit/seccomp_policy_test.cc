@@ -142,7 +142,7 @@ TEST(PolicyNameTest, RejectsUnknownName) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(parsed.status().message(),
-            "unknown seccomp policy 'foo' (expected none, default or no-network)");
+            "unknown seccomp policy 'foo' (expected none, default, no-network or strict)");
   EXPECT_FALSE(ParsePolicy("").ok());
   EXPECT_FALSE(ParsePolicy("Default").ok());
 }
@@ -606,7 +606,7 @@ namespace {
 // now: a stale or hand-edited embedded table cannot go unnoticed.
 TEST(EmbeddedPrograms, MatchLibseccompOutput) {
   ASSERT_TRUE(ProgramsEmbedded());
-  for (Policy policy : {Policy::kDefault, Policy::kNoNetwork, Policy::kEgressGateway}) {
+  for (Policy policy : {Policy::kDefault, Policy::kNoNetwork, Policy::kEgressGateway, Policy::kStrict}) {
     absl::StatusOr<const BpfProgram*> embedded = Compiled(policy);
     absl::StatusOr<BpfProgram> fresh = CompileWithLibseccomp(policy);
     ASSERT_TRUE(embedded.ok() && fresh.ok());

@@ -194,6 +194,9 @@ const FieldCase kFieldCases[] = {
     {"EnvironmentRevisionZero", [](json::object& m) { m["environment"] = "sci@0"; }, "environment: 'sci@0': the revision"},
     {"EnvironmentRevisionLeadingZero", [](json::object& m) { m["environment"] = "sci@03"; }, "environment: 'sci@03'"},
     {"EnvironmentNoRevision", [](json::object& m) { m["environment"] = "sci@"; }, "environment: 'sci@': the revision"},
+    {"SeccompLooser", [](json::object& m) { m["seccomp"] = "none"; }, "seccomp: 'none' is not a policy a skill can ask for"},
+    {"SeccompDefault", [](json::object& m) { m["seccomp"] = "default"; }, "seccomp: 'default' is not a policy"},
+    {"SeccompNotAString", [](json::object& m) { m["seccomp"] = true; }, "seccomp: expected a string"},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -314,6 +317,17 @@ TEST(SkillManifest, RByExtensionOrByNameAndItsProfile) {
   absl::StatusOr<Skill> julia = Load(unnamed.path());
   ASSERT_FALSE(julia.ok());
   EXPECT_THAT(std::string(julia.status().message()), HasSubstr(R"(expected "python", "shell" or "r")"));
+}
+
+TEST(SkillManifest, SeccompStrictReads) {
+  json::object manifest = BaseManifest();
+  absl::StatusOr<Manifest> without = ParseManifest(manifest);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(without->strict_seccomp);
+  manifest["seccomp"] = "strict";
+  absl::StatusOr<Manifest> strict = ParseManifest(manifest);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  EXPECT_TRUE(strict->strict_seccomp);
 }
 
 TEST(SkillManifest, EnvironmentReferencesRead) {
