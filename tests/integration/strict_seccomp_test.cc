@@ -72,12 +72,17 @@ print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}), flu
 class StrictSeccomp : public Skills {
  protected:
   void PutExampleSkills(const std::string& profile_line) {
-    for (const char* skill : {"word-stats/1.0.0/word_stats.py", "checked-divide/1.0.0/checked_divide.py"}) {
+    const std::pair<const char*, const char*> kExamples[] = {
+        {"word-stats/1.0.0/word_stats.py", ""},
+        {"checked-divide/1.0.0/checked_divide.py", ""},
+        {"tally/1.0.0/tally.py", ""},
+        {"text-report/1.0.0/text_report.py", "calls: [word-stats@^1]\n"}};
+    for (const auto& [skill, more] : kExamples) {
       std::string script = ReadSource(absl::StrCat("examples/skills/", skill));
       ASSERT_FALSE(script.empty()) << skill;
       const std::string name = std::string(skill).substr(0, std::string(skill).find('/'));
       Put(absl::StrCat(name, "/skill.yaml"),
-          absl::StrCat("name: ", name, "\nversion: 1.0.0\nentry: main.py\n", profile_line));
+          absl::StrCat("name: ", name, "\nversion: 1.0.0\nentry: main.py\n", profile_line, more));
       Put(absl::StrCat(name, "/main.py"), script);
     }
   }
@@ -116,6 +121,20 @@ TEST_F(StrictSeccomp, AStrictProfileRunsTheExampleSkills) {
   ASSERT_TRUE(divide.is_object() && divide.as_object().contains("error")) << json::serialize(divide) << Log();
   EXPECT_EQ(Str(divide.at("error").at("message")), "division by zero");
   EXPECT_EQ(Str(Result("skill.describe", R"({"name": "word-stats"})").at("seccomp")), "strict");
+  // A skill session (two calls, one process) and a skill calling another
+  // through its stdin and stdout: nothing beyond the allowlist either.
+  json::value opened = Result("skill.session.open", R"({"skill": "tally"})");
+  ASSERT_TRUE(opened.is_object()) << Log();
+  const std::string in = absl::StrCat(R"({"skill_session": )", Quoted(Str(opened.at("skill_session"))));
+  Result("skill.call", absl::StrCat(in, R"(, "method": "add", "params": {"values": [1, 2]}})"));
+  json::value tally = Result("skill.call", absl::StrCat(in, R"(, "method": "add", "params": {"values": [3]}})"));
+  ASSERT_TRUE(tally.is_object() && tally.as_object().contains("result")) << json::serialize(tally) << Log();
+  EXPECT_EQ(tally.at("result").at("count").as_int64(), 3);
+  Result("skill.session.close", absl::StrCat(in, "}"));
+  json::value report =
+      Result("skill.call", R"({"skill": "text-report", "method": "report", "params": {"text": "to be or not to be"}})");
+  ASSERT_TRUE(report.is_object() && report.as_object().contains("result")) << json::serialize(report) << Log();
+  EXPECT_EQ(Str(report.at("result").at("summary")), "6 words, most often 'to'");
 }
 
 TEST_F(StrictSeccomp, AStrictProfileRefusesTheProbesWithTheDocumentedErrnos) {

@@ -141,7 +141,20 @@ SocketDaemon::SocketDaemon(Options options) : socket_(dir_.Join("rpc.sock")) {
   }
 }
 
-boost::json::value SocketDaemon::Call(const std::string& line) { return DaemonClient(socket_).CallJson(line); }
+boost::json::value SocketDaemon::Call(const std::string& line) {
+  DaemonClient client(socket_);
+  if (!client.Send(line)) return nullptr;
+  // The reply, past the notifications the request may bring first
+  // (a skill's skill.progress): those have a method and no id.
+  for (int i = 0; i < 10000; ++i) {
+    std::optional<std::string> got = client.ReadLine();
+    if (!got.has_value()) return nullptr;
+    boost::json::value v = ParseJson(*got);
+    const boost::json::object* o = v.if_object();
+    if (o == nullptr || !o->contains("method") || o->contains("id")) return v;
+  }
+  return nullptr;
+}
 
 ProcessRun SocketDaemon::Stop() {
   process_->Signal(SIGTERM);

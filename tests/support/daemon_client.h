@@ -84,7 +84,8 @@ class SocketDaemon {
   pid_t pid() const { return process_->pid(); }
   const std::string& socket() const { return socket_; }
   RunningProcess& process() { return *process_; }
-  // A call on a connection of its own; null when no JSON reply came.
+  // A call on a connection of its own, its reply past any notifications;
+  // null when no JSON reply came.
   boost::json::value Call(const std::string& line);
   // SIGTERM, then the exit.
   ProcessRun Stop();
