@@ -89,7 +89,10 @@ for section in .debug_info .symtab; do
 done
 check=$("$installed" serve --check-config --config "$root/etc/cubicle/config.json" 2>&1) ||
   fail "cubicle serve --check-config --config /etc/cubicle/config.json: $check"
-expect "--check-config" "$check" "configuration OK: 2 profile(s)"
+# The built-in configuration has an r profile where the host has R.
+profiles=2
+[[ -x /usr/bin/Rscript && -d /etc/R ]] && profiles=3
+expect "--check-config" "$check" "configuration OK: $profiles profile(s)"
 cmp -s "$root/etc/cubicle/config.json" <("$installed" serve --print-default-config) ||
   fail "/etc/cubicle/config.json is not the binary's built-in configuration"
 # Under the name bwrap, cubicle is bubblewrap's command line.
