@@ -74,42 +74,17 @@ class Walk {
     loaded_->push_back(*std::move(env));
   }
 
-  // The folders in `dir` (`path`), by name: dot names passed over, files
-  // left alone, a symlink reported (never followed).
+  // The folders in `dir` (`path`): sessions::ListFolders, bounded across
+  // the whole load.
   std::vector<std::string> Folders(int dir, const std::string& path) {
-    std::vector<std::string> folders;
-    absl::StatusOr<std::vector<std::string>> names = sessions::ReadNames(dir, path, options_.max_folders);
-    if (!names.ok()) {
-      Fail(path, names.status().message());
-      return folders;
-    }
-    std::sort(names->begin(), names->end());
-    for (const std::string& name : *names) {
-      if (name.empty() || name[0] == '.') continue;
-      struct stat st;
-      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
-      if (S_ISLNK(st.st_mode)) {
-        Fail(absl::StrCat(path, "/", name),
-             "is a symlink; nothing below the environments directory is reached through one");
-        continue;
-      }
-      if (!S_ISDIR(st.st_mode)) continue;
-      if (++visited_ > options_.max_folders) {
-        if (visited_ == options_.max_folders + 1) {
-          Fail(path, absl::StrCat("more than ", options_.max_folders,
-                                  " folders under the environments directory; the rest were not looked at"));
-        }
-        break;
-      }
-      folders.push_back(name);
-    }
-    return folders;
+    return sessions::ListFolders(dir, path, walk_,
+                                 [&](const std::string& at, const std::string& problem) { Fail(at, problem); });
   }
 
   const LoadOptions& options_;
   std::vector<Environment>* loaded_;
   std::vector<LoadError>* errors_;
-  size_t visited_ = 0;
+  sessions::FolderWalk walk_{"the environments directory", options_.max_folders};
 };
 
 std::string Names(const std::vector<std::string>& names) {

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <limits>
 #include <memory>
@@ -204,6 +205,37 @@ absl::StatusOr<uint64_t> TreeBytes(int dir, const std::string& what) {
   uint64_t total = 0;
   CUBICLE_RETURN_IF_ERROR(SumBytesAt(dir, what, 0, &total));
   return total;
+}
+
+std::vector<std::string> ListFolders(int dir, const std::string& path, FolderWalk& walk,
+                                     const std::function<void(const std::string&, const std::string&)>& fail) {
+  std::vector<std::string> folders;
+  absl::StatusOr<std::vector<std::string>> names = ReadNames(dir, path, walk.max_folders);
+  if (!names.ok()) {
+    fail(path, std::string(names.status().message()));
+    return folders;
+  }
+  std::sort(names->begin(), names->end());
+  for (const std::string& name : *names) {
+    if (name.empty() || name[0] == '.') continue;
+    struct stat st;
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    if (S_ISLNK(st.st_mode)) {
+      fail(absl::StrCat(path, "/", name),
+           absl::StrCat("is a symlink; nothing below ", walk.root_name, " is reached through one"));
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode)) continue;
+    if (++walk.visited > walk.max_folders) {
+      if (walk.visited == walk.max_folders + 1) {
+        fail(path, absl::StrCat("more than ", walk.max_folders, " folders under ", walk.root_name,
+                                "; the rest were not looked at"));
+      }
+      break;
+    }
+    folders.push_back(name);
+  }
+  return folders;
 }
 
 }  // namespace cubicle::sessions

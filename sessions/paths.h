@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -60,6 +61,20 @@ std::string ChildPath(const std::string& dir, absl::string_view name);
 // many" without reading on (a payload can make a directory as large as it
 // likes). `what` names it in errors.
 absl::StatusOr<std::vector<std::string>> ReadNames(int dir, const std::string& what, size_t max_names);
+
+// A walk over an operator's directory of folders (the skills directory,
+// the environments directory), bounded in folders across its calls.
+struct FolderWalk {
+  std::string root_name;  // "the skills directory": the messages say it
+  size_t max_folders;
+  size_t visited = 0;
+};
+// The folders in `dir` (`path`), sorted by name: dot names passed over,
+// files left alone, a symlink reported to `fail` (never followed). Past
+// walk.max_folders in all, the rest are left out, and `fail` is told once.
+// A directory that does not read is reported too (no folders).
+std::vector<std::string> ListFolders(int dir, const std::string& path, FolderWalk& walk,
+                                     const std::function<void(const std::string& path, const std::string& problem)>& fail);
 
 struct TreeBounds {
   size_t max_depth;    // levels of directories below the start
