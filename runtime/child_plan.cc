@@ -74,6 +74,7 @@ void PlanWarmCommand(const SandboxSpec& spec, const WarmInterpreter& interpreter
   warm->argv.push_back(nullptr);
   warm->envp.push_back(nullptr);
   warm->search_path = SearchPath(spec.env);
+  warm->r_library = IsRInterpreter(interpreter);
 }
 
 }  // namespace

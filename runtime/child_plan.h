@@ -156,6 +156,9 @@ struct WarmCommand {
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::string search_path;
+  // An R interpreter: it gets the library its bootstrap loads as
+  // kRLibraryFd (runtime/warm_r.h).
+  bool r_library = false;
 };
 
 // Memory the child writes at hand-off, allocated before clone so that it

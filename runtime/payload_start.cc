@@ -19,6 +19,7 @@
 #include "namespaces/capabilities.h"
 #include "namespaces/init.h"
 #include "namespaces/process.h"
+#include "runtime/warm_r.h"
 #include "seccomp/policy.h"
 
 namespace cubicle::runtime {
@@ -413,21 +414,35 @@ bool TemplateHygiene(const PayloadHygienePlan& hygiene, ChildError* e) {
   const int control = ::fcntl(plan.fds.control, F_DUPFD_CLOEXEC, 10);
   const int sock = ::fcntl(socket_fd, F_DUPFD_CLOEXEC, 10);
   const int owner = is_template ? ::fcntl(plan.fds.template_owner, F_DUPFD_CLOEXEC, 10) : -1;
+  // Made before the hygiene: the profile's filter need not allow memfds.
+  // Out of the way of the fds set below, as the others are.
+  int library = plan.warm.r_library ? RLibraryMemfd() : -1;
+  if (library >= 0 && library < 10) {
+    const int moved = ::fcntl(library, F_DUPFD_CLOEXEC, 10);
+    ::close(library);
+    library = moved < 0 ? -errno : moved;
+  }
   bool ok = (control >= 0 || child::Fail(e, "dup(control)", "", errno)) &&
             (sock >= 0 || child::Fail(e, "dup(payload socket)", "", errno)) &&
             (!is_template || owner >= 0 || child::Fail(e, "dup(template owner socket)", "", errno)) &&
+            (!plan.warm.r_library || library >= 0 || child::Fail(e, "memfd_create", "R library", -library)) &&
             DieWithInit(plan.hygiene, init_pid, e) &&
             (is_template ? TemplateHygiene(plan.hygiene, e) : PayloadHygiene(plan.hygiene, e));
   if (ok) {
     const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     const int stdio[3] = {null_fd, null_fd, null_fd};
-    const int keep[6] = {0, 1, 2, kWarmSocketFd, control, kTemplateOwnerFd};
+    int keep[7] = {0, 1, 2, kWarmSocketFd, control};
+    size_t kept = 5;
+    if (is_template) keep[kept++] = kTemplateOwnerFd;
+    if (plan.warm.r_library) keep[kept++] = kRLibraryFd;
     ok = (null_fd >= 0 || child::Fail(e, "open", "/dev/null", errno)) && InstallStdio(stdio, e) &&
          (::dup2(sock, kWarmSocketFd) == kWarmSocketFd || child::Fail(e, "dup2(warm socket)", "", errno)) &&
          (!is_template || ::dup2(owner, kTemplateOwnerFd) == kTemplateOwnerFd ||
           child::Fail(e, "dup2(template owner socket)", "", errno)) &&
+         (!plan.warm.r_library || ::dup2(library, kRLibraryFd) == kRLibraryFd ||
+          child::Fail(e, "dup2(R library)", "", errno)) &&
          (::chdir("/") == 0 || child::Fail(e, "chdir", "/", errno)) &&
-         namespaces::CloseAllFdsExcept(keep, is_template ? 6 : 5, e);
+         namespaces::CloseAllFdsExcept(keep, kept, e);
     if (ok) {
       namespaces::ResetSignals();
       ::umask(022);

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/warm_r.h"
 
 namespace cubicle::runtime {
 namespace {
@@ -36,14 +37,26 @@ bool IsPythonModuleName(const std::string& name) {
   return true;
 }
 
+bool IsRInterpreter(const WarmInterpreter& interpreter) {
+  if (interpreter.argv.empty()) return false;
+  const std::string& path = interpreter.argv[0];
+  const std::string base = path.substr(path.rfind('/') + 1);
+  return base == "Rscript" || base == "R";
+}
+
+bool IsPreloadName(const WarmInterpreter& interpreter, const std::string& name) {
+  return IsRInterpreter(interpreter) ? IsRPackageName(name) : IsPythonModuleName(name);
+}
+
 absl::Status ValidateWarmInterpreter(const WarmInterpreter& interpreter) {
   if (interpreter.argv.empty() || interpreter.argv[0].empty()) {
     return absl::InvalidArgumentError("a warm interpreter needs an argv naming the interpreter");
   }
+  if (IsRInterpreter(interpreter)) return ValidateRInterpreter(interpreter);
   if (!IsPythonName(interpreter.argv[0])) {
     return absl::InvalidArgumentError(absl::StrCat("'", interpreter.argv[0],
-                                                   "': only Python interpreters (python3, python3.11, a path "
-                                                   "to one) can be kept warm"));
+                                                   "': only Python (python3, python3.11, a path to one) and R "
+                                                   "(Rscript, R) interpreters can be kept warm"));
   }
   for (size_t i = 1; i < interpreter.argv.size(); ++i) {
     const std::string& flag = interpreter.argv[i];
@@ -65,6 +78,7 @@ absl::Status ValidateWarmInterpreter(const WarmInterpreter& interpreter) {
 
 std::optional<WarmInvocation> MatchWarmInvocation(const WarmInterpreter& interpreter,
                                                   const std::vector<std::string>& argv) {
+  if (IsRInterpreter(interpreter)) return MatchRInvocation(interpreter, argv);
   const size_t flags = interpreter.argv.size();
   if (argv.size() < flags || !std::equal(interpreter.argv.begin(), interpreter.argv.end(), argv.begin())) {
     return std::nullopt;
@@ -82,6 +96,7 @@ std::optional<WarmInvocation> MatchWarmInvocation(const WarmInterpreter& interpr
 }
 
 std::vector<std::string> WarmCommandLine(const WarmInterpreter& interpreter, int socket_fd) {
+  if (IsRInterpreter(interpreter)) return RWarmCommandLine(interpreter, socket_fd);
   std::vector<std::string> argv = interpreter.argv;
   argv.push_back("-c");
   argv.push_back(kBootstrap);
@@ -91,6 +106,7 @@ std::vector<std::string> WarmCommandLine(const WarmInterpreter& interpreter, int
 }
 
 std::vector<std::string> TemplateCommandLine(const WarmInterpreter& interpreter, int socket_fd, int owner_fd) {
+  if (IsRInterpreter(interpreter)) return RTemplateCommandLine(interpreter, socket_fd, owner_fd);
   std::vector<std::string> argv = interpreter.argv;
   argv.push_back("-c");
   argv.push_back(kBootstrap);

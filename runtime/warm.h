@@ -5,9 +5,10 @@
 // script as __main__ with the request's argv, env, cwd and stdio. Still one
 // process per request: the interpreter is never reused.
 //
-// Only Python is supported. A request is served warm when its argv is an
+// Python and R (runtime/warm_r.h) are supported. A request is served warm
+// when its argv is an
 // invocation of this very interpreter with exactly the profile's flags:
-// for a profile {"argv": ["python3", "-I"]}, `python3 -I script.py ARGS`,
+// for a Python profile {"argv": ["python3", "-I"]}, `python3 -I script.py ARGS`,
 // `python3 -I -c CODE ARGS`, `python3 -I -m MODULE ARGS` and `python3 -I -`
 // (or no script: the program on stdin). Any other argv — other flags,
 // another program — is exec'd by the bootstrap as usual (still inside the
@@ -39,11 +40,20 @@ struct WarmInterpreter {
 // A dotted Python module name: "json", "os.path", "_io".
 bool IsPythonModuleName(const std::string& name);
 
+// An interpreter named Rscript or R (runtime/warm_r.h), not Python.
+bool IsRInterpreter(const WarmInterpreter& interpreter);
+
+// Whether `name` can be one of `interpreter`'s preloads: a dotted module
+// name for Python, a package name for R.
+bool IsPreloadName(const WarmInterpreter& interpreter, const std::string& name);
+
 // argv names a Python interpreter (python, python3, python3.11, a path to
-// one) and every preload entry is a dotted module name.
+// one) and every preload entry is a dotted module name; or an R one
+// (runtime/warm_r.h).
 absl::Status ValidateWarmInterpreter(const WarmInterpreter& interpreter);
 
-enum class WarmMode : uint32_t { kScript = 1, kCode = 2, kModule = 3, kStdin = 4 };
+// kRSkill: R only, the R skill launcher's program (kRSkillLauncher).
+enum class WarmMode : uint32_t { kScript = 1, kCode = 2, kModule = 3, kStdin = 4, kRSkill = 5 };
 
 // How the bootstrap runs a request: the mode and the index in argv of the
 // script path, the code (after -c), the module (after -m), or of the first
