@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rootfs/plan_paths.h"
+#include "runtime/warm_r.h"
 
 namespace cubicle::rpc {
 namespace {
@@ -31,15 +32,6 @@ constexpr char kPrelude[] = R"py(def _cubicle_prelude():
     return compile(sys.argv.pop(1), "<string>", "exec")
 exec(globals().pop("_cubicle_prelude")())
 )py";
-
-// R: the script as a file, so that R reads it as `Rscript FILE` does. Its
-// top-level errors then read "Error: boom" rather than "Error in eval(...)",
-// and commandArgs(TRUE) is the skill's own (empty), which an `-e` wrapper
-// around eval(parse(...)) would give neither of; `-e` itself stops at
-// 10000 bytes. $$ is new for each run, even in a shared sandbox; Rscript
-// comes from PATH: an environment's /env/bin first, else the host's.
-constexpr char kRLauncher[] =
-    "f=\"${TMPDIR:-/tmp}/.cubicle-skill-$$.R\" && printf '%s' \"$1\" >\"$f\" && exec Rscript --vanilla \"$f\"";
 
 // NAME=value in `vars` replaced, or added.
 void SetVariable(std::vector<std::string>* vars, absl::string_view name, const std::string& value) {
@@ -148,21 +140,21 @@ void SetEnvironmentVariables(const Profile& profile, const environments::Environ
 
 const char* PythonPathPrelude() { return kPrelude; }
 
-const char* RLauncher() { return kRLauncher; }
+const char* RLauncher() { return runtime::RSkillLauncher(); }
 
 std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile, const SkillRoute& route) {
   if (skill.manifest.interpreter == skills::Interpreter::kShell) {
     return {"/bin/sh", "-c", skill.script, skill.manifest.name};  // $0 is the skill's name
   }
   if (skill.manifest.interpreter == skills::Interpreter::kR) {
-    return {"/bin/sh", "-c", kRLauncher, skill.manifest.name, skill.script};
+    return {"/bin/sh", "-c", runtime::RSkillLauncher(), skill.manifest.name, skill.script};
   }
   const environments::Environment* env = route.environment;
   std::vector<std::string> argv;
   bool warm = false;
   if (env != nullptr && env->own_interpreter) {
     argv = {absl::StrCat(environments::kMountPoint, "/bin/python3"), "-I"};
-  } else if (profile.interpreter.has_value()) {
+  } else if (profile.interpreter.has_value() && !runtime::IsRInterpreter(*profile.interpreter)) {
     argv = profile.interpreter->argv;
     warm = !route.own_sandbox;
   } else {

@@ -82,7 +82,7 @@ const char* PythonPathPrelude();
 
 // The shell program an R skill runs under, as `/bin/sh -c LAUNCHER NAME
 // SCRIPT`: it writes SCRIPT to a file in the sandbox's /tmp and execs
-// `Rscript --vanilla FILE`.
+// `Rscript --vanilla FILE` (runtime/warm_r.h RSkillLauncher).
 const char* RLauncher();
 
 // How a skill runs (docs/skills.md, "Calling a skill").
@@ -95,11 +95,12 @@ struct SkillRoute {
 
 // The command a skill runs as: its script after `-c`, so that it is never
 // read from a path again. Python: /env/bin/python3 -I in an environment
-// with its own interpreter; the profile's warm interpreter's argv (served
-// without starting an interpreter) when it serves the run; else `python3
-// -I` (or the profile's interpreter argv) — then, with a python path,
+// with its own interpreter; the profile's warm Python interpreter's argv
+// (served without starting an interpreter) when it serves the run; else
+// `python3 -I` (or the profile's Python interpreter argv) — then, with a python path,
 // `-c PRELUDE SCRIPT`. Shell: `/bin/sh -c SCRIPT NAME`. R: `/bin/sh -c
-// LAUNCHER NAME SCRIPT` (RLauncher), always cold.
+// LAUNCHER NAME SCRIPT` (RLauncher), which a profile's warm R interpreter
+// {"argv": ["Rscript", "--vanilla"]} serves itself.
 std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile, const SkillRoute& route = {});
 
 // The skill's requirements that the packages its interpreter imports do

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "base/json_reader.h"
 #include "runtime/capture.h"
+#include "runtime/warm.h"
 #include "runtime/zygote.h"
 
 namespace cubicle::rpc {
@@ -26,6 +27,13 @@ for i, name in enumerate(sys.argv[1:]):
         print("%d\t%s: %s" % (i, type(e).__name__, str(e).replace("\n", " ")))
 )PY";
 
+// The same for R: loads each package's namespace, as the R bootstrap
+// does (runtime/warm_bootstrap.R).
+constexpr char kLoadEach[] = R"R(a <- commandArgs(TRUE)
+for (i in seq_along(a)) tryCatch(suppressWarnings(suppressMessages(loadNamespace(a[i]))), error = function(e)
+  cat(i - 1L, "\t", gsub("\n", " ", conditionMessage(e)), "\n", sep = ""))
+)R";
+
 constexpr uint64_t kOutputBudget = 64 << 10;
 
 std::string Tail(const std::string& text) { return text.size() <= 512 ? text : text.substr(text.size() - 512); }
@@ -39,7 +47,8 @@ std::vector<std::string> FailedImports(const std::string& path, const Interprete
     size_t index = 0;
     if (!absl::SimpleAtoi(fields.first, &index) || index >= interpreter.preload.size()) continue;
     failed.push_back(absl::StrCat(json_read::Element(json_read::Member(path, "preload"), index), ": '",
-                                  interpreter.preload[index], "' cannot be imported by ", interpreter.argv[0],
+                                  interpreter.preload[index], "' cannot be ",
+                                  runtime::IsRInterpreter(interpreter) ? "loaded" : "imported", " by ", interpreter.argv[0],
                                   " in the profile's sandbox: ", fields.second));
   }
   return failed;
@@ -50,7 +59,13 @@ absl::Status CheckProfile(const Profile& profile) {
   const std::string path = json_read::Member(json_read::Member("profiles", profile.name), "interpreter");
   runtime::ExecRequest request;
   request.argv = interpreter.argv;
-  request.argv.insert(request.argv.end(), {"-c", kImportEach});
+  if (!runtime::IsRInterpreter(interpreter)) {
+    request.argv.insert(request.argv.end(), {"-c", kImportEach});
+  } else {
+    request.argv.insert(request.argv.end(), {"-e", kLoadEach});
+    // Rscript passes what follows its -e on to commandArgs(TRUE); R needs --args.
+    if (interpreter.argv[0].substr(interpreter.argv[0].rfind('/') + 1) == "R") request.argv.push_back("--args");
+  }
   request.argv.insert(request.argv.end(), interpreter.preload.begin(), interpreter.preload.end());
   request.env = profile.spec.env;  // as a zygote starts its interpreter: the spec's env, cwd "/" (the default)
   // As long as a pool waits for a zygote's interpreter to be ready.

@@ -205,9 +205,11 @@ absl::Status ParseInterpreter(const json::value& v, absl::string_view path, Inte
   CUBICLE_RETURN_IF_ERROR(o.Read("template", &interpreter->from_template, json_read::Bool));
   for (size_t i = 0; i < interpreter->preload.size(); ++i) {
     // The bootstrap imports these by name: a module path, never code.
-    if (!runtime::IsPythonModuleName(interpreter->preload[i])) {
+    if (!runtime::IsPreloadName(*interpreter, interpreter->preload[i])) {
       return Error(Element(o.PathOf("preload"), i),
-                   absl::StrCat("'", interpreter->preload[i], "' is not a module name like json or os.path"));
+                   absl::StrCat("'", interpreter->preload[i],
+                                runtime::IsRInterpreter(*interpreter) ? "' is not an R package name like jsonlite"
+                                                                      : "' is not a module name like json or os.path"));
     }
   }
   absl::Status valid = runtime::ValidateWarmInterpreter(*interpreter);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/daemon.h"
 #include "rpc/skill_catalog.h"
+#include "runtime/warm.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -64,8 +65,9 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
     if (absl::StatusOr<cgroups::Limits> t = TightenLimits(profile.spec.limits, limits); t.ok()) limits = *t;
     if (!timeout.has_value()) timeout = profile.default_timeout;
     // A skill in an environment runs in a sandbox made for the call.
-    warm = m.interpreter == skills::Interpreter::kPython && profile.interpreter.has_value() &&
-           !m.environment.has_value() && SkillSeccompOf(skill, profile) == profile.spec.seccomp;
+    warm = profile.interpreter.has_value() && !m.environment.has_value() &&
+           SkillSeccompOf(skill, profile) == profile.spec.seccomp &&
+           runtime::MatchWarmInvocation(*profile.interpreter, SkillArgv(skill, profile, SkillRoute{})).has_value();
   }
   return json::object{{"name", m.name},
                       {"version", m.version.ToString()},

@@ -43,9 +43,13 @@ if (requireNamespace("jsonlite", quietly = TRUE)) {
   inside <- sub('.*"numbers": *\\[([^]]*)\\].*', "\\1", line)
   x <- as.numeric(strsplit(inside, ",")[[1]])
 }
-cat(sprintf('{"jsonrpc":"2.0","id":%s,"result":{"mean":%.10g,"sd":%.10g,"n":%d,"jsonlite":%s,"args":%d}}\n',
+# Started by a warm R's bootstrap (its command line is the template's),
+# or by the launcher's own Rscript.
+cmdline <- readBin("/proc/self/cmdline", "raw", 1e6)
+warm <- grepl("cubicle_r_", rawToChar(replace(cmdline, cmdline == as.raw(0), as.raw(32))), fixed = TRUE)
+cat(sprintf('{"jsonrpc":"2.0","id":%s,"result":{"mean":%.10g,"sd":%.10g,"n":%d,"jsonlite":%s,"args":%d,"warm":%s}}\n',
             id, mean(x), sd(x), length(x), tolower(requireNamespace("jsonlite", quietly = TRUE)),
-            length(commandArgs(TRUE))))
+            length(commandArgs(TRUE)), tolower(warm)))
 )r";
 
 constexpr char kBoom[] = "line <- readLines(file(\"stdin\"), n = 1L)\nx <- 1\nstop(\"boom\")\n";
@@ -63,7 +67,19 @@ if (grepl("hog", line)) x <- numeric(64e6)  # 512 MB, every page written
 cat(sprintf('{"jsonrpc":"2.0","id":1,"result":{"net":"%s"}}\n', gsub('"', "'", net)))
 )r";
 
-class RSkills : public Skills {
+// The r profile's route: cold (R started for each call), warm with a
+// template (each zygote's R a fork of one), warm with an R per zygote.
+struct RRoute {
+  const char* name;
+  const char* interpreter;  // the profile's "interpreter" member, or ""
+};
+constexpr RRoute kRRoutes[] = {
+    {"Cold", ""},
+    {"WarmTemplate", R"(, "interpreter": {"argv": ["Rscript", "--vanilla"]})"},
+    {"WarmOwn", R"(, "interpreter": {"argv": ["Rscript", "--vanilla"], "template": false})"},
+};
+
+class RSkills : public Skills, public ::testing::WithParamInterface<RRoute> {
  protected:
   void SetUp() override {
     Skills::SetUp();  // first: its TearDown, which runs after a skip too, checks what it saw
@@ -76,9 +92,10 @@ class RSkills : public Skills {
 
   SocketDaemon& StartR() {
     return Start({}, absl::StrCat(R"("environments": {"dir": )", Quoted(envs_), "},"),
-                 R"(, "r": {"seccomp": "no-network", "binds": [{"source": "/etc/R", "dest": "/etc/R"}],
+                 absl::StrCat(R"(, "r": {"seccomp": "no-network", "binds": [{"source": "/etc/R", "dest": "/etc/R"}],
                            "limits": {"memory": "256M", "pids": 64}, "timeout_ms": 30000,
-                           "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8}})");
+                           "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8})",
+                              GetParam().interpreter, "}"));
   }
 
   void RSkill(const std::string& name, const std::string& script, const std::string& more = "") {
@@ -107,22 +124,25 @@ class RSkills : public Skills {
   std::string envs_;
 };
 
-TEST_F(RSkills, AnRSkillAnswersJsonRpcOverStdio) {
+TEST_P(RSkills, AnRSkillAnswersJsonRpcOverStdio) {
   RSkill("r-summary", kSummary);
   // Past the 10000 bytes at which Rscript -e would stop reading.
   std::string padded;
   while (padded.size() < (64 << 10)) padded += "# a line of comment that pads the script past what -e takes\n";
   RSkill("r-padded", padded + kSummary);
   ASSERT_TRUE(StartR().up()) << Log();
+  const bool warm = GetParam().interpreter[0] != '\0';
 
   json::value described = Result("skill.describe", R"({"name": "r-summary"})");
   ASSERT_TRUE(described.is_object());
   EXPECT_EQ(Str(described.at("interpreter")), "r");
   EXPECT_EQ(Str(described.at("profile")), "r");
-  EXPECT_EQ(described.at("warm"), false);
+  EXPECT_EQ(described.at("warm"), warm);
 
+  ASSERT_TRUE(Quiet("r", 1)) << Log();
   json::value reply = SkillCall("r-summary", R"({"numbers": [1, 2, 3, 4]})");
   ASSERT_TRUE(HasResult(reply)) << json::serialize(reply) << Log();
+  EXPECT_EQ(reply.at("result").at("result").at("warm"), warm) << json::serialize(reply);
   const json::value& result = reply.at("result").at("result");
   EXPECT_EQ(result.at("mean").to_number<double>(), 2.5);
   EXPECT_NEAR(result.at("sd").to_number<double>(), 1.2909944487, 1e-9);
@@ -135,7 +155,7 @@ TEST_F(RSkills, AnRSkillAnswersJsonRpcOverStdio) {
   EXPECT_EQ(padded_reply.at("result").at("result").at("mean").to_number<double>(), 6.0);
 }
 
-TEST_F(RSkills, AnRErrorIsACleanFailureWithItsMessage) {
+TEST_P(RSkills, AnRErrorIsACleanFailureWithItsMessage) {
   RSkill("boom", kBoom);
   ASSERT_TRUE(StartR().up()) << Log();
   json::value reply = SkillCall("boom", "{}");
@@ -146,7 +166,7 @@ TEST_F(RSkills, AnRErrorIsACleanFailureWithItsMessage) {
   EXPECT_EQ(reply.at("error").at("data").at("status"), 1);
 }
 
-TEST_F(RSkills, TheProfilesLimitsAndNoNetworkApply) {
+TEST_P(RSkills, TheProfilesLimitsAndNoNetworkApply) {
   // A listener on the host's loopback, which a skill with a network would reach.
   UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   ASSERT_TRUE(listener) << errno;
@@ -172,7 +192,7 @@ TEST_F(RSkills, TheProfilesLimitsAndNoNetworkApply) {
   EXPECT_EQ(Str(hog.at("error").at("data").at("reason")), "oom") << json::serialize(hog);
 }
 
-TEST_F(RSkills, AnEnvironmentWithItsOwnInterpreterMasksTheHostsR) {
+TEST_P(RSkills, AnEnvironmentWithItsOwnInterpreterMasksTheHostsR) {
   PutOwnPython();
   RSkill("r-in-sci", kSummary, "environment: sci\n");
   ASSERT_TRUE(StartR().up()) << Log();
@@ -188,6 +208,9 @@ TEST_F(RSkills, AnEnvironmentWithItsOwnInterpreterMasksTheHostsR) {
   EXPECT_TRUE(absl::StrContains(Str(reply.at("error").at("data").at("stderr_tail")), "Rscript"))
       << json::serialize(reply);
 }
+
+INSTANTIATE_TEST_SUITE_P(Routes, RSkills, ::testing::ValuesIn(kRRoutes),
+                         [](const ::testing::TestParamInfo<RRoute>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace cubicle::test_support

@@ -121,7 +121,10 @@ TEST(DefaultConfig, HasAnRProfileExactlyWhereTheHostHasR) {
   EXPECT_TRUE(r.spec.namespaces.net);
   EXPECT_EQ(r.spec.limits.memory_max, 512u << 20);
   EXPECT_EQ(r.spec.limits.pids_max, 128u);
-  EXPECT_FALSE(r.interpreter.has_value()) << "R runs cold (bench/README.md)";
+  ASSERT_TRUE(r.interpreter.has_value()) << "R is kept warm (bench/README.md)";
+  EXPECT_EQ(r.interpreter->argv, (std::vector<std::string>{"Rscript", "--vanilla"}));
+  const bool jsonlite = ::access("/usr/lib/R/site-library/jsonlite/DESCRIPTION", R_OK) == 0;
+  EXPECT_EQ(r.interpreter->preload, jsonlite ? std::vector<std::string>{"jsonlite"} : std::vector<std::string>{});
   bool etc_r = false;
   for (const MountOp& op : r.spec.mounts) etc_r |= op.dest == "/etc/R" && op.readonly;
   EXPECT_TRUE(etc_r) << "R_HOME/etc links into /etc/R";
