@@ -47,6 +47,8 @@ json::value Summary(const std::vector<uint64_t>& values, double scale) {
                       {"max", static_cast<double>(*std::max_element(values.begin(), values.end())) * scale}};
 }
 
+uint64_t Micros(absl::Duration d) { return static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(d))); }
+
 }  // namespace
 
 uint64_t Percentile(std::vector<uint64_t> values, double p) {
@@ -106,7 +108,7 @@ TimeEstimate EstimateTimeout(const std::deque<SkillRun>& window, absl::Duration 
   std::vector<uint64_t> walls;  // microseconds
   absl::Duration raised = absl::ZeroDuration();  // twice the longest timeout breached within the window
   for (const SkillRun& run : window) {
-    if (IsCallWall(run)) walls.push_back(static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(run.wall))));
+    if (IsCallWall(run)) walls.push_back(Micros(run.wall));
     if (run.breached_timeout.has_value()) raised = std::max(raised, *run.breached_timeout * 2);
   }
   TimeEstimate e;
@@ -190,7 +192,7 @@ json::object SkillStats::HistoryJson(const std::string& id) const {
       if (run.memory_peak.has_value()) memory.push_back(*run.memory_peak);
       // A session's CPU time is its whole life's: not one call's.
       if (run.kind == SkillRunKind::kCall && run.cpu_ns.has_value()) cpu.push_back(*run.cpu_ns);
-      if (IsCallWall(run)) wall.push_back(static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(run.wall))));
+      if (IsCallWall(run)) wall.push_back(Micros(run.wall));
       session_calls += run.kind == SkillRunKind::kSessionCall ? 1 : 0;
       sessions += run.kind == SkillRunKind::kSession ? 1 : 0;
       const std::string at = absl::FormatTime(absl::RFC3339_full, run.at, absl::UTCTimeZone());
