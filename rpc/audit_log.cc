@@ -106,7 +106,10 @@ absl::Status AuditLog::RotateLocked() {
 }
 
 absl::Status AuditLog::Append(json::object line) {
-  line["ts"] = absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone());
+  // A writer that stamped the line itself (the skill audit, whose history
+  // read the line before it was appended) keeps its time: a rebuild from
+  // the trail then reads the same one.
+  if (!line.contains("ts")) line["ts"] = absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone());
   std::string text = json::serialize(line);
   text.push_back('\n');
   std::lock_guard<std::mutex> lock(mu_);

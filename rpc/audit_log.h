@@ -48,8 +48,8 @@ class AuditLog {
   // Opens (making it, 0700) `dir` and its current file (0600).
   static absl::StatusOr<std::unique_ptr<AuditLog>> Open(const std::string& dir, AuditOptions options = {});
 
-  // Appends `line` (its "ts" is set here), rotating first when the file
-  // would pass max_file_bytes. Thread-safe.
+  // Appends `line` (its "ts" is set here unless it has one), rotating
+  // first when the file would pass max_file_bytes. Thread-safe.
   absl::Status Append(boost::json::object line);
 
   // The matching lines, newest first, from the current file and then the

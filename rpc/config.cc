@@ -125,15 +125,16 @@ absl::Status ResolveWorkspaceRoots(std::vector<std::string>* roots) {
   return absl::OkStatus();
 }
 
-// "skills.auto_limits": {"window", "min_samples", "headroom", "floor"}
-// (rpc/skill_stats.h).
+// "skills.auto_limits": {"window", "min_samples", "headroom", "floor",
+// "time_floor_ms"} (rpc/skill_stats.h).
 absl::Status ParseAutoLimits(const json::value& v, const std::string& path, DaemonConfig* config) {
   AutoLimitsConfig& out = config->auto_limits;
-  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"window", "min_samples", "headroom", "floor"}));
+  CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"window", "min_samples", "headroom", "floor", "time_floor_ms"}));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("window", &out.window, 1, 10000));
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("min_samples", &out.min_samples, 1, 10000));
   CUBICLE_RETURN_IF_ERROR(o.Read("headroom", &out.headroom, json_read::PositiveNumber));
   CUBICLE_RETURN_IF_ERROR(o.Read("floor", &out.floor, json_read::PositiveSize));
+  CUBICLE_RETURN_IF_ERROR(o.Read("time_floor_ms", &out.time_floor, json_read::MillisIn(1, json_read::kYearMs)));
   if (out.headroom < 1.0 || out.headroom > 100.0) return Error(o.PathOf("headroom"), "must be from 1 to 100");
   if (out.min_samples > out.window) return Error(o.PathOf("min_samples"), "exceeds window");
   return absl::OkStatus();

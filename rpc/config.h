@@ -80,15 +80,17 @@ struct LogSettings {
   bool operator==(const LogSettings&) const = default;
 };
 
-// How a skill's memory limit is sized from its history
+// How a skill's memory limit and timeout are sized from its history
 // (rpc/skill_stats.h): the last `window` calls of each skill, at least
-// `min_samples` peaks before the profile's ceiling gives way to P99 of
-// them times `headroom`, never below `floor`.
+// `min_samples` samples before the profile's ceiling gives way to P99 of
+// them times `headroom`, never below `floor` (memory) or `time_floor`
+// (wall time).
 struct AutoLimitsConfig {
   size_t window = 100;
   size_t min_samples = 5;
   double headroom = 1.5;
   uint64_t floor = 32ull << 20;
+  absl::Duration time_floor = absl::Seconds(1);
   bool operator==(const AutoLimitsConfig&) const = default;
 };
 

@@ -111,6 +111,7 @@ Daemon::Daemon(DaemonConfig config)
       config_.skill_sessions.max_sessions, [this](const SkillSession& session, const char* why) {
         std::optional<SkillProcess::Ended> ended = session.process->Outcome();
         LogSkillSession(session, why, ended.has_value() ? &*ended : nullptr);
+        AuditSkillSessionEnd(session, ended.has_value() ? &*ended : nullptr, why);
       });
 }
 

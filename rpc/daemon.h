@@ -330,6 +330,10 @@ class Daemon {
     // auto`) and which the request did not size itself: the estimate its
     // request.limits holds.
     std::optional<MemoryEstimate> auto_memory;
+    // A skill whose timeout is sized from its history (`timeout_ms: auto`)
+    // and which the request did not time itself: the estimate its
+    // request.timeout holds.
+    std::optional<TimeEstimate> auto_timeout;
   };
   // `request_id`: the daemon's id of the request the run serves
   // (runtime::ExecRequest::request_id). With `skill`, the call runs that
@@ -360,13 +364,27 @@ class Daemon {
   };
   void AuditSkillCall(const SkillAudit& call, const std::string& request_id, const std::string& profile,
                       const skills::Skill* skill, const Expected<boost::json::value>& outcome, absl::Duration took);
+  // A skill session's end (closed, failed, idle, lifetime): one line with
+  // its process's usage over its life, which its skill's history keeps as
+  // one run (rpc/skill_stats.h, SkillRunKind::kSession).
+  void AuditSkillSessionEnd(const SkillSession& session, const SkillProcess::Ended* ended, const char* why);
+  // Feeds `line` to its skill's history (when it names one), then appends
+  // it to the trail: as a restart reads it again.
+  void RecordAuditLine(boost::json::object line, bool of_skill);
   // Limits from history (rpc/skill_stats.h, docs/skills.md): an auto
-  // skill's outcome says the limits it ran with ("limits", and on an error
-  // from a run past its estimate "auto_limit_breached": "memory"), which
-  // the audit line carries and the stats read back.
+  // skill's outcome says the limits it ran with ("limits", with the
+  // timeout_ms when that was estimated, and on an error from a run past
+  // its estimate "auto_limit_breached": "memory" or "timeout"), which the
+  // audit line carries and the stats read back.
+  struct AutoLimitsUsed {
+    cgroups::Limits limits;  // the run's
+    std::optional<MemoryEstimate> memory;
+    std::optional<TimeEstimate> timeout;
+  };
+  static void NoteAutoLimits(const AutoLimitsUsed& used, Expected<boost::json::value>* outcome);
   static void NoteAutoLimits(const RunParams& p, Expected<boost::json::value>* outcome);
-  // pool.stats' "auto_limits" of a profile: how many skills it serves size
-  // their memory from history.
+  // pool.stats' "auto_limit_skills" of a profile: how many skills it
+  // serves size their memory or timeout from history.
   size_t AutoLimitSkills(const std::string& profile) const;
   std::unique_ptr<SkillStats> skill_stats_;
 

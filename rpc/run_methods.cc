@@ -130,10 +130,12 @@ std::optional<Error> ReadCommand(const json::object& params, const Profile& prof
   return std::nullopt;
 }
 
-// timeout_ms, at most the profile's ceiling; without one, the skill's,
-// else the profile's default.
+// timeout_ms, at most the profile's ceiling; without one, the skill's
+// (for `timeout_ms: auto`, its history's estimate under the profile's
+// max_timeout_ms, into `auto_timeout`), else the profile's default.
 std::optional<Error> ReadTimeout(const json::object& params, const Profile& profile, const skills::Skill* skill,
-                                 runtime::ExecRequest* request) {
+                                 const SkillStats& stats, runtime::ExecRequest* request,
+                                 std::optional<TimeEstimate>* auto_timeout) {
   const int64_t max_timeout_ms = absl::ToInt64Milliseconds(profile.max_timeout);
   Expected<std::optional<int64_t>> timeout_ms = GetInt64(params, "timeout_ms", false, 1);
   if (!timeout_ms.ok()) return timeout_ms.error();
@@ -145,6 +147,10 @@ std::optional<Error> ReadTimeout(const json::object& params, const Profile& prof
   if (!timeout_ms->has_value() && skill != nullptr && skill->manifest.timeout.has_value()) {
     // Checked at load; a reload may have lowered the ceiling since.
     request->timeout = std::min(*skill->manifest.timeout, profile.max_timeout);
+  }
+  if (!timeout_ms->has_value() && skill != nullptr && skill->manifest.timeout_auto) {
+    *auto_timeout = stats.Timeout(skill->id, profile.max_timeout);
+    request->timeout = (*auto_timeout)->timeout;
   }
   return std::nullopt;
 }
@@ -322,7 +328,7 @@ Expected<Daemon::RunParams> Daemon::ParseRunParams(const json::object& params, c
   if (auto e = ReadCommand(params, profile, skill.get(), out.environment.get(), config_.skills_tz, &out.request)) {
     return *e;
   }
-  if (auto e = ReadTimeout(params, profile, skill.get(), &out.request)) return *e;
+  if (auto e = ReadTimeout(params, profile, skill.get(), *skill_stats_, &out.request, &out.auto_timeout)) return *e;
   if (auto e = ReadLimits(params, profile, skill.get(), *skill_stats_, &out.request, &out.auto_memory)) return *e;
   if (auto e = ReadWorkspace(params, config_.workspace_roots, &out.request)) return *e;
   // "wait" (the workspace's lease, Daemon::WorkspaceLeaseOf) is read where

@@ -8,6 +8,7 @@
 #include "rpc/daemon.h"
 #include "rpc/jsonrpc.h"
 #include "rpc/skill_catalog.h"
+#include "rpc/skill_results.h"
 
 namespace cubicle::rpc {
 namespace json = boost::json;
@@ -31,22 +32,37 @@ Expected<absl::Time> TimeParam(const json::object& params, const char* key, absl
 }  // namespace
 
 void Daemon::NoteAutoLimits(const RunParams& p, Expected<json::value>* outcome) {
-  if (!p.auto_memory.has_value()) return;
-  json::object limits = LimitsToJson(p.request.limits.value_or(cgroups::Limits{}));
+  NoteAutoLimits(AutoLimitsUsed{p.request.limits.value_or(cgroups::Limits{}), p.auto_memory, p.auto_timeout}, outcome);
+}
+
+void Daemon::NoteAutoLimits(const AutoLimitsUsed& used, Expected<json::value>* outcome) {
+  if (!used.memory.has_value() && !used.timeout.has_value()) return;
+  json::object limits = LimitsToJson(used.limits);
   limits["auto"] = true;
-  limits["basis"] = p.auto_memory->basis;
-  limits["samples"] = p.auto_memory->samples;
+  if (used.memory.has_value()) {
+    limits["basis"] = used.memory->basis;
+    limits["samples"] = used.memory->samples;
+  }
+  if (used.timeout.has_value()) {
+    limits["timeout_ms"] = absl::ToInt64Milliseconds(used.timeout->timeout);
+    limits["timeout_basis"] = used.timeout->basis;
+    limits["timeout_samples"] = used.timeout->samples;
+  }
   if (outcome->ok()) {
     if (json::object* result = outcome->value().if_object()) (*result)["limits"] = std::move(limits);
     return;
   }
   Error e = std::move(*outcome).error();
   if (json::object* data = e.data.if_object()) {
-    // The kernel's OOM kill, or the memory breaker, at a limit the history
-    // chose: the next estimate rises past it (rpc/skill_stats.h).
+    // The kernel's OOM kill or the memory breaker, or the end of the
+    // call's time, at a limit the history chose: the next estimate rises
+    // past it (rpc/skill_stats.h). A run ends by one reason only.
     const json::value* reason = data->if_contains("reason");
-    if (reason != nullptr && (*reason == "oom" || *reason == "breaker_memory")) {
+    if (reason != nullptr && used.memory.has_value() && (*reason == "oom" || *reason == "breaker_memory")) {
       (*data)["auto_limit_breached"] = "memory";
+    }
+    if (reason != nullptr && used.timeout.has_value() && *reason == "timeout") {
+      (*data)["auto_limit_breached"] = "timeout";
     }
     (*data)["limits"] = std::move(limits);
   }
@@ -57,7 +73,8 @@ size_t Daemon::AutoLimitSkills(const std::string& profile) const {
   size_t n = 0;
   for (const auto& [name, versions] : Skills()->skills()) {
     for (const auto& [version, skill] : versions) {
-      n += skill->manifest.profile == profile && skill->manifest.limits.memory_auto ? 1 : 0;
+      const skills::Manifest& m = skill->manifest;
+      n += m.profile == profile && (m.limits.memory_auto || m.timeout_auto) ? 1 : 0;
     }
   }
   return n;
@@ -106,9 +123,36 @@ void Daemon::AuditSkillCall(const SkillAudit& call, const std::string& request_i
       }
     }
   }
+  RecordAuditLine(std::move(line), skill != nullptr);
+}
+
+void Daemon::AuditSkillSessionEnd(const SkillSession& session, const SkillProcess::Ended* ended, const char* why) {
+  const skills::Skill* skill = session.skill.get();
+  if (audit_ == nullptr && skill == nullptr) return;
+  json::object line{{"request_id", session.request_id},
+                    {"profile", session.served->profile.name},
+                    {"skill_session", session.key},
+                    {"outcome", "session_end"},
+                    {"reason", why},
+                    {"calls", session.calls},
+                    {"duration_ms", absl::ToDoubleMilliseconds(absl::Now() - session.created)}};
+  if (!session.client.empty()) line["client"] = session.client;
+  if (!session.environment.empty()) line["environment"] = session.environment;
+  line["skill"] = nullptr;
+  if (skill != nullptr) {
+    const skills::Manifest& m = skill->manifest;
+    line["skill"] = json::object{{"name", m.name}, {"version", m.version.ToString()}, {"id", skill->id}};
+  }
+  if (!session.argv.is_null()) line["argv_sha256"] = JsonSha256(session.argv);
+  // A process that never ran has no usage: the line says so, and feeds nothing.
+  if (ended != nullptr && ended->status.ok()) line["usage"] = UsageJson(ended->result);
+  RecordAuditLine(std::move(line), skill != nullptr);
+}
+
+void Daemon::RecordAuditLine(json::object line, bool of_skill) {
   // The skill's history (rpc/skill_stats.h) reads what the line says, as a
   // restart reads it again from the trail.
-  if (skill != nullptr) {
+  if (of_skill) {
     line["ts"] = absl::FormatTime(absl::RFC3339_full, absl::Now(), absl::UTCTimeZone());
     if (std::optional<std::pair<std::string, SkillRun>> run = SkillRunOfAuditLine(line)) {
       skill_stats_->Record(run->first, std::move(run->second));

@@ -34,6 +34,39 @@ json::object VersionJson(const skills::Skill& skill) {
                       {"static_policy", StaticPolicyJson(skill)}};
 }
 
+// skill.describe's "auto_limits": what a call of an auto skill would get
+// now (into `limits` and `timeout`), with the rule's figures; null for a
+// skill with no auto limit. The memory keys stay at the top, as the first
+// version had them; the timeout's are in "timeout".
+json::value AutoLimitsJson(const skills::Skill& skill, const Profile& profile, const SkillStats& stats,
+                           cgroups::Limits* limits, std::optional<absl::Duration>* timeout) {
+  const skills::Manifest& m = skill.manifest;
+  const std::optional<uint64_t>& ceiling = profile.spec.limits.memory_max;
+  const bool memory_auto = m.limits.memory_auto && ceiling.has_value();
+  if (!memory_auto && !m.timeout_auto) return nullptr;
+  const AutoLimitsConfig& c = stats.config();
+  json::object out{{"headroom", c.headroom}, {"min_samples", c.min_samples}, {"window", c.window}};
+  if (memory_auto) {
+    const MemoryEstimate e = stats.Memory(skill.id, *ceiling);
+    limits->memory_max = e.bytes;
+    out["memory"] = e.bytes;
+    out["basis"] = e.basis;
+    out["samples"] = e.samples;
+    out["ceiling"] = *ceiling;
+    out["floor"] = c.floor;
+  }
+  if (m.timeout_auto) {
+    const TimeEstimate e = stats.Timeout(skill.id, profile.max_timeout);
+    *timeout = e.timeout;
+    out["timeout"] = json::object{{"timeout_ms", absl::ToInt64Milliseconds(e.timeout)},
+                                  {"basis", e.basis},
+                                  {"samples", e.samples},
+                                  {"ceiling_ms", absl::ToInt64Milliseconds(profile.max_timeout)},
+                                  {"floor_ms", absl::ToInt64Milliseconds(c.time_floor)}};
+  }
+  return out;
+}
+
 // skill.describe's result: the skill as loaded, and what a call by name
 // gets in `served` (null when its profile went away meanwhile: then the
 // manifest's own values), with its history in `stats`.
@@ -52,16 +85,7 @@ json::object DescribeJson(const skills::Skill& skill, const ServedProfile* serve
   if (served != nullptr) {
     seccomp_policy = json::value(std::string(seccomp::PolicyName(SkillSeccompOf(skill, served->profile))));
     const Profile& profile = served->profile;
-    const std::optional<uint64_t>& ceiling = profile.spec.limits.memory_max;
-    if (m.limits.memory_auto && ceiling.has_value()) {
-      const MemoryEstimate e = stats.Memory(skill.id, *ceiling);
-      limits.memory_max = e.bytes;
-      const AutoLimitsConfig& c = stats.config();
-      auto_limits = json::object{{"memory", e.bytes},       {"basis", e.basis},
-                                 {"samples", e.samples},    {"ceiling", *ceiling},
-                                 {"floor", c.floor},        {"headroom", c.headroom},
-                                 {"min_samples", c.min_samples}, {"window", c.window}};
-    }
+    auto_limits = AutoLimitsJson(skill, profile, stats, &limits, &timeout);
     if (absl::StatusOr<cgroups::Limits> t = TightenLimits(profile.spec.limits, limits); t.ok()) limits = *t;
     if (!timeout.has_value()) timeout = profile.default_timeout;
     // A skill in an environment runs in a sandbox made for the call.

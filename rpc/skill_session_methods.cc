@@ -121,6 +121,9 @@ Expected<json::value> Daemon::SkillSessionOpen(const json::value& raw, const std
   session->request_id = request_id;
   if (p.environment != nullptr) session->environment = p.environment->Reference();
   session->call_timeout = p.request.timeout;  // each call's; the process lives for the session
+  session->limits = p.request.limits.value_or(cgroups::Limits{});
+  session->auto_memory = p.auto_memory;
+  session->timeout_auto = p.auto_timeout.has_value();
   session->idle_timeout = idle;
   session->created = session->last_used = absl::Now();
   session->end_of_life = session->created + limits.max_lifetime;
@@ -158,6 +161,12 @@ Expected<Daemon::RunWork> Daemon::SkillSessionCall(const json::object& params, c
   CUBICLE_RPC_ASSIGN_OR_RETURN(SkillInvocation call, ReadSkillRequest(params));
   CUBICLE_RPC_ASSIGN_OR_RETURN(std::optional<int64_t> timeout_ms, GetInt64(params, "timeout_ms", false, 1));
   absl::Duration timeout = session->call_timeout;
+  std::optional<TimeEstimate> auto_timeout;
+  if (!timeout_ms.has_value() && session->timeout_auto && session->skill != nullptr) {
+    // Each call's own estimate: the session's calls feed it as they end.
+    auto_timeout = skill_stats_->Timeout(session->skill->id, session->served->profile.max_timeout);
+    timeout = auto_timeout->timeout;
+  }
   if (timeout_ms.has_value()) {
     const absl::Duration ceiling = session->served->profile.max_timeout;
     if (absl::Milliseconds(*timeout_ms) > ceiling) {
@@ -171,10 +180,11 @@ Expected<Daemon::RunWork> Daemon::SkillSessionCall(const json::object& params, c
   CUBICLE_RPC_ASSIGN_OR_RETURN(call.progress, ProgressTo(params, r.notify, r.request_id, session->key));
   SkillAudit audit{session->client.empty() ? r.client : session->client, call.method, session->argv, call.params,
                    session->key, json::value(nullptr), session->environment};
-  return RunWork([this, session, call = std::move(call), timeout, audit = std::move(audit),
+  return RunWork([this, session, call = std::move(call), timeout, auto_timeout, audit = std::move(audit),
                   request_id = r.request_id](int cancel_fd) {
     const absl::Time start = absl::Now();
     Expected<json::value> outcome = CallInSession(*session, call, timeout, cancel_fd);
+    NoteAutoLimits(AutoLimitsUsed{session->limits, session->auto_memory, auto_timeout}, &outcome);
     AuditSkillCall(audit, request_id, session->served->profile.name, session->skill.get(), outcome,
                    absl::Now() - start);
     return outcome;
@@ -203,7 +213,10 @@ Expected<json::value> Daemon::CallInSession(SkillSession& session, const SkillIn
   // conversation (a late answer, a half-read request). The session ends.
   std::shared_ptr<SkillSession> removed = skill_sessions_->Remove(session.key);
   const SkillProcess::Ended& ended = session.process->Close();
-  if (removed != nullptr) LogSkillSession(session, "failed", &ended);
+  if (removed != nullptr) {
+    LogSkillSession(session, "failed", &ended);
+    AuditSkillSessionEnd(session, &ended, "failed");
+  }
   Error e = SkillProcessFailed(outcome, ended, timeout);
   e.message = absl::StrCat(e.message, "; skill session ", session.key, " is closed");
   if (json::object* data = e.data.if_object()) (*data)["skill_session"] = session.key;
@@ -223,6 +236,7 @@ Expected<Daemon::RunWork> Daemon::SkillSessionClose(const json::value& raw) {
   return RunWork([this, session](int) -> Expected<json::value> {
     const SkillProcess::Ended& ended = session->process->Close();
     LogSkillSession(*session, "closed", &ended);
+    AuditSkillSessionEnd(*session, &ended, "closed");
     json::object out = SessionJson(*session);
     out["ended"] = EndedJson(ended);
     return json::value(std::move(out));

@@ -19,8 +19,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cgroups/limits.h"
 #include "rpc/served_profiles.h"
 #include "rpc/skill_process.h"
+#include "rpc/skill_stats.h"
 #include "skills/skill.h"
 
 namespace cubicle::rpc {
@@ -37,6 +39,12 @@ struct SkillSession {
   std::string request_id;   // the request that opened it
   std::string environment;  // "sci@3" when it runs in one
   absl::Duration call_timeout;  // a call that names none
+  // Limits from history (rpc/skill_stats.h): the limits its process runs
+  // with, the memory estimate among them when it had one at open, and
+  // whether each call's timeout is estimated when the call names none.
+  cgroups::Limits limits;
+  std::optional<MemoryEstimate> auto_memory;
+  bool timeout_auto = false;
   absl::Duration idle_timeout;
   absl::Time created;
   absl::Time end_of_life;  // created + skills.sessions.max_lifetime_ms

@@ -47,6 +47,8 @@ json::value Summary(const std::vector<uint64_t>& values, double scale) {
                       {"max", static_cast<double>(*std::max_element(values.begin(), values.end())) * scale}};
 }
 
+uint64_t Micros(absl::Duration d) { return static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(d))); }
+
 }  // namespace
 
 uint64_t Percentile(std::vector<uint64_t> values, double p) {
@@ -97,6 +99,48 @@ MemoryEstimate EstimateMemory(const std::deque<SkillRun>& window, uint64_t ceili
   return e;
 }
 
+bool IsCallWall(const SkillRun& run) {
+  return run.kind != SkillRunKind::kSession && !run.breached_memory.has_value() && !run.breached_timeout.has_value();
+}
+
+TimeEstimate EstimateTimeout(const std::deque<SkillRun>& window, absl::Duration ceiling,
+                             const AutoLimitsConfig& config) {
+  std::vector<uint64_t> walls;  // microseconds
+  absl::Duration raised = absl::ZeroDuration();  // twice the longest timeout breached within the window
+  for (const SkillRun& run : window) {
+    if (IsCallWall(run)) walls.push_back(Micros(run.wall));
+    if (run.breached_timeout.has_value()) raised = std::max(raised, *run.breached_timeout * 2);
+  }
+  TimeEstimate e;
+  e.samples = walls.size();
+  // A new skill is never cut short: until it has a history, its ceiling.
+  if (walls.size() < config.min_samples) {
+    e.timeout = ceiling;
+    e.basis = "ceiling";
+    return e;
+  }
+  // In milliseconds as history's wall_ms shows them, so that a reader can
+  // redo the sum from skill.describe.
+  const double sized_ms = std::ceil(static_cast<double>(Percentile(walls, 99)) * 1e-3 * config.headroom);
+  e.timeout = sized_ms >= absl::ToDoubleMilliseconds(ceiling) ? ceiling : absl::Milliseconds(sized_ms);
+  e.basis = "history";
+  if (e.timeout < config.time_floor) {
+    e.timeout = config.time_floor;
+    e.basis = "floor";
+  }
+  // As for memory: a skill that outran its estimate gets at least twice
+  // that timeout while the breach is in the window.
+  if (raised > e.timeout) {
+    e.timeout = raised;
+    e.basis = "breach";
+  }
+  if (e.timeout >= ceiling) {
+    e.timeout = ceiling;
+    e.basis = "ceiling";
+  }
+  return e;
+}
+
 std::deque<SkillRun>* SkillStats::WindowLocked(const std::string& id) {
   auto it = windows_.find(id);
   if (it == windows_.end()) {
@@ -131,29 +175,44 @@ MemoryEstimate SkillStats::Memory(const std::string& id, uint64_t ceiling) const
   return EstimateMemory(it == windows_.end() ? std::deque<SkillRun>() : it->second, ceiling, config_);
 }
 
+TimeEstimate SkillStats::Timeout(const std::string& id, absl::Duration ceiling) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = windows_.find(id);
+  return EstimateTimeout(it == windows_.end() ? std::deque<SkillRun>() : it->second, ceiling, config_);
+}
+
 json::object SkillStats::HistoryJson(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = windows_.find(id);
   std::vector<uint64_t> memory, cpu, wall;
-  uint64_t breaches = 0;
+  uint64_t breaches = 0, session_calls = 0, sessions = 0;
   json::value last_breach = nullptr;
   if (it != windows_.end()) {
     for (const SkillRun& run : it->second) {
-      if (run.memory_peak.has_value()) {
-        memory.push_back(*run.memory_peak);
-        wall.push_back(static_cast<uint64_t>(absl::ToInt64Microseconds(run.wall)));
-        if (run.cpu_ns.has_value()) cpu.push_back(*run.cpu_ns);
-      }
+      if (run.memory_peak.has_value()) memory.push_back(*run.memory_peak);
+      // A session's CPU time is its whole life's: not one call's.
+      if (run.kind == SkillRunKind::kCall && run.cpu_ns.has_value()) cpu.push_back(*run.cpu_ns);
+      if (IsCallWall(run)) wall.push_back(Micros(run.wall));
+      session_calls += run.kind == SkillRunKind::kSessionCall ? 1 : 0;
+      sessions += run.kind == SkillRunKind::kSession ? 1 : 0;
+      const std::string at = absl::FormatTime(absl::RFC3339_full, run.at, absl::UTCTimeZone());
       if (run.breached_memory.has_value()) {
         ++breaches;
-        last_breach = json::object{{"memory", *run.breached_memory},
+        last_breach = json::object{{"memory", *run.breached_memory}, {"reason", run.breach_reason}, {"at", at}};
+      }
+      if (run.breached_timeout.has_value()) {
+        ++breaches;
+        last_breach = json::object{{"timeout_ms", absl::ToInt64Milliseconds(*run.breached_timeout)},
                                    {"reason", run.breach_reason},
-                                   {"at", absl::FormatTime(absl::RFC3339_full, run.at, absl::UTCTimeZone())}};
+                                   {"at", at}};
       }
     }
   }
   return json::object{{"calls", it == windows_.end() ? 0 : it->second.size()},
                       {"samples", memory.size()},
+                      {"wall_samples", wall.size()},
+                      {"session_calls", session_calls},
+                      {"sessions", sessions},
                       {"window", config_.window},
                       {"memory_peak_bytes", Summary(memory, 1.0)},
                       {"cpu_ms", Summary(cpu, 1e-6)},
@@ -178,8 +237,22 @@ std::optional<std::pair<std::string, SkillRun>> SkillRunOfAuditLine(const json::
   if (absl::ParseTime(absl::RFC3339_full, StringAt(line, "ts"), &at, &err)) run.at = at;
   run.wall = absl::Milliseconds(NumberAt(line, "duration_ms").value_or(0));
   const std::string outcome = StringAt(line, "outcome");
+  const bool in_session = !StringAt(line, "skill_session").empty();
+  const json::object* usage = ObjectAt(line, "usage");
+  if (outcome == "session_end") {
+    // The process's peak over the session's life; its wall time is the
+    // life's, which IsCallWall keeps out of any timeout.
+    if (usage == nullptr) return std::nullopt;
+    run.kind = SkillRunKind::kSession;
+    run.memory_peak = UintAt(*usage, "memory_peak_bytes");
+    if (!run.memory_peak.has_value()) return std::nullopt;
+    run.cpu_ns = UintAt(*usage, "cpu_usage_ns");
+    return std::make_pair(std::move(id), std::move(run));
+  }
+  run.kind = in_session ? SkillRunKind::kSessionCall : SkillRunKind::kCall;
   if (outcome == "ok" || outcome == "error") {
-    const json::object* usage = ObjectAt(line, "usage");
+    // A session's call has no usage of its own: its wall time alone.
+    if (in_session) return std::make_pair(std::move(id), std::move(run));
     if (usage == nullptr) return std::nullopt;
     run.memory_peak = UintAt(*usage, "memory_peak_bytes");
     if (!run.memory_peak.has_value()) return std::nullopt;
@@ -187,13 +260,19 @@ std::optional<std::pair<std::string, SkillRun>> SkillRunOfAuditLine(const json::
     return std::make_pair(std::move(id), std::move(run));
   }
   const json::object* limits = ObjectAt(line, "limits");
-  const std::string reason = StringAt(line, "reason");
-  if (outcome != "failed" || limits == nullptr || StringAt(line, "auto_limit_breached") != "memory") {
+  const std::string breached = StringAt(line, "auto_limit_breached");
+  if (outcome != "failed" || limits == nullptr) return std::nullopt;
+  run.breach_reason = StringAt(line, "reason");
+  if (breached == "memory") {
+    run.breached_memory = UintAt(*limits, "memory");
+    if (!run.breached_memory.has_value()) return std::nullopt;
+  } else if (breached == "timeout") {
+    std::optional<uint64_t> ms = UintAt(*limits, "timeout_ms");
+    if (!ms.has_value()) return std::nullopt;
+    run.breached_timeout = absl::Milliseconds(static_cast<int64_t>(*ms));
+  } else {
     return std::nullopt;
   }
-  run.breached_memory = UintAt(*limits, "memory");
-  if (!run.breached_memory.has_value()) return std::nullopt;
-  run.breach_reason = reason;
   return std::make_pair(std::move(id), std::move(run));
 }
 

@@ -1,14 +1,15 @@
 // Limits sized from a skill's history (docs/skills.md, "Limits from
 // history"): per skill id, a window of its last calls — peak memory, CPU
 // time and wall time of each run that ended, and each breach of an
-// estimated memory limit — and the rule that turns the window into the
-// memory limit of its next call (`limits: {memory: auto}` in a manifest).
+// estimated memory limit or timeout — and the rules that turn the window
+// into the memory limit and the timeout of its next call (`limits:
+// {memory: auto}`, `timeout_ms: auto` in a manifest).
 //
 // The window is fed from the audit trail's lines (rpc/skill_audit.cc): the
-// daemon builds each skill.call's line, feeds it here, then appends it, so
-// that a daemon with a state directory rebuilds the same windows at start
-// by reading its trail again (RebuildSkillStats), and one without keeps
-// them in memory only.
+// daemon builds each skill.call's line (and each skill session's end),
+// feeds it here, then appends it, so that a daemon with a state directory
+// rebuilds the same windows at start by reading its trail again
+// (RebuildSkillStats), and one without keeps them in memory only.
 #pragma once
 
 #include <cstdint>
@@ -29,16 +30,34 @@
 
 namespace cubicle::rpc {
 
-// One call of a skill as its window keeps it: a run that ended with a
-// peak (whatever the skill answered), or a breach of its memory limit.
+// What a run in the window stands for. A skill session's process serves
+// many calls, so it has no peak of its own per call: each of its calls is
+// kept with its wall time alone, and its end with the process's peak
+// memory and CPU time over the session's whole life — a wall time that is
+// no call's and never sizes a timeout.
+enum class SkillRunKind {
+  kCall,         // a call of its own process (skill.call by name, or by another skill)
+  kSessionCall,  // a call in a skill session: its wall time only
+  kSession,      // a skill session's end: its process's peak and CPU time
+};
+
+// One call of a skill as its window keeps it: a run that ended (whatever
+// the skill answered), or a breach of its memory limit or timeout.
 struct SkillRun {
+  SkillRunKind kind = SkillRunKind::kCall;
   std::optional<uint64_t> memory_peak;  // bytes
   std::optional<uint64_t> cpu_ns;
   absl::Duration wall;
-  std::optional<uint64_t> breached_memory;  // the memory limit it ran past (oom, breaker_memory)
-  std::string breach_reason;                // "oom" or "breaker_memory"
+  std::optional<uint64_t> breached_memory;         // the memory limit it ran past (oom, breaker_memory)
+  std::optional<absl::Duration> breached_timeout;  // the timeout it ran past
+  std::string breach_reason;                       // "oom", "breaker_memory" or "timeout"
   absl::Time at;
 };
+
+// Whether `run`'s wall time is one call's, from its start to its answer:
+// a call that answered, one-shot or in a session — not a breach, and not
+// a session's whole life.
+bool IsCallWall(const SkillRun& run);
 
 // The memory limit a call of an auto skill gets, and why: "ceiling" (too
 // few samples, or the estimate is above the ceiling), "history" (P99 of
@@ -56,6 +75,22 @@ struct MemoryEstimate {
 // the window — all at most the ceiling.
 MemoryEstimate EstimateMemory(const std::deque<SkillRun>& window, uint64_t ceiling, const AutoLimitsConfig& config);
 
+// The timeout a call of an auto skill gets, and why: the same bases as
+// memory's, from the window's call wall times (IsCallWall).
+struct TimeEstimate {
+  absl::Duration timeout;  // whole milliseconds
+  std::string basis;
+  size_t samples = 0;  // call wall times in the window
+};
+
+// The same rule as memory's on the window's call wall times: with fewer
+// than min_samples, the ceiling (the profile's max_timeout_ms); else P99
+// of them times the headroom, at least time_floor, at least twice each
+// timeout breached within the window — all at most the ceiling; rounded
+// up to a whole millisecond.
+TimeEstimate EstimateTimeout(const std::deque<SkillRun>& window, absl::Duration ceiling,
+                             const AutoLimitsConfig& config);
+
 // The nearest-rank percentile `p` (0 < p <= 100) of `values`; 0 when empty.
 uint64_t Percentile(std::vector<uint64_t> values, double p);
 
@@ -71,8 +106,11 @@ class SkillStats {
 
   // The next call's memory limit for skill `id` under `ceiling`.
   MemoryEstimate Memory(const std::string& id, uint64_t ceiling) const;
+  // The next call's timeout for skill `id` under `ceiling`.
+  TimeEstimate Timeout(const std::string& id, absl::Duration ceiling) const;
   // skill.describe's "history": samples, p50/p99 of memory_peak_bytes,
-  // cpu_ms and wall_ms, breaches and the last one.
+  // cpu_ms (of calls) and wall_ms (of call wall times), session calls and
+  // sessions, breaches and the last one.
   boost::json::object HistoryJson(const std::string& id) const;
 
   const AutoLimitsConfig& config() const { return config_; }
@@ -89,8 +127,10 @@ class SkillStats {
 };
 
 // What an audit line says about a skill's footprint, with the skill's id:
-// a call by name that answered with a usage, or one whose auto memory
-// limit was breached. nullopt for any other line.
+// a call by name that answered with a usage, a call in a skill session
+// that answered (its wall time), a skill session's end with a usage, or a
+// call whose auto memory limit or auto timeout was breached. nullopt for
+// any other line.
 std::optional<std::pair<std::string, SkillRun>> SkillRunOfAuditLine(const boost::json::object& line);
 
 // The windows again from the trail, newest first, reading at most

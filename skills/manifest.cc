@@ -131,6 +131,7 @@ absl::Status ReadLimits(const json::value& v, const std::string& path, SkillLimi
                                       "' is not limits (expected \"auto\" or an object)"));
     }
     limits->memory_auto = true;
+    limits->all_auto = true;
     return absl::OkStatus();
   }
   CUBICLE_ASSIGN_OR_RETURN(Object o, Object::Open(v, path, {"memory", "memory_high", "pids", "cpus", "cpu_weight"}));
@@ -144,6 +145,19 @@ absl::Status ReadLimits(const json::value& v, const std::string& path, SkillLimi
   CUBICLE_RETURN_IF_ERROR(o.ReadCount("pids", &limits->pids, 1, kMaxPids));
   CUBICLE_RETURN_IF_ERROR(o.Read("cpus", &limits->cpus, json_read::PositiveNumber));
   return o.ReadCount("cpu_weight", &limits->cpu_weight, 1, kMaxCpuWeight);
+}
+
+// "timeout_ms": whole ms, or "auto" (sized by the daemon); `limits: auto`
+// makes it auto when it is not given.
+absl::Status ReadTimeout(const Object& o, Manifest* m) {
+  const json::value* v = o.Find("timeout_ms");
+  if (v != nullptr && v->is_string() && v->as_string() == "auto") {
+    m->timeout_auto = true;
+    return absl::OkStatus();
+  }
+  CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &m->timeout, json_read::MillisIn(1, json_read::kYearMs)));
+  m->timeout_auto = v == nullptr && m->limits.all_auto;
+  return absl::OkStatus();
 }
 
 absl::Status ReadCalls(const json::value& v, const std::string& path, Manifest* m) {
@@ -290,7 +304,7 @@ absl::StatusOr<Manifest> ParseManifest(const json::value& document) {
       if (!policy.ok()) return policy.status();
       m.network = *v;
     }
-    CUBICLE_RETURN_IF_ERROR(o.Read("timeout_ms", &m.timeout, json_read::MillisIn(1, json_read::kYearMs)));
+    CUBICLE_RETURN_IF_ERROR(ReadTimeout(o, &m));
     if (const json::value* v = o.Find("calls")) CUBICLE_RETURN_IF_ERROR(ReadCalls(*v, o.PathOf("calls"), &m));
     CUBICLE_RETURN_IF_ERROR(ReadEnvironment(o, &m));
     CUBICLE_RETURN_IF_ERROR(ReadSeccomp(o, &m));

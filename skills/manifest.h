@@ -42,6 +42,9 @@ struct SkillLimits {
   // skill's past calls by the daemon (docs/skills.md, "Limits from
   // history"); `memory` is then unset.
   bool memory_auto = false;
+  // `limits: auto` (the string): every limit the daemon can size from
+  // history, the timeout too unless the manifest gives `timeout_ms`.
+  bool all_auto = false;
   bool empty() const { return !memory && !memory_high && !pids && !cpus && !cpu_weight && !memory_auto; }
 };
 
@@ -81,6 +84,10 @@ struct Manifest {
   std::vector<std::pair<std::string, std::string>> env;  // in the order written
   std::optional<boost::json::value> network;  // a network policy, checked for form only
   std::optional<absl::Duration> timeout;      // timeout_ms
+  // `timeout_ms: auto` (or `limits: auto` without a timeout_ms): the
+  // wall-clock limit is sized from the skill's past calls; `timeout` is
+  // then unset.
+  bool timeout_auto = false;
   // "calls": the skills it may call (docs/skills.md, "Calling other
   // skills"), by reference: a call is allowed when its name is one of
   // these and the version it resolves to matches that entry's selector.

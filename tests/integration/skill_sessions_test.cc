@@ -179,10 +179,16 @@ TEST_F(SkillSessions, ACounterKeepsItsStateAcrossFiveCallsWithProgressFirst) {
   json::value after = Call("skill.call", absl::StrCat(R"({"skill_session": )", Quoted(key), R"(, "method": "add"})"));
   EXPECT_EQ(ErrorCode(after), -32004) << json::serialize(after);
 
-  // Each call is audited, with its session.
+  // Each call is audited, with its session, and so is the session's end
+  // (newest first), with its process's usage.
   json::value audit = Result("audit.query", R"({"skill": "counter"})");
-  ASSERT_EQ(audit.at("entries").as_array().size(), 5u) << json::serialize(audit);
-  EXPECT_EQ(Str(audit.at("entries").as_array()[0].at("skill_session")), key);
+  ASSERT_EQ(audit.at("entries").as_array().size(), 6u) << json::serialize(audit);
+  for (const json::value& entry : audit.at("entries").as_array()) EXPECT_EQ(Str(entry.at("skill_session")), key);
+  const json::value& end = audit.at("entries").as_array()[0];
+  EXPECT_EQ(Str(end.at("outcome")), "session_end") << json::serialize(end);
+  EXPECT_EQ(Str(end.at("reason")), "closed");
+  EXPECT_EQ(end.at("calls").as_int64(), 5);
+  EXPECT_TRUE(end.at("usage").as_object().contains("user_ms")) << json::serialize(end);
 }
 
 TEST_F(SkillSessions, TheSessionsSandboxIsIsolatedAsAPooledOne) {

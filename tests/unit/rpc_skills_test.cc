@@ -178,8 +178,10 @@ TEST(SkillsConfig, AutoLimitsDefaultsAndBounds) {
   auto parse = [](const std::string& auto_limits) {
     return ParseConfig(absl::StrCat(R"({"skills": {"auto_limits": )", auto_limits, R"(}, "profiles": {"x": {}}})"));
   };
-  absl::StatusOr<DaemonConfig> c = parse(R"({"floor": "16M", "headroom": 2, "window": 50, "min_samples": 3})");
+  absl::StatusOr<DaemonConfig> c =
+      parse(R"({"floor": "16M", "headroom": 2, "window": 50, "min_samples": 3, "time_floor_ms": 250})");
   ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->auto_limits.time_floor, absl::Milliseconds(250));
   EXPECT_EQ(c->auto_limits.floor, 16u << 20);
   EXPECT_EQ(c->auto_limits.headroom, 2.0);
   EXPECT_EQ(c->auto_limits.window, 50u);
@@ -188,6 +190,9 @@ TEST(SkillsConfig, AutoLimitsDefaultsAndBounds) {
   ASSERT_TRUE(defaults.ok()) << defaults.status();
   EXPECT_EQ(defaults->auto_limits, AutoLimitsConfig{});
   EXPECT_EQ(defaults->auto_limits.floor, 32u << 20);
+  EXPECT_EQ(defaults->auto_limits.time_floor, absl::Seconds(1));
+  EXPECT_THAT(parse(R"({"time_floor_ms": 0})").status().message(), HasSubstr("skills.auto_limits.time_floor_ms"));
+  EXPECT_THAT(parse(R"({"time_floor_ms": "1s"})").status().message(), HasSubstr("skills.auto_limits.time_floor_ms"));
   EXPECT_THAT(parse(R"({"headroom": 0.5})").status().message(), HasSubstr("skills.auto_limits.headroom"));
   EXPECT_THAT(parse(R"({"window": 0})").status().message(), HasSubstr("skills.auto_limits.window"));
   EXPECT_THAT(parse(R"({"window": 4, "min_samples": 5})").status().message(),

@@ -179,6 +179,7 @@ const FieldCase kFieldCases[] = {
     {"NetworkUnknownKey", [](json::object& m) { m["network"] = json::object{{"allow_domain", "x"}}; }, "network.allow_domain"},
     {"TimeoutZero", [](json::object& m) { m["timeout_ms"] = 0; }, "timeout_ms:"},
     {"TimeoutString", [](json::object& m) { m["timeout_ms"] = "5s"; }, "timeout_ms: expected a whole number"},
+    {"TimeoutAutomatic", [](json::object& m) { m["timeout_ms"] = "automatic"; }, "timeout_ms: expected a whole number"},
     {"CallsNotAList", [](json::object& m) { m["calls"] = "word-stats"; }, "calls: expected an array"},
     {"CallsBadName", [](json::object& m) { m["calls"] = json::array{"Word Stats"}; }, "calls[0]: 'Word Stats' is not a skill name"},
     {"CallsBadRange", [](json::object& m) { m["calls"] = json::array{"a@>1"}; }, "calls[0]:"},
@@ -273,6 +274,32 @@ TEST(SkillManifest, MemoryAutoInBothForms) {
     EXPECT_TRUE(s->manifest.limits.memory_auto) << limits;
     EXPECT_FALSE(s->manifest.limits.memory.has_value()) << limits;
     EXPECT_FALSE(s->manifest.limits.empty()) << limits;
+  }
+}
+
+// The timeout from history: `timeout_ms: auto`, or `limits: auto` when the
+// manifest gives no timeout_ms of its own; `{memory: auto}` is memory only.
+TEST(SkillManifest, TimeoutAutoByItselfOrByLimitsAuto) {
+  struct Case {
+    const char* lines;
+    bool timeout_auto;
+    bool memory_auto;
+  };
+  for (const Case& c : {Case{"timeout_ms: auto\n", true, false}, Case{"limits: auto\n", true, true},
+                        Case{"limits: auto\ntimeout_ms: 5000\n", false, true},  // its own wins
+                        Case{"limits: {memory: auto}\n", false, true},
+                        Case{"limits: {pids: 8}\ntimeout_ms: auto\n", true, false}}) {
+    Folder folder;
+    folder.Write("skill.yaml", absl::StrCat("name: a\nversion: 1.0.0\nentry: main.py\n", c.lines));
+    folder.Write("main.py", kScript);
+    absl::StatusOr<Skill> s = Load(folder.path());
+    ASSERT_TRUE(s.ok()) << c.lines << ": " << s.status();
+    EXPECT_EQ(s->manifest.timeout_auto, c.timeout_auto) << c.lines;
+    EXPECT_EQ(s->manifest.limits.memory_auto, c.memory_auto) << c.lines;
+    // An auto timeout has no fixed one; a timeout_ms given beside `limits: auto` stays fixed.
+    if (c.timeout_auto) {
+      EXPECT_FALSE(s->manifest.timeout.has_value()) << c.lines;
+    }
   }
 }
 
