@@ -184,9 +184,25 @@ void ResetSignals() {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-void ExecSearchingPath(const char* file, char* const argv[], char* const envp[], const char* path) {
+namespace {
+
+// One try of ExecSearchingPath. The token rides in execveat's sixth
+// argument, which the kernel ignores for execveat; after the exec the
+// new image's registers and memory are fresh, so the program never holds it.
+void ExecOne(const char* path, char* const argv[], char* const envp[], uint64_t exec_token) {
+  if (exec_token == 0) {
+    ::execve(path, argv, envp);
+  } else {
+    ::syscall(SYS_execveat, AT_FDCWD, path, argv, envp, 0, exec_token);
+  }
+}
+
+}  // namespace
+
+void ExecSearchingPath(const char* file, char* const argv[], char* const envp[], const char* path,
+                       uint64_t exec_token) {
   if (std::strchr(file, '/') != nullptr || path == nullptr || path[0] == '\0') {
-    ::execve(file, argv, envp);
+    ExecOne(file, argv, envp, exec_token);
     return;
   }
   char candidate[PATH_MAX];
@@ -206,7 +222,7 @@ void ExecSearchingPath(const char* file, char* const argv[], char* const envp[],
       }
       candidate[n++] = '/';
       std::memcpy(candidate + n, file, file_len + 1);
-      ::execve(candidate, argv, envp);
+      ExecOne(candidate, argv, envp, exec_token);
       // Like execvp: remember a permission problem, keep looking past ENOENT.
       if (errno == EACCES) first_error = EACCES;
       else if (errno != ENOENT && errno != ENOTDIR) return;

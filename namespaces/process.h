@@ -6,6 +6,8 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include "base/child_error.h"
 
 namespace cubicle::namespaces {
@@ -68,7 +70,11 @@ bool CloseAllFdsExcept(const int* keep, size_t count, ChildError* error);
 void ResetSignals();
 
 // execve, with a PATH search (inside the sandbox) when argv[0] has no '/'.
-// Returns only on failure, with errno set.
-void ExecSearchingPath(const char* file, char* const argv[], char* const envp[], const char* path);
+// With a nonzero `exec_token` each try is instead execveat(AT_FDCWD, path,
+// argv, envp, 0, exec_token): the one exec the strict policy's filter lets
+// through (seccomp/policy.h, Policy::kStrict). Returns only on failure,
+// with errno set.
+void ExecSearchingPath(const char* file, char* const argv[], char* const envp[], const char* path,
+                       uint64_t exec_token = 0);
 
 }  // namespace cubicle::namespaces

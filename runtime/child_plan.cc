@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "runtime/identity.h"
@@ -37,13 +39,45 @@ void PlanSystem(const SandboxSpec& spec, ChildSystem* system) {
   system->init_dumpable = spec.inspectable_init;
 }
 
-absl::Status PlanHygiene(const SandboxSpec& spec, PayloadHygienePlan* hygiene) {
-  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(spec.seccomp));
+// Whether the route's payload execs after loading the filter: a template
+// loads none, and an adopted interpreter runs its request in place (the
+// filter it loads is its template's to send: WarmTemplate::SendPlan).
+bool ExecsAfterFilter(PayloadRoute route) {
+  return route != PayloadRoute::kTemplate && route != PayloadRoute::kAdopted;
+}
+
+// The policy's filter for `route`. Under the strict policy a payload that
+// execs gets a copy tied to a token of this sandbox's own, made here, in
+// the launcher, daemon or fork server, whose memory no payload can read;
+// a pooled zygote builds its plan when it is made, so each sandbox, not
+// each profile, has its own.
+absl::Status PlanSeccomp(const SandboxSpec& spec, PayloadRoute route, PayloadHygienePlan* hygiene) {
+  if (spec.seccomp != seccomp::Policy::kStrict || !ExecsAfterFilter(route)) {
+    const seccomp::Policy policy = ExecsAfterFilter(route) ? spec.seccomp : seccomp::NoExecVariant(spec.seccomp);
+    CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(policy));
+    hygiene->load_seccomp = !bpf->instructions.empty();
+    hygiene->seccomp = bpf->AsFprog();
+    return absl::OkStatus();
+  }
+  // An inspectable init is dumpable: its payload could read the token
+  // from init's memory (/proc/1/mem) where Yama allows it.
+  if (spec.inspectable_init) {
+    return absl::InvalidArgumentError("the strict seccomp policy cannot serve a sandbox whose init is inspectable");
+  }
+  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* strict, seccomp::Compiled(seccomp::Policy::kStrict));
+  CUBICLE_ASSIGN_OR_RETURN(hygiene->exec_token, seccomp::NewExecToken());
+  CUBICLE_ASSIGN_OR_RETURN(seccomp::BpfProgram own, seccomp::WithExecToken(*strict, hygiene->exec_token));
+  hygiene->own_seccomp = std::move(own.instructions);
+  hygiene->load_seccomp = true;
+  hygiene->seccomp = sock_fprog{static_cast<unsigned short>(hygiene->own_seccomp.size()), hygiene->own_seccomp.data()};
+  return absl::OkStatus();
+}
+
+absl::Status PlanHygiene(const SandboxSpec& spec, PayloadRoute route, PayloadHygienePlan* hygiene) {
   hygiene->die_with_parent = spec.die_with_parent;
   hygiene->new_session = spec.new_session;
   for (const RlimitSpec& r : spec.rlimits) hygiene->rlimits.push_back({r.resource, r.soft, r.hard});
-  hygiene->load_seccomp = !bpf->instructions.empty();
-  hygiene->seccomp = bpf->AsFprog();
+  CUBICLE_RETURN_IF_ERROR(PlanSeccomp(spec, route, hygiene));
   if (spec.capabilities.has_value()) {
     hygiene->keep_capabilities = true;
     const CapabilitySpec& caps = *spec.capabilities;
@@ -116,7 +150,7 @@ absl::Status BuildChildPlan(const SandboxSpec& spec, const ZygoteOptions& option
   plan->rootfs.allow_proc_fallback = options.allow_proc_fallback && !spec.join_pidns.has_value();
   PlanIds(spec, &plan->ids);
   PlanSystem(spec, &plan->system);
-  CUBICLE_RETURN_IF_ERROR(PlanHygiene(spec, &plan->hygiene));
+  CUBICLE_RETURN_IF_ERROR(PlanHygiene(spec, plan->route, &plan->hygiene));
   if (plan->route == PayloadRoute::kWarm || plan->route == PayloadRoute::kTemplate) {
     PlanWarmCommand(spec, *options.interpreter, plan->route == PayloadRoute::kTemplate, &plan->warm);
   }

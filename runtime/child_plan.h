@@ -106,8 +106,15 @@ struct PayloadHygienePlan {
   bool die_with_parent = true;
   bool new_session = true;
   std::vector<namespaces::Rlimit> rlimits;
-  sock_fprog seccomp{};
+  sock_fprog seccomp{};  // the policy's program, or `own_seccomp`
   bool load_seccomp = false;
+  // The strict policy's exec token (seccomp/policy.h, Policy::kStrict),
+  // fresh for this sandbox, and the program that tests it, which `seccomp`
+  // points into; 0 and empty for every other policy and for routes whose
+  // payload never execs once filtered (kTemplate, kAdopted: they get the
+  // no-exec program). The payload's exec passes it (ExecSearchingPath).
+  uint64_t exec_token = 0;
+  std::vector<sock_filter> own_seccomp;
   bool keep_capabilities = false;  // bwrap's kept set instead of dropping all
   namespaces::KeptCapabilities capabilities;
   std::vector<sock_fprog> extra_seccomp;  // bwrap --seccomp: loaded last

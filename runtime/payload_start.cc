@@ -141,8 +141,9 @@ void ExecTheRequest(const PayloadHygienePlan& hygiene, ExecRequestView& request,
   }
   const char* file = request.argv[0];
   if (!hygiene.argv0.empty()) request.argv[0] = const_cast<char*>(hygiene.argv0.c_str());
-  namespaces::ExecSearchingPath(file, request.argv, request.envp, request.search_path);
-  child::Fail(e, "execve", file, errno);
+  // Under the strict policy, the one exec its filter lets through.
+  namespaces::ExecSearchingPath(file, request.argv, request.envp, request.search_path, hygiene.exec_token);
+  child::Fail(e, hygiene.exec_token != 0 ? "execveat" : "execve", file, errno);
   LeaveLateReport(hygiene, *e);
 }
 
@@ -446,9 +447,13 @@ bool TemplateHygiene(const PayloadHygienePlan& hygiene, ChildError* e) {
     if (ok) {
       namespaces::ResetSignals();
       ::umask(022);
+      // A warm interpreter execs with the sandbox's token (strict policy):
+      // once it runs, neither it nor its payload can exec again. A
+      // template loads no filter and has no token (PlanSeccomp).
+      const uint64_t token = plan.hygiene.exec_token;
       namespaces::ExecSearchingPath(plan.warm.argv[0], plan.warm.argv.data(), plan.warm.envp.data(),
-                                    plan.warm.search_path.c_str());
-      child::Fail(e, "execve", plan.warm.argv[0], errno);
+                                    plan.warm.search_path.c_str(), token);
+      child::Fail(e, token != 0 ? "execveat" : "execve", plan.warm.argv[0], errno);
     }
   }
   ExitWithSetupError(control >= 0 ? control : plan.fds.control, msg, 127);

@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "runtime/warm.h"
+#include "seccomp/policy.h"
 
 namespace cubicle::runtime {
 
@@ -82,6 +84,17 @@ Pool::~Pool() {
   idle_.clear();  // each ~Zygote kills its sandbox and removes its cgroup
 }
 
+// A strict profile's warm zygote cannot run a request that is not an
+// invocation of its interpreter (MatchWarmInvocation): its bootstrap would
+// exec the program, and the strict policy refuses every exec but the
+// sandbox's first, the interpreter's own (seccomp/policy.h, kStrict). Such
+// a request gets a sandbox built for it without an interpreter, whose one
+// exec is its program's, so that it runs as it would cold.
+bool Pool::ColdOnlyLocked(const ExecRequest& request) const {
+  return profile_.seccomp == seccomp::Policy::kStrict && config_.zygote.interpreter.has_value() &&
+         !MatchWarmInvocation(*config_.zygote.interpreter, request.argv).has_value();
+}
+
 // Under the lock: an idle zygote that can take the request (a hit), or a
 // miss, or busy when nothing is idle and nothing on its way is left for
 // this request. Zygotes that died waiting (their maker died) go to the
@@ -95,14 +108,15 @@ absl::StatusOr<Pool::Admission> Pool::Admit(const ExecRequest& request) {
     ++stats_.tearing_down;
   }
   Admission a;
+  a.cold_only = ColdOnlyLocked(request);
   // A warm zygote serves the request unless its cgroup cannot take the
   // request's limits (they need a controller the profile does not).
   a.own_limits = !idle_.empty() && request.limits.has_value() && !idle_.front().zygote->CanApplyLimits(*request.limits);
-  if (!idle_.empty() && !a.own_limits) {
+  if (!idle_.empty() && !a.own_limits && !a.cold_only) {
     a.zygote = std::move(idle_.front().zygote);
     idle_.pop_front();
     ++stats_.hits;
-  } else if (TotalLocked() >= config_.max_total && stats_.building <= waiters_.size()) {
+  } else if (TotalLocked() >= config_.max_total && (a.cold_only || stats_.building <= waiters_.size())) {
     ++stats_.busy;
     return absl::ResourceExhaustedError(
         absl::StrCat("pool ", name_, " is busy: ", config_.max_total, " sandboxes exist already"));
@@ -127,11 +141,15 @@ absl::StatusOr<std::unique_ptr<Zygote>> Pool::BuildForRequest(const ExecRequest&
 }
 
 // A miss's zygote: the next one refill finishes, or one built here (a
-// pool that makes zygotes in this process, nothing on its way). A failure
-// is the request's result, as the cold path reports it.
-std::unique_ptr<Zygote> Pool::ZygoteForMiss(const ExecRequest& request, bool own_limits, bool* cold,
+// pool that makes zygotes in this process, nothing on its way; or a
+// request no pooled zygote can serve, Admission::cold_only, which is
+// built here even where a fork server makes the pool's). A failure is the
+// request's result, as the cold path reports it.
+std::unique_ptr<Zygote> Pool::ZygoteForMiss(const ExecRequest& request, const Admission& admission, bool* cold,
                                             absl::StatusOr<ExecResult>* result) {
-  absl::StatusOr<std::unique_ptr<Zygote>> zygote = AwaitZygote(request, own_limits, cold);
+  *cold = admission.cold_only;
+  absl::StatusOr<std::unique_ptr<Zygote>> zygote = std::unique_ptr<Zygote>();
+  if (!admission.cold_only) zygote = AwaitZygote(request, admission.own_limits, cold);
   if (zygote.ok() && *cold) zygote = BuildForRequest(request);
   if (zygote.ok()) return *std::move(zygote);
   if (*cold && absl::IsInvalidArgument(zygote.status())) {
@@ -177,7 +195,7 @@ absl::StatusOr<ExecResult> Pool::Run(const ExecRequest& request) {
   absl::StatusOr<ExecResult> result;
   bool cold = false;
   std::unique_ptr<Zygote> zygote = std::move(admission.zygote);
-  if (zygote == nullptr) zygote = ZygoteForMiss(request, admission.own_limits, &cold, &result);
+  if (zygote == nullptr) zygote = ZygoteForMiss(request, admission, &cold, &result);
   if (zygote != nullptr) {
     ExecRequest early = request;
     early.return_at_exit = true;

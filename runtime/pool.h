@@ -184,10 +184,12 @@ class Pool {
   struct Admission {
     std::unique_ptr<Zygote> zygote;  // a hit
     bool own_limits = false;         // a miss that needs a zygote built with its limits
+    bool cold_only = false;          // a miss no pooled zygote can serve (ColdOnlyLocked)
     bool wake_refill = false;
   };
+  bool ColdOnlyLocked(const ExecRequest& request) const;
   absl::StatusOr<Admission> Admit(const ExecRequest& request);
-  std::unique_ptr<Zygote> ZygoteForMiss(const ExecRequest& request, bool own_limits, bool* cold,
+  std::unique_ptr<Zygote> ZygoteForMiss(const ExecRequest& request, const Admission& admission, bool* cold,
                                         absl::StatusOr<ExecResult>* result);
   absl::StatusOr<std::unique_ptr<Zygote>> BuildForRequest(const ExecRequest& request);
   void Done(std::unique_ptr<Zygote> zygote, const absl::StatusOr<ExecResult>& result, bool cold);

@@ -79,7 +79,9 @@ def _cubicle_serve(sock):
 
     if warm == 0:
         # Not an invocation of this interpreter: become the program asked for,
-        # with the signal state of a fresh process. Python ignores SIGPIPE
+        # with the signal state of a fresh process. (Under the strict seccomp
+        # policy this exec gets EPERM: a pool sends such requests to a cold
+        # sandbox instead, whose one exec carries the sandbox's token.) Python ignores SIGPIPE
         # and SIGXFSZ at start, and an ignored signal stays ignored across
         # execve: `yes | head -1` would never end.
         import signal

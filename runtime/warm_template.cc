@@ -106,9 +106,14 @@ absl::StatusOr<std::shared_ptr<WarmTemplate>> WarmTemplate::Start(const SandboxS
 WarmTemplate::~WarmTemplate() = default;  // sandbox_: killed and reaped, its groups removed
 
 // The payload's hygiene the template's children do (warm_bootstrap.py,
-// _template_plan): a new session, the rlimits, the profile's filter.
+// _template_plan): a new session, the rlimits, the profile's filter. A
+// child runs its request in the interpreter it already is and never execs
+// for a warm one, so it gets the policy's no-exec variant: the strict
+// policy's exec token would sit in the template's memory, which each
+// child (its payload) is a copy of. A strict profile's other requests go
+// to a cold sandbox instead (Pool::Run).
 absl::Status WarmTemplate::SendPlan(const SandboxSpec& spec) {
-  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(spec.seccomp));
+  CUBICLE_ASSIGN_OR_RETURN(const seccomp::BpfProgram* bpf, seccomp::Compiled(seccomp::NoExecVariant(spec.seccomp)));
   std::string plan = "P";
   Append<uint8_t>(&plan, spec.new_session ? 1 : 0);
   Append<uint32_t>(&plan, static_cast<uint32_t>(spec.rlimits.size()));

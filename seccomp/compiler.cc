@@ -310,10 +310,19 @@ constexpr uint64_t kStrictIoctls[] = {TCGETS, TIOCGWINSZ, FIOCLEX, FIONCLEX, FIO
 // and a thread's name.
 constexpr uint64_t kStrictPrctls[] = {PR_SET_SECCOMP, PR_SET_NAME, PR_GET_NAME};
 
-// Policy::kStrict: every syscall fails with EPERM but strict_allowlist.cc's,
-// and these, filtered by argument.
-absl::Status AddStrictAllowlist(FilterBuilder& filter) {
+// Policy::kStrict and kStrictNoExec: every syscall fails with EPERM but
+// strict_allowlist.cc's, and these, filtered by argument. execve is not
+// among them: seccomp cannot read the path a program is exec'd from, so
+// the one exec a sandbox's payload makes after its filter is marked
+// instead, sandbox2's way — a value in execveat's sixth argument, which
+// the kernel ignores — but a random value per sandbox, so that the payload
+// cannot forge it (WithExecToken patches the placeholder compiled here).
+absl::Status AddStrictAllowlist(FilterBuilder& filter, bool exec_token) {
   for (const char* syscall : StrictAllowedSyscalls()) CUBICLE_RETURN_IF_ERROR(filter.Allow(syscall));
+  if (exec_token) {
+    // The full 64 bits are compared (the high word, then the low word).
+    CUBICLE_RETURN_IF_ERROR(filter.Allow("execveat", {Arg(5, SCMP_CMP_EQ, kExecTokenPlaceholder)}));
+  }
   // Threads only: CLONE_THREAD set and no namespace flag. fork() (glibc's
   // is clone without CLONE_THREAD), vfork and fork(2) get EPERM.
   uint64_t mask = CLONE_THREAD;
@@ -334,9 +343,9 @@ absl::Status AddStrictAllowlist(FilterBuilder& filter) {
 
 absl::StatusOr<BpfProgram> Compile(Policy policy, uint32_t arch) {
   if (policy == Policy::kNone) return BpfProgram{};
-  if (policy == Policy::kStrict) {
+  if (policy == Policy::kStrict || policy == Policy::kStrictNoExec) {
     CUBICLE_ASSIGN_OR_RETURN(FilterBuilder filter, NewFilter(SCMP_ACT_ERRNO(EPERM), arch));
-    CUBICLE_RETURN_IF_ERROR(AddStrictAllowlist(filter));
+    CUBICLE_RETURN_IF_ERROR(AddStrictAllowlist(filter, /*exec_token=*/policy == Policy::kStrict));
     return filter.Export();
   }
   CUBICLE_ASSIGN_OR_RETURN(FilterBuilder filter, NewFilter(SCMP_ACT_ALLOW, arch));
@@ -358,7 +367,7 @@ absl::StatusOr<BpfProgram> CompileForArch(Policy policy, uint32_t scmp_arch) {
 std::vector<std::string_view> StrictAllowlist() {
   const std::span<const char* const> allowed = StrictAllowedSyscalls();
   std::vector<std::string_view> names(allowed.begin(), allowed.end());
-  for (const char* filtered : {"clone", "ioctl", "prctl", "prlimit64"}) names.emplace_back(filtered);
+  for (const char* filtered : {"clone", "ioctl", "prctl", "prlimit64", "execveat"}) names.emplace_back(filtered);
   return names;
 }
 
@@ -384,6 +393,8 @@ std::string_view PolicyName(Policy policy) {
       return "egress-gateway";
     case Policy::kStrict:
       return "strict";
+    case Policy::kStrictNoExec:
+      return "strict-no-exec";
   }
   return "unknown";
 }

@@ -27,6 +27,7 @@ int main() {
   bool ok = Print("kEmbeddedDefault", cubicle::seccomp::Policy::kDefault) &&
             Print("kEmbeddedNoNetwork", cubicle::seccomp::Policy::kNoNetwork) &&
             Print("kEmbeddedEgressGateway", cubicle::seccomp::Policy::kEgressGateway) &&
-            Print("kEmbeddedStrict", cubicle::seccomp::Policy::kStrict);
+            Print("kEmbeddedStrict", cubicle::seccomp::Policy::kStrict) &&
+            Print("kEmbeddedStrictNoExec", cubicle::seccomp::Policy::kStrictNoExec);
   return ok ? 0 : 1;
 }

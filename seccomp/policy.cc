@@ -21,7 +21,7 @@ namespace {
 
 // Generated at build time by cubicle_seccomp_gen from CompileWithLibseccomp:
 // kEmbeddedDefault, kEmbeddedNoNetwork, kEmbeddedEgressGateway,
-// kEmbeddedStrict (sock_filter arrays).
+// kEmbeddedStrict, kEmbeddedStrictNoExec (sock_filter arrays).
 #include "seccomp/embedded_programs.inc"
 
 const BpfProgram* Embedded(Policy policy) {
@@ -32,6 +32,7 @@ const BpfProgram* Embedded(Policy policy) {
       new BpfProgram{{std::begin(kEmbeddedNoNetwork), std::end(kEmbeddedNoNetwork)}},
       new BpfProgram{{std::begin(kEmbeddedEgressGateway), std::end(kEmbeddedEgressGateway)}},
       new BpfProgram{{std::begin(kEmbeddedStrict), std::end(kEmbeddedStrict)}},
+      new BpfProgram{{std::begin(kEmbeddedStrictNoExec), std::end(kEmbeddedStrictNoExec)}},
   };
   return programs[static_cast<size_t>(policy)];
 #else
@@ -45,7 +46,7 @@ struct CachedProgram {
   std::optional<BpfProgram> program ABSL_GUARDED_BY(mu);
 };
 
-constexpr size_t kPolicyCount = 5;
+constexpr size_t kPolicyCount = 6;
 
 // The one process-wide cache. Never destroyed: a thread or a forked child may
 // still be reading a program while the process exits.

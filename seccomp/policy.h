@@ -27,9 +27,19 @@ enum class Policy {
   // An allowlist (docs/security.md, "The strict policy"): what a
   // pure-compute Python program needs, measured, and nothing more. Every
   // other syscall fails with EPERM; no socket, no new process (threads
-  // only), no ptrace. execve stays allowed: the filter is loaded before
-  // the payload's own exec, and seccomp cannot read the path exec'd.
+  // only), no ptrace, and no new program: execve fails with EPERM, and
+  // execveat too unless its sixth argument (which the kernel ignores for
+  // execveat) is the sandbox's exec token. The filter is loaded before the
+  // payload's own exec; that one exec passes the token, which the program
+  // it starts never holds. Compiled() gives this program with a placeholder
+  // token: load only a copy from WithExecToken().
   kStrict,
+  // Not for sandboxes (ParsePolicy does not know it): kStrict for a process
+  // that never execs after loading it (a warm template's child, which runs
+  // its request in the interpreter it already is). Both execve and
+  // execveat fail with EPERM whatever their arguments: a token in its
+  // memory would be readable by the payload it becomes.
+  kStrictNoExec,
 };
 
 // "none" | "default" | "no-network" | "strict". Unknown names are InvalidArgument naming them.
@@ -57,6 +67,33 @@ absl::StatusOr<BpfProgram> CompileWithLibseccomp(Policy policy);
 // (SCMP_ARCH_X86_64, SCMP_ARCH_AARCH64, ...): how the tests check that each
 // policy's syscalls resolve and compile on an architecture not this one.
 absl::StatusOr<BpfProgram> CompileForArch(Policy policy, uint32_t scmp_arch);
+
+// kStrict's placeholder exec token, in the two 32-bit halves the filter
+// compares (libseccomp tests a 64-bit argument as its high word, then its
+// low word). Values no other comparison in the program uses, so that
+// WithExecToken finds exactly the instructions that test the token.
+inline constexpr uint32_t kExecTokenPlaceholderHigh = 0xC0B1C1E5;
+inline constexpr uint32_t kExecTokenPlaceholderLow = 0xE7EC70CE;
+inline constexpr uint64_t kExecTokenPlaceholder =
+    (uint64_t{kExecTokenPlaceholderHigh} << 32) | kExecTokenPlaceholderLow;
+
+// A copy of `program` (kStrict's, from Compiled or CompileForArch) whose
+// exec-token comparisons test `token` instead of the placeholder: each
+// "jump if equal" of the program whose constant is one of the placeholder's
+// halves gets the token's half. FailedPrecondition when the program does
+// not compare each half exactly once (another policy's program, or a
+// libseccomp that laid the rule out otherwise), InvalidArgument for a zero
+// token (the value a plain execveat passes).
+absl::StatusOr<BpfProgram> WithExecToken(const BpfProgram& program, uint64_t token);
+
+// The policy a process that will never exec after loading it gets instead
+// of `policy`: kStrictNoExec for kStrict, any other policy itself (their
+// programs let exec through, and such a process may still exec a program
+// that a request names).
+Policy NoExecVariant(Policy policy);
+
+// A fresh random exec token from getrandom(2), never zero.
+absl::StatusOr<uint64_t> NewExecToken();
 
 // The syscall names kStrict allows, whether or not this architecture has
 // them all (documentation and tests).

@@ -3,7 +3,7 @@
 // (examples/skills), the warm interpreter's hand-off after its filter is in
 // place (runtime/warm_bootstrap.py: _template_payload's end, _cubicle_serve,
 // _run_as_main, _finish), and the launcher's own steps between loading the
-// filter and execve (runtime/payload_start.cc: stdio, close_range,
+// filter and its exec (runtime/payload_start.cc: stdio, close_range,
 // signals, umask, chdir, the "executing" message). Where x86_64 and aarch64
 // name the same service differently (open/openat, stat/newfstatat,
 // dup2/dup3, pipe/pipe2, ...) both are listed; compiler.cc skips a name the
@@ -84,10 +84,8 @@ constexpr const char* kStrictAllowed[] = {
     "clock_nanosleep", "nanosleep",  // time.sleep
     "getrandom",          // hash randomisation at start; os.urandom, random.seed
     "getcpu",             // sched_getcpu
-    // The first exec: the launcher loads the filter, then execs the
-    // payload (the cold route, and the warm interpreter itself). Seccomp
-    // cannot read the path, and the exec'd program keeps this filter.
-    "execve", "execveat",
+    // No execve or execveat here: the payload's own exec after the filter
+    // is an execveat that passes the sandbox's exec token (compiler.cc).
     // A further filter only narrows what is allowed: bwrap's supplied
     // --seccomp programs are loaded after this one (prctl, in compiler.cc).
     "seccomp",

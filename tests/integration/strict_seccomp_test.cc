@@ -2,7 +2,8 @@
 // `cubicle serve`: a profile with "seccomp": "strict" runs the example
 // skills by name (examples/skills), and inside it the probes a skill could
 // try — a socket, a fork, ptrace, a host path, another program — are
-// refused with the errnos the docs state. The same probes on a skill whose
+// refused with the errnos the docs state; a program that is not Python
+// still runs, in a cold sandbox. The same probes on a skill whose
 // manifest asks for "seccomp: strict" in the default-policy profile (a
 // sandbox made for the call).
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tests/integration/skills_fixture.h"
@@ -40,9 +42,8 @@ std::string ReadSource(const std::string& path) {
 }
 
 // Answers with the errno name each probe got ("ok" when it was let through).
-// The execve probe comes last and in the shell it starts: execve itself is
-// allowed (the payload's first exec needs it), so what is checked is that
-// the program it starts is held by the same filter: the shell cannot fork.
+// The exec probes are StrictSeccompExec's: an exec that works replaces
+// the skill.
 constexpr char kProbes[] = R"PY(import ctypes, errno, json, os, socket, sys
 request = json.loads(sys.stdin.readline())
 def probe(f):
@@ -169,6 +170,63 @@ TEST_F(StrictSeccomp, AManifestAsksForStrictInADefaultProfile) {
       Result("skill.call", R"({"skill": "word-stats", "method": "stats", "params": {"text": "a b a", "top": 1}})");
   ASSERT_TRUE(stats.is_object() && stats.as_object().contains("result")) << json::serialize(stats) << Log();
   EXPECT_EQ(stats.at("result").at("words").as_int64(), 3);
+}
+
+// The exec probes (as in isolation_test.cc): Python's execv of another
+// program, and a raw execveat whose sixth argument, the strict policy's
+// exec token, is 0. Each prints the errno name it got, or the program
+// it started prints "execd".
+constexpr char kExecvProbe[] = R"PY(import errno, os
+try:
+    os.execv("/bin/echo", ["echo", "execd"])
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+)PY";
+constexpr char kExecveatProbe[] = R"PY(import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+NR = {"x86_64": 322, "aarch64": 281}[os.uname().machine]
+argv = (ctypes.c_char_p * 3)(b"echo", b"execd", None)
+envp = (ctypes.c_char_p * 1)(None)
+L = ctypes.c_long
+if libc.syscall(L(NR), L(-100), ctypes.c_char_p(b"/bin/echo"), argv, envp, L(0), L(0)) == -1:
+    print(errno.errorcode.get(ctypes.get_errno(), "?"))
+)PY";
+
+class StrictSeccompExec : public StrictSeccomp {
+ protected:
+  json::value RunArgv(const std::string& profile, const std::vector<std::string>& argv) {
+    std::string list;
+    for (const std::string& a : argv) absl::StrAppend(&list, list.empty() ? "" : ",", Quoted(a));
+    return Result("sandbox.run", absl::StrCat(R"({"profile": )", Quoted(profile), R"(, "argv": [)", list, "]}"));
+  }
+  std::string Stdout(const json::value& result) {
+    return result.is_object() && result.as_object().contains("stdout") ? Str(result.at("stdout")) : "<no result>";
+  }
+};
+
+// On the strict profile a Python payload, run warm, cannot exec; a
+// program that is not an invocation of the profile's interpreter still
+// runs, sent to a cold sandbox whose one exec is that program's. The
+// default-policy profile (the control) lets both probes exec.
+TEST_F(StrictSeccompExec, AStrictProfileRefusesExecButRunsAnotherProgramCold) {
+  python_more_ = R"(, "seccomp": "default")";
+  ASSERT_TRUE(Start({}, "", kStrictProfile).up());
+  for (const char* probe : {kExecvProbe, kExecveatProbe}) {
+    json::value strict = RunArgv("strict", {"python3", "-I", "-c", probe});
+    EXPECT_EQ(Stdout(strict), "EPERM\n") << json::serialize(strict) << Log();
+    EXPECT_TRUE(strict.is_object() && strict.at("warm").as_bool()) << json::serialize(strict);
+    json::value loose = RunArgv("python", {"python3", "-I", "-c", probe});
+    EXPECT_EQ(Stdout(loose), "execd\n") << json::serialize(loose) << Log();
+  }
+  json::value echo = RunArgv("strict", {"/bin/echo", "hi"});
+  EXPECT_EQ(Stdout(echo), "hi\n") << json::serialize(echo) << Log();
+  EXPECT_TRUE(echo.is_object() && !echo.at("warm").as_bool()) << json::serialize(echo);
+  // And a shell, whose own commands still cannot start another program.
+  json::value shell = RunArgv("strict", {"/bin/sh", "-c", "echo ok; /bin/true"});
+  EXPECT_EQ(Stdout(shell), "ok\n") << json::serialize(shell) << Log();
+  // After them, a warm request is served warm again.
+  json::value again = RunArgv("strict", {"python3", "-I", "-c", "print('warm')"});
+  EXPECT_EQ(Stdout(again), "warm\n") << json::serialize(again) << Log();
 }
 
 TEST_F(StrictSeccomp, AManifestCannotAskForALooserPolicy) {

@@ -606,7 +606,8 @@ namespace {
 // now: a stale or hand-edited embedded table cannot go unnoticed.
 TEST(EmbeddedPrograms, MatchLibseccompOutput) {
   ASSERT_TRUE(ProgramsEmbedded());
-  for (Policy policy : {Policy::kDefault, Policy::kNoNetwork, Policy::kEgressGateway, Policy::kStrict}) {
+  for (Policy policy :
+       {Policy::kDefault, Policy::kNoNetwork, Policy::kEgressGateway, Policy::kStrict, Policy::kStrictNoExec}) {
     absl::StatusOr<const BpfProgram*> embedded = Compiled(policy);
     absl::StatusOr<BpfProgram> fresh = CompileWithLibseccomp(policy);
     ASSERT_TRUE(embedded.ok() && fresh.ok());

@@ -35,14 +35,22 @@ constexpr int kExitSetupFailed = 250;
 
 int ErrnoOf(long rc) { return rc == -1 ? errno : 0; }
 
-// The exit status of a child that loaded the strict program and ran `probe`:
-// the errno, 0 for success, or 256 + the signal that killed it.
+// The exec token the behavioural tests patch in.
+constexpr uint64_t kTestToken = 0x0123456789ABCDEF;
+
+// The exit status of a child that loaded `policy`'s program (kStrict's
+// with kTestToken) and ran `probe`: the errno, 0 for success, or 256 +
+// the signal that killed it.
 template <typename Probe>
-int UnderStrict(Probe probe) {
-  absl::StatusOr<const BpfProgram*> program = Compiled(Policy::kStrict);
+int UnderPolicy(Policy policy, Probe probe) {
+  absl::StatusOr<const BpfProgram*> compiled = Compiled(policy);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  if (!compiled.ok()) return -1;
+  absl::StatusOr<BpfProgram> program = **compiled;
+  if (policy == Policy::kStrict) program = WithExecToken(**compiled, kTestToken);
   EXPECT_TRUE(program.ok()) << program.status();
   if (!program.ok()) return -1;
-  const sock_fprog fprog = (*program)->AsFprog();
+  const sock_fprog fprog = program->AsFprog();
   pid_t pid = fork();
   if (pid == 0) {
     alarm(5);
@@ -53,6 +61,27 @@ int UnderStrict(Probe probe) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
+}
+
+template <typename Probe>
+int UnderStrict(Probe probe) {
+  return UnderPolicy(Policy::kStrict, probe);
+}
+
+// How many "jump if A equals k" instructions of `program` test `k`.
+size_t ComparisonsWith(const BpfProgram& program, uint32_t k) {
+  return static_cast<size_t>(std::count_if(program.instructions.begin(), program.instructions.end(),
+                                           [k](const sock_filter& f) {
+                                             return f.code == (BPF_JMP | BPF_JEQ | BPF_K) && f.k == k;
+                                           }));
+}
+
+// execveat(AT_FDCWD, "/bin/true", ...) with `token` as its sixth argument:
+// /bin/true's exit status (0) once exec'd, else the errno.
+int ExecveatTrue(uint64_t token) {
+  char* const argv[] = {const_cast<char*>("true"), nullptr};
+  char* const envp[] = {nullptr};
+  return ErrnoOf(syscall(SYS_execveat, AT_FDCWD, "/bin/true", argv, envp, 0, token));
 }
 
 TEST(StrictPolicyTest, NameParses) {
@@ -66,7 +95,7 @@ TEST(StrictPolicyTest, NameParses) {
 // libseccomp builds for it exports: the allowlist holds on both.
 TEST(StrictPolicyTest, CompilesForX8664AndAarch64) {
   for (uint32_t arch : {uint32_t{AUDIT_ARCH_X86_64}, uint32_t{AUDIT_ARCH_AARCH64}}) {
-    for (Policy policy : {Policy::kDefault, Policy::kNoNetwork, Policy::kStrict}) {
+    for (Policy policy : {Policy::kDefault, Policy::kNoNetwork, Policy::kStrict, Policy::kStrictNoExec}) {
       absl::StatusOr<BpfProgram> program = CompileForArch(policy, arch);
       ASSERT_TRUE(program.ok()) << PolicyName(policy) << " for arch " << std::hex << arch << ": "
                                 << program.status();
@@ -75,12 +104,94 @@ TEST(StrictPolicyTest, CompilesForX8664AndAarch64) {
   }
 }
 
+// The placeholder is compared once per half on each architecture, so the
+// patch finds exactly what it expects; the copy compares the token
+// instead, and nothing else in it changes.
+TEST(ExecTokenTest, PatchFindsOneComparisonPerHalfOnX8664AndAarch64) {
+  for (uint32_t arch : {uint32_t{AUDIT_ARCH_X86_64}, uint32_t{AUDIT_ARCH_AARCH64}}) {
+    absl::StatusOr<BpfProgram> program = CompileForArch(Policy::kStrict, arch);
+    ASSERT_TRUE(program.ok()) << std::hex << arch << ": " << program.status();
+    EXPECT_EQ(ComparisonsWith(*program, kExecTokenPlaceholderHigh), 1u) << std::hex << arch;
+    EXPECT_EQ(ComparisonsWith(*program, kExecTokenPlaceholderLow), 1u) << std::hex << arch;
+    absl::StatusOr<BpfProgram> patched = WithExecToken(*program, kTestToken);
+    ASSERT_TRUE(patched.ok()) << std::hex << arch << ": " << patched.status();
+    EXPECT_EQ(ComparisonsWith(*patched, kExecTokenPlaceholderHigh), 0u);
+    EXPECT_EQ(ComparisonsWith(*patched, kExecTokenPlaceholderLow), 0u);
+    EXPECT_EQ(ComparisonsWith(*patched, static_cast<uint32_t>(kTestToken >> 32)), 1u);
+    EXPECT_EQ(ComparisonsWith(*patched, static_cast<uint32_t>(kTestToken)), 1u);
+    ASSERT_EQ(patched->instructions.size(), program->instructions.size());
+    size_t changed = 0;
+    for (size_t i = 0; i < program->instructions.size(); ++i) {
+      const sock_filter& a = program->instructions[i];
+      const sock_filter& b = patched->instructions[i];
+      EXPECT_TRUE(a.code == b.code && a.jt == b.jt && a.jf == b.jf) << "instruction " << i;
+      if (a.k != b.k) ++changed;
+    }
+    EXPECT_EQ(changed, 2u);
+  }
+  // The embedded program, which sandboxes load, too.
+  absl::StatusOr<const BpfProgram*> native = Compiled(Policy::kStrict);
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_TRUE(WithExecToken(**native, kTestToken).ok());
+}
+
+// A program without the rule (another policy's, the no-exec variant's) is
+// refused, as is a zero token, which a plain execveat passes.
+TEST(ExecTokenTest, PatchRefusesAProgramWithoutThePlaceholderAndAZeroToken) {
+  for (Policy policy : {Policy::kDefault, Policy::kNoNetwork, Policy::kStrictNoExec}) {
+    absl::StatusOr<const BpfProgram*> program = Compiled(policy);
+    ASSERT_TRUE(program.ok()) << program.status();
+    absl::StatusOr<BpfProgram> patched = WithExecToken(**program, kTestToken);
+    EXPECT_EQ(patched.status().code(), absl::StatusCode::kFailedPrecondition) << PolicyName(policy);
+  }
+  absl::StatusOr<const BpfProgram*> strict = Compiled(Policy::kStrict);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  EXPECT_EQ(WithExecToken(**strict, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(NoExecVariant(Policy::kStrict), Policy::kStrictNoExec);
+  EXPECT_EQ(NoExecVariant(Policy::kDefault), Policy::kDefault);
+  EXPECT_FALSE(ParsePolicy("strict-no-exec").ok());
+}
+
+TEST(ExecTokenTest, TokensAreFreshAndNeverZero) {
+  absl::StatusOr<uint64_t> a = NewExecToken();
+  absl::StatusOr<uint64_t> b = NewExecToken();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(*a, 0u);
+  EXPECT_NE(*a, *b);
+}
+
+// execve always fails; execveat only with the token the program was
+// patched with; the no-exec variant refuses both whatever is passed.
+TEST(ExecTokenTest, OnlyExecveatWithTheTokenExecs) {
+  EXPECT_EQ(UnderStrict([] {
+              char* const argv[] = {const_cast<char*>("true"), nullptr};
+              char* const envp[] = {nullptr};
+              return ErrnoOf(syscall(SYS_execve, "/bin/true", argv, envp));
+            }),
+            EPERM);
+  EXPECT_EQ(UnderStrict([] { return ExecveatTrue(0); }), EPERM);
+  EXPECT_EQ(UnderStrict([] { return ExecveatTrue(kExecTokenPlaceholder); }), EPERM);
+  EXPECT_EQ(UnderStrict([] { return ExecveatTrue(kTestToken ^ 1); }), EPERM);
+  EXPECT_EQ(UnderStrict([] { return ExecveatTrue(kTestToken ^ (uint64_t{1} << 32)); }), EPERM);
+  // /bin/true runs, under the same filter, and exits 0 (EPERM is 1).
+  EXPECT_EQ(UnderStrict([] { return ExecveatTrue(kTestToken); }), 0);
+  EXPECT_EQ(UnderPolicy(Policy::kStrictNoExec, [] { return ExecveatTrue(kTestToken); }), EPERM);
+  EXPECT_EQ(UnderPolicy(Policy::kStrictNoExec, [] { return ExecveatTrue(kExecTokenPlaceholder); }), EPERM);
+  EXPECT_EQ(UnderPolicy(Policy::kStrictNoExec, [] {
+              char* const argv[] = {const_cast<char*>("true"), nullptr};
+              char* const envp[] = {nullptr};
+              return ErrnoOf(syscall(SYS_execve, "/bin/true", argv, envp));
+            }),
+            EPERM);
+}
+
 TEST(StrictPolicyTest, AllowlistNamesAreUnique) {
   std::vector<std::string_view> names = StrictAllowlist();
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end());
   EXPECT_EQ(std::count(names.begin(), names.end(), "socket"), 0);
   EXPECT_EQ(std::count(names.begin(), names.end(), "ptrace"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "execve"), 0);
 }
 
 TEST(StrictPolicyTest, RefusesSocketsOfEveryFamily) {
