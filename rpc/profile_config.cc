@@ -345,6 +345,12 @@ absl::Status ReadPoolAndInterpreter(const Object& o, Profile* profile) {
   if (const json::value* interpreter = o.Find("interpreter")) {
     profile->interpreter.emplace();
     CUBICLE_RETURN_IF_ERROR(ParseInterpreter(*interpreter, o.PathOf("interpreter"), &*profile->interpreter));
+    // Rscript starts R through bin/R, a shell script: two more execs,
+    // which strict refuses (docs/security.md).
+    if (runtime::IsRInterpreter(*profile->interpreter) && profile->spec.seccomp == seccomp::Policy::kStrict) {
+      return Error(o.PathOf("interpreter"), "R cannot run under the strict seccomp policy: Rscript starts R through "
+                                            "a shell script, execs that strict refuses");
+    }
     profile->pool.zygote.interpreter = profile->interpreter;
   }
   return absl::OkStatus();

@@ -456,6 +456,23 @@ TEST(ParseConfig, StrictSeccompPolicy) {
   EXPECT_FALSE(ParseConfig(Config(R"("seccomp": "strict", "network": {"allow_domains": ["example.org"]})")).ok());
 }
 
+// A warm R: R package names to preload, R's start-up options, and never
+// under strict (R starts through a shell script).
+TEST(ParseConfig, AWarmRInterpreter) {
+  absl::StatusOr<DaemonConfig> config =
+      ParseConfig(Config(R"("interpreter": {"argv": ["Rscript", "--vanilla"], "preload": ["jsonlite", "data.table"]})"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->profiles.at("x").interpreter->preload, (std::vector<std::string>{"jsonlite", "data.table"}));
+  EXPECT_CONFIG_ERROR(Config(R"("interpreter": {"argv": ["Rscript", "--vanilla"], "preload": ["json lite"]})"),
+                      "profiles.x.interpreter.preload[0]: 'json lite' is not an R package name like jsonlite");
+  EXPECT_CONFIG_ERROR(Config(R"("interpreter": {"argv": ["Rscript", "-e", "1"]})"),
+                      "profiles.x.interpreter.argv: interpreter argument '-e': an R interpreter takes only start-up "
+                      "options such as --vanilla, --no-environ or --slave (the program comes with each request)");
+  EXPECT_CONFIG_ERROR(Config(R"("seccomp": "strict", "interpreter": {"argv": ["Rscript", "--vanilla"]})"),
+                      "profiles.x.interpreter: R cannot run under the strict seccomp policy: Rscript starts R "
+                      "through a shell script, execs that strict refuses");
+}
+
 TEST(ParseConfigErrors, BadSeccompPolicy) {
   EXPECT_CONFIG_ERROR(Config(R"("seccomp": "paranoid")"),
                       "profiles.x.seccomp: 'paranoid' is not a seccomp policy "
