@@ -49,6 +49,25 @@ json::value Summary(const std::vector<uint64_t>& values, double scale) {
 
 uint64_t Micros(absl::Duration d) { return static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Microseconds(d))); }
 
+// The rule's last steps, for memory as for time: at least the floor, at
+// least what a breach in the window asks, at most the ceiling; `basis`
+// names the step that set the value last.
+template <typename T>
+void Bound(T floor, T raised, T ceiling, T* value, std::string* basis) {
+  if (*value < floor) {
+    *value = floor;
+    *basis = "floor";
+  }
+  if (raised > *value) {
+    *value = raised;
+    *basis = "breach";
+  }
+  if (*value >= ceiling) {
+    *value = ceiling;
+    *basis = "ceiling";
+  }
+}
+
 }  // namespace
 
 uint64_t Percentile(std::vector<uint64_t> values, double p) {
@@ -78,21 +97,10 @@ MemoryEstimate EstimateMemory(const std::deque<SkillRun>& window, uint64_t ceili
   const double sized = std::ceil(static_cast<double>(Percentile(peaks, 99)) * config.headroom);
   e.bytes = sized >= static_cast<double>(ceiling) ? ceiling : static_cast<uint64_t>(sized);
   e.basis = "history";
-  if (e.bytes < config.floor) {
-    e.bytes = config.floor;
-    e.basis = "floor";
-  }
   // A skill that outgrew its estimate gets at least twice the limit it ran
   // past, while that breach is in the window: the next call has room, and
   // a growing skill climbs to its ceiling in a few breaches at most.
-  if (raised > e.bytes) {
-    e.bytes = raised;
-    e.basis = "breach";
-  }
-  if (e.bytes >= ceiling) {
-    e.bytes = ceiling;
-    e.basis = "ceiling";
-  }
+  Bound(config.floor, raised, ceiling, &e.bytes, &e.basis);
   // Kernel limits are in pages.
   constexpr uint64_t kPage = 4096;
   if (e.bytes % kPage != 0 && e.bytes < ceiling) e.bytes = std::min(ceiling, (e.bytes / kPage + 1) * kPage);
@@ -124,20 +132,9 @@ TimeEstimate EstimateTimeout(const std::deque<SkillRun>& window, absl::Duration 
   const double sized_ms = std::ceil(static_cast<double>(Percentile(walls, 99)) * 1e-3 * config.headroom);
   e.timeout = sized_ms >= absl::ToDoubleMilliseconds(ceiling) ? ceiling : absl::Milliseconds(sized_ms);
   e.basis = "history";
-  if (e.timeout < config.time_floor) {
-    e.timeout = config.time_floor;
-    e.basis = "floor";
-  }
   // As for memory: a skill that outran its estimate gets at least twice
   // that timeout while the breach is in the window.
-  if (raised > e.timeout) {
-    e.timeout = raised;
-    e.basis = "breach";
-  }
-  if (e.timeout >= ceiling) {
-    e.timeout = ceiling;
-    e.basis = "ceiling";
-  }
+  Bound(config.time_floor, raised, ceiling, &e.timeout, &e.basis);
   return e;
 }
 

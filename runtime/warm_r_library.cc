@@ -315,23 +315,33 @@ void BecomeProgram(char** argv, size_t argc, uint32_t mode, size_t index, const 
   _exit(127);
 }
 
+// One message and its fds (close-on-exec) into `data` and `control`, through
+// `iov` and `msg`, which the caller reads the fds from.
+ssize_t Receive(int sock, char* data, size_t size, char* control, size_t control_size, struct iovec* iov,
+                struct msghdr* msg) {
+  *iov = {data, size};
+  *msg = {};
+  msg->msg_iov = iov;
+  msg->msg_iovlen = 1;
+  msg->msg_control = control;
+  msg->msg_controllen = control_size;
+  ssize_t n;
+  do {
+    n = recvmsg(sock, msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
 // The one request, from `sock` (init forwards the launcher's execution
 // request unchanged, with its stdio as three fds): becomes it and returns
 // to R, which then reads the program; or execs another program. Anything
 // malformed ends the process, as the Python bootstrap does.
 void Serve(int sock, const char* exe, int* locale_changed) {
   static char data[kMaxExecRequestBytes + 1];
-  struct iovec iov = {data, sizeof(data)};
   alignas(struct cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))];
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+  struct iovec iov;
+  struct msghdr msg;
+  const ssize_t n = Receive(sock, data, sizeof(data), control, sizeof(control), &iov, &msg);
   close(sock);
   struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
   if (n < static_cast<ssize_t>(sizeof(ExecRequestHeader)) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
@@ -560,17 +570,10 @@ void Reap(const Child& child) {
 bool Spawn(int owner, const Plan& plan, int alive, int holder, Child** children, size_t* count, const char* exe,
            int* locale_changed) {
   char word[64];
-  struct iovec iov = {word, sizeof(word)};
   alignas(struct cmsghdr) char control[CMSG_SPACE(32 * sizeof(int))];
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  ssize_t n;
-  do {
-    n = recvmsg(owner, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+  struct iovec iov;
+  struct msghdr msg;
+  const ssize_t n = Receive(owner, word, sizeof(word), control, sizeof(control), &iov, &msg);
   if (n <= 0) _exit(0);  // the owner is gone: the children die with this process
   int fds[32];
   int nfds = 0;
