@@ -33,7 +33,8 @@ struct InstalledPackage {
 // ones are kept out.
 class PackageIndex {
  public:
-  explicit PackageIndex(skills::PackageKind kind = skills::PackageKind::kPython) : kind_(kind) {}
+  PackageIndex() = default;  // Python's
+  explicit PackageIndex(skills::PackageKind kind) : kind_(kind) {}
 
   // False when a package of that name is there already, or the name is
   // not one of `kind`'s.
@@ -44,10 +45,9 @@ class PackageIndex {
   const InstalledPackage* Find(absl::string_view name) const;
   const std::map<std::string, InstalledPackage>& packages() const { return packages_; }
   size_t size() const { return packages_.size(); }
-  skills::PackageKind kind() const { return kind_; }
 
  private:
-  skills::PackageKind kind_;
+  skills::PackageKind kind_ = skills::PackageKind::kPython;
   std::map<std::string, InstalledPackage> packages_;
 };
 
