@@ -24,25 +24,6 @@ namespace {
 // The headers come first; a long description after them is not read.
 constexpr size_t kMaxHeaderBytes = 64 << 10;
 
-// The first kMaxHeaderBytes of `name` in `dir`: a regular file reached
-// without a symlink, opened so that a FIFO cannot stall the scan.
-std::optional<std::string> ReadHead(int dir, const char* name) {
-  UniqueFd fd(::openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  std::string text(kMaxHeaderBytes, '\0');
-  size_t have = 0;
-  while (have < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + have, text.size() - have);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    have += static_cast<size_t>(n);
-  }
-  text.resize(have);
-  return text;
-}
-
 // The metadata of the folder entry `entry` in `dir`, if it is one.
 std::optional<MetadataHeaders> ReadEntry(int dir, const std::string& entry) {
   const bool dist_info = absl::EndsWith(entry, ".dist-info");
@@ -63,8 +44,30 @@ std::optional<MetadataHeaders> ReadEntry(int dir, const std::string& entry) {
 
 }  // namespace
 
+std::optional<std::string> ReadHead(int dir, const char* name) {
+  UniqueFd fd(::openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  std::string text(kMaxHeaderBytes, '\0');
+  size_t have = 0;
+  while (have < text.size()) {
+    ssize_t n = ::read(fd.get(), text.data() + have, text.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+  }
+  text.resize(have);
+  return text;
+}
+
 bool PackageIndex::Add(InstalledPackage package) {
-  std::optional<std::string> key = skills::NormalizePackageName(package.name);
+  std::optional<std::string> key;
+  if (kind_ == skills::PackageKind::kR) {
+    if (skills::IsRPackageName(package.name)) key = package.name;
+  } else {
+    key = skills::NormalizePackageName(package.name);
+  }
   if (!key.has_value()) return false;
   return packages_.emplace(*std::move(key), std::move(package)).second;
 }
@@ -119,7 +122,8 @@ absl::Status ScanPackageFolder(const std::string& path, const std::string& shown
 }
 
 std::vector<UnmetRequirement> UnmetRequirements(const std::vector<skills::Requirement>& requirements,
-                                                const std::vector<const PackageIndex*>& indexes) {
+                                                const std::vector<const PackageIndex*>& indexes,
+                                                skills::PackageKind kind) {
   std::vector<UnmetRequirement> unmet;
   for (const skills::Requirement& r : requirements) {
     const InstalledPackage* found = nullptr;
@@ -127,10 +131,10 @@ std::vector<UnmetRequirement> UnmetRequirements(const std::vector<skills::Requir
       found = index->Find(r.name);
       if (found != nullptr) break;
     }
-    if (found != nullptr && skills::Satisfies(r, found->version)) continue;
+    if (found != nullptr && skills::Satisfies(r, found->version, kind)) continue;
     std::optional<std::string> installed;
     if (found != nullptr) installed = found->version;
-    unmet.push_back(UnmetRequirement{r, installed, skills::UnmetMessage(r, installed)});
+    unmet.push_back(UnmetRequirement{r, installed, skills::UnmetMessage(r, installed, kind)});
   }
   return unmet;
 }

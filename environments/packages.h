@@ -27,20 +27,27 @@ struct InstalledPackage {
   std::string folder;   // the folder it was found in, as the sandbox sees it
 };
 
-// Packages by their PEP 503 name. The first one added of a name is the one
-// an interpreter imports (sys.path order), so later ones are kept out.
+// Packages by their PEP 503 name (Python's) or their name as written
+// (R's, whose names are case-sensitive). The first one added of a name is
+// the one an interpreter imports (sys.path or .libPaths() order), so later
+// ones are kept out.
 class PackageIndex {
  public:
-  // False when a package of that name is there already.
+  PackageIndex() = default;  // Python's
+  explicit PackageIndex(skills::PackageKind kind) : kind_(kind) {}
+
+  // False when a package of that name is there already, or the name is
+  // not one of `kind`'s.
   bool Add(InstalledPackage package);
   // Every package of `other` whose name is not here yet.
   void AddAll(const PackageIndex& other);
-  // `name` normalized (skills::NormalizePackageName).
+  // Python: `name` normalized (skills::NormalizePackageName). R: exactly.
   const InstalledPackage* Find(absl::string_view name) const;
   const std::map<std::string, InstalledPackage>& packages() const { return packages_; }
   size_t size() const { return packages_.size(); }
 
  private:
+  skills::PackageKind kind_ = skills::PackageKind::kPython;
   std::map<std::string, InstalledPackage> packages_;
 };
 
@@ -56,6 +63,11 @@ absl::Status ScanPackageFolder(int dir, const std::string& shown_as, PackageInde
 // The same for the host path `path` (opened without following a symlink
 // at its last component).
 absl::Status ScanPackageFolder(const std::string& path, const std::string& shown_as, PackageIndex* index);
+
+// The first 64 KiB of the file `name` in `dir`: a regular file reached
+// without a symlink, opened so that a FIFO cannot stall a scan. nullopt
+// where it cannot be read so.
+std::optional<std::string> ReadHead(int dir, const char* name);
 
 // `Name:` and `Version:` of a core metadata file's header block (RFC 822
 // style, ending at the first empty line). nullopt without both.
@@ -74,7 +86,9 @@ struct UnmetRequirement {
 
 // Each of `requirements` that `indexes` do not meet, in their order: the
 // first index that holds a package of its name decides (sys.path order).
+// Versions are compared as `kind`'s (skills::Satisfies).
 std::vector<UnmetRequirement> UnmetRequirements(const std::vector<skills::Requirement>& requirements,
-                                                const std::vector<const PackageIndex*>& indexes);
+                                                const std::vector<const PackageIndex*>& indexes,
+                                                skills::PackageKind kind = skills::PackageKind::kPython);
 
 }  // namespace cubicle::environments

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "environments/r_library.h"
 #include "rootfs/plan_paths.h"
 #include "runtime/warm_r.h"
 
@@ -80,12 +81,27 @@ ProfilePython ProfilePythonOf(const Profile& profile, const environments::HostPy
   return out;
 }
 
+environments::PackageIndex ProfileRLibraryOf(const Profile& profile, const std::vector<std::string>& folders) {
+  environments::PackageIndex out(skills::PackageKind::kR);
+  // A folder that cannot be read adds nothing: its packages are not there.
+  for (const std::string& folder : folders) {
+    if (std::optional<std::string> shown = rootfs::SandboxPathOf(profile.spec.mounts, folder)) {
+      (void)environments::ScanRLibrary(folder, *shown, &out);
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<const EnvironmentSet> LoadEnvironmentSet(const std::string& dir,
                                                          const std::vector<const Profile*>& profiles) {
   auto set = std::make_shared<EnvironmentSet>();
   if (!dir.empty()) set->catalog = std::make_shared<const environments::Catalog>(environments::Catalog::Load(dir));
   set->host = environments::FindHostPython();
-  for (const Profile* profile : profiles) set->profiles[profile->name] = ProfilePythonOf(*profile, set->host);
+  const std::vector<std::string> r_folders = environments::HostRLibraryFolders();
+  for (const Profile* profile : profiles) {
+    ProfilePython& of = set->profiles[profile->name] = ProfilePythonOf(*profile, set->host);
+    of.r_library = ProfileRLibraryOf(*profile, r_folders);
+  }
   return set;
 }
 
@@ -173,6 +189,9 @@ std::vector<environments::UnmetRequirement> UnmetSkillRequirements(const skills:
                                                                    const ProfilePython& profile) {
   const std::vector<skills::Requirement>& requirements = skill.manifest.requirements;
   if (requirements.empty()) return {};
+  if (skill.manifest.interpreter == skills::Interpreter::kR) {
+    return environments::UnmetRequirements(requirements, {&profile.r_library}, skills::PackageKind::kR);
+  }
   std::vector<const environments::PackageIndex*> indexes;
   if (env != nullptr) indexes.push_back(&env->packages);
   indexes.push_back(&profile.python_path);

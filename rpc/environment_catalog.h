@@ -21,7 +21,8 @@
 
 namespace cubicle::rpc {
 
-// What a profile's own interpreter sees of the host's Python.
+// What a profile's own interpreter sees of the host's Python, and its R
+// of the host's R libraries.
 struct ProfilePython {
   // Where its binds show the host's interpreter files (sandbox paths):
   // masked in a run whose environment has an interpreter of its own.
@@ -30,6 +31,9 @@ struct ProfilePython {
   // folders its binds show, each as the sandbox sees it.
   environments::PackageIndex python_path;
   environments::PackageIndex site;
+  // The R packages in the host's R library folders its binds show
+  // (environments::HostRLibraryFolders), each as the sandbox sees it.
+  environments::PackageIndex r_library{skills::PackageKind::kR};
 };
 
 // One load: swapped whole at every reload, as the skill catalog is; a
@@ -49,6 +53,10 @@ std::shared_ptr<const EnvironmentSet> LoadEnvironmentSet(const std::string& dir,
                                                          const std::vector<const Profile*>& profiles);
 
 ProfilePython ProfilePythonOf(const Profile& profile, const environments::HostPython& host);
+
+// The R packages of the host library `folders` (in R's search order) that
+// the profile's binds show, each as the sandbox sees it.
+environments::PackageIndex ProfileRLibraryOf(const Profile& profile, const std::vector<std::string>& folders);
 
 // The spec of a run in `env`: `base` with the prefix bound read-only at
 // /env and, when the environment has an interpreter of its own, /dev/null
@@ -106,7 +114,9 @@ std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& pr
 // The skill's requirements that the packages its interpreter imports do
 // not meet: the environment's, then the profile's python_path, then the
 // host's site folders — unless the environment's own interpreter leaves
-// them out (a venv without include-system-site-packages).
+// them out (a venv without include-system-site-packages). An R skill's
+// are R packages, looked for in the host's R libraries the profile shows
+// (an environment brings none), compared as R compares versions.
 std::vector<environments::UnmetRequirement> UnmetSkillRequirements(const skills::Skill& skill,
                                                                    const environments::Environment* env,
                                                                    const ProfilePython& profile);

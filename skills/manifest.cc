@@ -107,10 +107,13 @@ absl::Status ReadRequires(const json::value& v, const std::string& path, Manifes
   if (v.is_array() && v.get_array().size() > kMaxRequirements) {
     return Error(path, absl::StrCat("more than ", kMaxRequirements, " requirements"));
   }
+  // An R skill's requirements are R packages (docs/skills.md, "R"); the
+  // interpreter is read before them.
+  const PackageKind kind = m->interpreter == Interpreter::kR ? PackageKind::kR : PackageKind::kPython;
   size_t index = 0;
   return json_read::ForEachElement(v, path, [&](const json::value& item, const std::string& at) -> absl::Status {
     CUBICLE_ASSIGN_OR_RETURN(std::string text, json_read::String(item, at));
-    absl::StatusOr<Requirement> r = ParseRequirement(text);
+    absl::StatusOr<Requirement> r = ParseRequirement(text, kind);
     if (!r.ok()) return Error(at, r.status().message());
     auto [it, fresh] = seen.emplace(r->name, index++);
     if (!fresh) {

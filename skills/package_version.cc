@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "skills/r_version.h"
 
 namespace cubicle::skills {
 namespace {
@@ -243,7 +244,8 @@ int ComparePackageVersions(const PackageVersion& a, const PackageVersion& b, boo
   return local ? CompareLocal(a.local, b.local) : 0;
 }
 
-bool Satisfies(const Requirement& requirement, absl::string_view installed) {
+bool Satisfies(const Requirement& requirement, absl::string_view installed, PackageKind kind) {
+  if (kind == PackageKind::kR) return SatisfiesR(requirement, installed);
   if (requirement.constraints.empty()) return true;
   absl::StatusOr<PackageVersion> v = ParsePackageVersion(installed);
   if (!v.ok()) return false;
@@ -251,7 +253,8 @@ bool Satisfies(const Requirement& requirement, absl::string_view installed) {
                      [&](const VersionConstraint& c) { return MeetsOne(c, *v); });
 }
 
-std::string UnmetMessage(const Requirement& requirement, const std::optional<std::string>& installed) {
+std::string UnmetMessage(const Requirement& requirement, const std::optional<std::string>& installed,
+                         PackageKind kind) {
   std::vector<VersionConstraint> shown = requirement.constraints;
   std::stable_sort(shown.begin(), shown.end(), [](const VersionConstraint& a, const VersionConstraint& b) {
     return OperatorRank(a.op) < OperatorRank(b.op);
@@ -265,7 +268,9 @@ std::string UnmetMessage(const Requirement& requirement, const std::optional<std
   }
   if (!installed.has_value()) {
     parts.push_back("not installed");
-  } else if (!ParsePackageVersion(*installed).ok()) {
+  } else if (kind == PackageKind::kR && !ParseRVersion(*installed).ok()) {
+    parts.push_back(absl::StrCat("have '", installed->substr(0, 64), "', not an R version"));
+  } else if (kind == PackageKind::kPython && !ParsePackageVersion(*installed).ok()) {
     parts.push_back(absl::StrCat("have '", installed->substr(0, 64), "', not a PEP 440 version"));
   } else {
     parts.push_back(absl::StrCat("have ", *installed));

@@ -42,12 +42,15 @@ int ComparePackageVersions(const PackageVersion& a, const PackageVersion& b, boo
 
 // Whether `installed` meets every constraint of `requirement`. A version
 // that is not PEP 440 meets no constraint (and any requirement without one).
-bool Satisfies(const Requirement& requirement, absl::string_view installed);
+// For R (`kind`), R's versions and order (skills/r_version.h SatisfiesR).
+bool Satisfies(const Requirement& requirement, absl::string_view installed, PackageKind kind = PackageKind::kPython);
 
 // Why `requirement` is not met by `installed` (nullopt: not installed):
 // "package numpy not available (need >= 1.10, < 2, have 1.9)", "package
 // numpy not available (need >= 1.10, not installed)", "package numpy not
-// available (not installed)". Lower bounds are said before upper ones.
-std::string UnmetMessage(const Requirement& requirement, const std::optional<std::string>& installed);
+// available (not installed)". Lower bounds are said before upper ones. An
+// installed version that does not read as `kind`'s is said to be so.
+std::string UnmetMessage(const Requirement& requirement, const std::optional<std::string>& installed,
+                         PackageKind kind = PackageKind::kPython);
 
 }  // namespace cubicle::skills

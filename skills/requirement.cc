@@ -15,7 +15,14 @@ namespace {
 
 constexpr size_t kMaxRequirementBytes = 256;
 
-absl::Status NotAConstraint(absl::string_view text) {
+absl::Status NotAConstraint(absl::string_view text, PackageKind kind) {
+  if (kind == PackageKind::kR) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text.substr(0, 64),
+        "' is not an R package constraint (expected an R package name, alone or followed by ==, !=, <, <=, > or >= "
+        "and a version of numbers joined by '.' or '-', several joined by ',': 'jsonlite', 'jsonlite>=1.8', "
+        "'data.table>=1.14.8-1')"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("'", text.substr(0, 64),
                    "' is not a version constraint (expected a package name, alone or followed by ==, !=, <, <=, "
@@ -75,7 +82,36 @@ bool VersionText(absl::string_view s, bool wildcard, size_t* release_parts) {
   return s.empty();
 }
 
+// R's version text (R's valid_numeric_version): numbers joined by '.' or
+// '-'. A single number is allowed here, as numeric_version allows it.
+bool RVersionText(absl::string_view s) {
+  for (;;) {
+    if (!Digits(s)) return false;
+    if (s.empty()) return true;
+    if (s[0] != '.' && s[0] != '-') return false;
+    s.remove_prefix(1);
+  }
+}
+
+// The name at the front of `rest` (consumed), as `kind` reads names.
+std::optional<std::string> ReadName(absl::string_view& rest, PackageKind kind) {
+  size_t end = 0;
+  while (end < rest.size() && NameChar(rest[end])) ++end;
+  absl::string_view name = rest.substr(0, end);
+  rest.remove_prefix(end);
+  if (kind == PackageKind::kR) {
+    if (!IsRPackageName(name)) return std::nullopt;
+    return std::string(name);
+  }
+  return NormalizePackageName(name);
+}
+
 }  // namespace
+
+bool IsRPackageName(absl::string_view name) {
+  if (name.size() < 2 || !absl::ascii_isalpha(name.front()) || name.back() == '.') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isalnum(c) || c == '.'; });
+}
 
 std::string Requirement::Canonical() const {
   std::string out = name;
@@ -85,7 +121,7 @@ std::string Requirement::Canonical() const {
   return out;
 }
 
-absl::StatusOr<Requirement> ParseRequirement(absl::string_view text) {
+absl::StatusOr<Requirement> ParseRequirement(absl::string_view text, PackageKind kind) {
   if (text.size() > kMaxRequirementBytes) {
     return absl::InvalidArgumentError(absl::StrCat("is ", text.size(), " bytes, over ", kMaxRequirementBytes));
   }
@@ -97,19 +133,21 @@ absl::StatusOr<Requirement> ParseRequirement(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("'", text.substr(0, 64), "': extras ('[...]') are not supported"));
   }
   absl::string_view rest = absl::StripAsciiWhitespace(text);
-  size_t name_end = 0;
-  while (name_end < rest.size() && NameChar(rest[name_end])) ++name_end;
-  std::optional<std::string> name = NormalizePackageName(rest.substr(0, name_end));
-  if (!name.has_value()) return NotAConstraint(text);
+  std::optional<std::string> name = ReadName(rest, kind);
+  if (!name.has_value()) return NotAConstraint(text, kind);
   Requirement r;
   r.name = *std::move(name);
-  rest = absl::StripAsciiWhitespace(rest.substr(name_end));
+  rest = absl::StripAsciiWhitespace(rest);
   if (rest.empty()) return r;
   for (absl::string_view spec : absl::StrSplit(rest, ',')) {
     spec = absl::StripAsciiWhitespace(spec);
     if (absl::StartsWith(spec, "===")) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", text.substr(0, 64), "': arbitrary equality ('===') is not supported"));
+    }
+    if (kind == PackageKind::kR && absl::StartsWith(spec, "~=")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text.substr(0, 64), "': '~=' is Python's; R's versions take ==, !=, <, <=, > and >="));
     }
     VersionConstraint c;
     // Two-character operators first: "<=" is not "<" and "=...".
@@ -119,11 +157,17 @@ absl::StatusOr<Requirement> ParseRequirement(absl::string_view text) {
         break;
       }
     }
-    if (c.op.empty()) return NotAConstraint(text);
+    if (c.op.empty()) return NotAConstraint(text, kind);
+    if (kind == PackageKind::kR) {
+      c.version = std::string(absl::StripAsciiWhitespace(spec));
+      if (!RVersionText(c.version)) return NotAConstraint(text, kind);
+      r.constraints.push_back(std::move(c));
+      continue;
+    }
     c.version = absl::AsciiStrToLower(absl::StripAsciiWhitespace(spec));
     size_t release_parts = 0;
     const bool wildcard = c.op == "==" || c.op == "!=";
-    if (!VersionText(c.version, wildcard, &release_parts)) return NotAConstraint(text);
+    if (!VersionText(c.version, wildcard, &release_parts)) return NotAConstraint(text, kind);
     if (c.op == "~=" && release_parts < 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", text.substr(0, 64), "': '~=' needs a version of at least two numbers ('~=1.4')"));

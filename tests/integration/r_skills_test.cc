@@ -2,9 +2,11 @@
 // answering JSON-RPC over stdio (with jsonlite where the host has it, a
 // hand-written reading of one request shape otherwise), an R error as a
 // clean failure carrying R's own message, the profile's limits and its
-// lack of network, and an environment with an interpreter of its own
-// masking the host's R. Skipped where the host has no R (CI installs
-// none): `apt-get install r-base-core r-cran-jsonlite` runs them.
+// lack of network, an environment with an interpreter of its own
+// masking the host's R, and `requires` naming R packages, checked against
+// the R libraries the profile shows before anything runs. Skipped where
+// the host has no R (CI installs none): `apt-get install r-base-core
+// r-cran-jsonlite` runs them.
 #include <arpa/inet.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -16,10 +18,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/unique_fd.h"
 #include "tests/integration/skills_fixture.h"
 
@@ -67,6 +71,12 @@ if (grepl("hog", line)) x <- numeric(64e6)  # 512 MB, every page written
 cat(sprintf('{"jsonrpc":"2.0","id":1,"result":{"net":"%s"}}\n', gsub('"', "'", net)))
 )r";
 
+// Reads its request, leaves a mark where the test sees it, and answers.
+constexpr char kMarks[] = R"r(line <- readLines(file("stdin"), n = 1L)
+file.create("/mark/ran")
+cat('{"jsonrpc":"2.0","id":1,"result":{"ran":true}}\n')
+)r";
+
 // The r profile's route: cold (R started for each call), warm with a
 // template (each zygote's R a fork of one), warm with an R per zygote.
 struct RRoute {
@@ -88,11 +98,13 @@ class RSkills : public Skills, public ::testing::WithParamInterface<RRoute> {
     }
     envs_ = dir_.Join("environments");
     ASSERT_EQ(::mkdir(envs_.c_str(), 0755), 0);
+    ASSERT_EQ(::chmod(mark_.path().c_str(), 0777), 0);  // the sandbox user writes its mark there
   }
 
   SocketDaemon& StartR() {
     return Start({}, absl::StrCat(R"("environments": {"dir": )", Quoted(envs_), "},"),
-                 absl::StrCat(R"(, "r": {"seccomp": "no-network", "binds": [{"source": "/etc/R", "dest": "/etc/R"}],
+                 absl::StrCat(R"(, "r": {"seccomp": "no-network", "binds": [{"source": "/etc/R", "dest": "/etc/R"},
+                           {"source": )", Quoted(mark_.path()), R"(, "dest": "/mark", "readonly": false}],
                            "limits": {"memory": "256M", "pids": 64}, "timeout_ms": 30000,
                            "pool": {"min_idle": 1, "max_idle": 2, "max_total": 8})",
                               GetParam().interpreter, "}"));
@@ -121,8 +133,21 @@ class RSkills : public Skills, public ::testing::WithParamInterface<RRoute> {
                 absl::StrCat(R"({"skill": )", Quoted(skill), R"(, "method": "m", "params": )", params, "}"));
   }
 
+  bool Marked() const { return ::access(mark_.Join("ran").c_str(), F_OK) == 0; }
+
   std::string envs_;
+  TempDir mark_;
 };
+
+// The Version: of the host's installed R package `name`, or "".
+std::string HostRPackageVersion(const std::string& name) {
+  std::ifstream description("/usr/lib/R/site-library/" + name + "/DESCRIPTION");
+  std::string line;
+  while (std::getline(description, line)) {
+    if (absl::StartsWith(line, "Version:")) return std::string(absl::StripAsciiWhitespace(line.substr(8)));
+  }
+  return "";
+}
 
 TEST_P(RSkills, AnRSkillAnswersJsonRpcOverStdio) {
   RSkill("r-summary", kSummary);
@@ -207,6 +232,40 @@ TEST_P(RSkills, AnEnvironmentWithItsOwnInterpreterMasksTheHostsR) {
   ASSERT_EQ(ErrorCode(reply), -32007) << json::serialize(reply);
   EXPECT_TRUE(absl::StrContains(Str(reply.at("error").at("data").at("stderr_tail")), "Rscript"))
       << json::serialize(reply);
+}
+
+TEST_P(RSkills, RequiresNamesRPackagesCheckedBeforeAnythingRuns) {
+  RSkill("needs-absent", kMarks, "requires: [cubicleNoSuchPackage, stats >= 3.0]\n");
+  RSkill("needs-newer", kMarks, "requires: [jsonlite >= 99]\n");
+  RSkill("needs-jsonlite", kMarks, "requires: [jsonlite >= 1.0, stats >= 3.0]\n");
+  ASSERT_TRUE(StartR().up()) << Log();
+
+  // stats is in R's own library (/usr/lib/R/library), which is searched too.
+  json::value reply = SkillCall("needs-absent", "{}");
+  ASSERT_EQ(ErrorCode(reply), -32009) << json::serialize(reply);
+  EXPECT_EQ(Str(reply.at("error").at("message")), "package cubicleNoSuchPackage not available (not installed)");
+  const json::value& data = reply.at("error").at("data");
+  EXPECT_EQ(Str(data.at("profile")), "r");
+  ASSERT_EQ(data.at("unmet").as_array().size(), 1u) << json::serialize(data);
+  EXPECT_EQ(Str(data.at("unmet").at(0).at("package")), "cubicleNoSuchPackage");
+  EXPECT_EQ(data.at("unmet").at(0).at("installed"), nullptr);
+  EXPECT_FALSE(Marked()) << "nothing ran";
+
+  const std::string jsonlite = HostRPackageVersion("jsonlite");
+  if (jsonlite.empty()) {
+    GTEST_SKIP() << "the host has no /usr/lib/R/site-library/jsonlite: apt-get install r-cran-jsonlite";
+  }
+  reply = SkillCall("needs-newer", "{}");
+  ASSERT_EQ(ErrorCode(reply), -32009) << json::serialize(reply);
+  EXPECT_EQ(Str(reply.at("error").at("message")),
+            absl::StrCat("package jsonlite not available (need >= 99, have ", jsonlite, ")"));
+  EXPECT_EQ(Str(reply.at("error").at("data").at("unmet").at(0).at("installed")), jsonlite);
+  EXPECT_FALSE(Marked()) << "nothing ran";
+
+  json::value ran = SkillCall("needs-jsonlite", "{}");
+  ASSERT_TRUE(HasResult(ran)) << json::serialize(ran) << Log();
+  EXPECT_EQ(ran.at("result").at("result").at("ran"), true);
+  EXPECT_TRUE(Marked());
 }
 
 INSTANTIATE_TEST_SUITE_P(Routes, RSkills, ::testing::ValuesIn(kRRoutes),

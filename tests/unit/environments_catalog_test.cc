@@ -2,7 +2,8 @@
 // revisions a reference picks, what it reports and leaves out — each
 // revision's environment.json and python_path, its interpreter, its
 // package index read from dist-info and egg-info metadata, requirements
-// checked against that index, and the host's interpreters found by name.
+// checked against that index, the host's interpreters found by name, and
+// an R library's packages read from their DESCRIPTION files.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "environments/catalog.h"
 #include "environments/host_python.h"
 #include "environments/packages.h"
+#include "environments/r_library.h"
 #include "tests/support/temp_dir.h"
 
 namespace cubicle::environments {
@@ -228,6 +230,64 @@ TEST(PackageIndex, TheFirstOfANameWinsAndRequirementsAreCheckedInOrder) {
   EXPECT_EQ(unmet[1].message, "package scipy not available (not installed)");
   EXPECT_EQ(unmet[2].requirement.name, "numpy-extra");
   EXPECT_EQ(UnmetRequirements(needs, {&second, &first}).size(), 2u);  // numpy 2.0 first now
+}
+
+TEST(RDescription, PackageAndVersionOfTheFirstRecord) {
+  std::optional<RDescription> d = ParseRDescription(
+      "Package: data.table\nVersion:  1.14.8-1 \nTitle: Extension of\n  'data.frame'\nPackage: NotThis\n"
+      "Built: R 4.2.2; x86_64-pc-linux-gnu; 2023-02-01; unix\n\nVersion: 9\n");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->package, "data.table");
+  EXPECT_EQ(d->version, "1.14.8-1");
+  // A continuation line is not a field, and field names are case-sensitive.
+  EXPECT_FALSE(ParseRDescription("Package: x1\nDescription: a\n Version: 1.0\n").has_value());
+  EXPECT_FALSE(ParseRDescription("package: x1\nversion: 1.0\n").has_value());
+  EXPECT_FALSE(ParseRDescription("Package: x1\n\nVersion: 1.0\n").has_value());
+  EXPECT_TRUE(ParseRDescription("\r\nPackage: x1\r\nVersion: 1.0\r\n").has_value());
+  EXPECT_FALSE(ParseRDescription("").has_value());
+}
+
+TEST_F(EnvironmentsDir, AnRLibrarysPackagesAreTheFoldersItsDescriptionsName) {
+  auto description = [&](const std::string& folder, const std::string& package, const std::string& version) {
+    Write(folder + "/DESCRIPTION", absl::StrCat("Package: ", package, "\nVersion: ", version, "\nLicense: GPL\n"));
+  };
+  description("site/jsonlite", "jsonlite", "1.8.4");
+  description("site/data.table", "data.table", "1.14.8-1");
+  description("site/Matrix", "Matrix", "1.5-3");
+  description("site/renamed", "other", "1.0");  // library(renamed) would refuse it
+  description("site/.hidden", ".hidden", "1.0");
+  Folder("site/nodescription/R");
+  Write("site/stray", "Package: stray\nVersion: 1.0\n");
+  fs::create_directory_symlink(Path("site/jsonlite"), Path("site/linked"));
+  description("base/jsonlite", "jsonlite", "0.9");
+  description("base/stats", "stats", "4.2.2");
+
+  PackageIndex index(skills::PackageKind::kR);
+  ASSERT_TRUE(ScanRLibrary(Path("site"), "/usr/lib/R/site-library", &index).ok());
+  ASSERT_TRUE(ScanRLibrary(Path("base"), "/usr/lib/R/library", &index).ok());
+  std::vector<std::string> names;
+  for (const auto& [name, package] : index.packages()) names.push_back(name);
+  EXPECT_THAT(names, ElementsAre("Matrix", "data.table", "jsonlite", "stats"));
+  ASSERT_NE(index.Find("jsonlite"), nullptr);
+  EXPECT_EQ(index.Find("jsonlite")->version, "1.8.4");  // the first library's, as R's search finds it
+  EXPECT_EQ(index.Find("jsonlite")->folder, "/usr/lib/R/site-library");
+  EXPECT_EQ(index.Find("matrix"), nullptr);  // R's names are case-sensitive
+  EXPECT_EQ(index.Find("data-table"), nullptr);
+
+  std::vector<skills::Requirement> needs;
+  for (const char* r : {"jsonlite>=99", "data.table>=1.14.8", "Matrix>=1.5-4", "cubicleNoSuchPackage", "matrix"}) {
+    absl::StatusOr<skills::Requirement> parsed = skills::ParseRequirement(r, skills::PackageKind::kR);
+    ASSERT_TRUE(parsed.ok()) << r;
+    needs.push_back(*parsed);
+  }
+  std::vector<UnmetRequirement> unmet = UnmetRequirements(needs, {&index}, skills::PackageKind::kR);
+  std::vector<std::string> messages;
+  for (const UnmetRequirement& u : unmet) messages.push_back(u.message);
+  EXPECT_THAT(messages, ElementsAre("package jsonlite not available (need >= 99, have 1.8.4)",
+                                    "package Matrix not available (need >= 1.5-4, have 1.5-3)",
+                                    "package cubicleNoSuchPackage not available (not installed)",
+                                    "package matrix not available (not installed)"));
+  EXPECT_THAT(std::string(ScanRLibrary(Path("absent"), "/x", &index).message()), HasSubstr("absent"));
 }
 
 TEST(HostPython, InterpretersAreFoundByNameAndResolved) {

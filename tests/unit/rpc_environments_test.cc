@@ -238,6 +238,39 @@ TEST_F(EnvironmentsRpc, RequirementsAreCheckedAgainstWhatTheInterpreterImports) 
   EXPECT_EQ(unmet[0].message, "package sciprobe not available (need >= 1, have 0.1)");
 }
 
+TEST_F(EnvironmentsRpc, AnRSkillsRequirementsAreRPackagesTheProfileShows) {
+  fs::create_directories(dir_.Join("rlib/jsonlite"));
+  std::ofstream(dir_.Join("rlib/jsonlite/DESCRIPTION")) << "Package: jsonlite\nVersion: 1.8.4\n";
+  fs::create_directories(dir_.Join("rlib/data.table"));
+  std::ofstream(dir_.Join("rlib/data.table/DESCRIPTION")) << "Package: data.table\nVersion: 1.14.8-1\n";
+  // Seen through the profile's binds, where they show the folder at all.
+  environments::PackageIndex shown = ProfileRLibraryOf(warm(), {dir_.Join("absent"), dir_.Join("rlib")});
+  ASSERT_NE(shown.Find("jsonlite"), nullptr);
+  EXPECT_EQ(shown.Find("jsonlite")->folder, "/opt/py/rlib");
+  EXPECT_EQ(ProfileRLibraryOf(plain(), {dir_.Join("rlib")}).size(), 0u);
+
+  skills::Skill s;
+  s.manifest.interpreter = skills::Interpreter::kR;
+  for (const char* r : {"jsonlite>=99", "data.table>=1.10.0", "cubicleNoSuchPackage", "tinypkg"}) {
+    s.manifest.requirements.push_back(*skills::ParseRequirement(r, skills::PackageKind::kR));
+  }
+  ProfilePython profile;
+  profile.r_library = shown;
+  profile.site.Add({"tinypkg", "0.3", "/usr/lib/python3/dist-packages"});  // Python's: no R package
+  environments::Environment env = Env(false);
+  std::vector<std::string> messages;
+  for (const environments::UnmetRequirement& u : UnmetSkillRequirements(s, &env, profile)) {
+    messages.push_back(u.message);
+  }
+  EXPECT_THAT(messages, ElementsAre("package jsonlite not available (need >= 99, have 1.8.4)",
+                                    "package cubicleNoSuchPackage not available (not installed)",
+                                    "package tinypkg not available (not installed)"));
+  // A Python skill's are not looked for among R's.
+  skills::Skill py;
+  py.manifest.requirements.push_back(*skills::ParseRequirement("jsonlite"));
+  EXPECT_EQ(UnmetSkillRequirements(py, nullptr, profile).size(), 1u);
+}
+
 TEST_F(EnvironmentsRpc, ASkillsEnvironmentMustBeServed) {
   skills::Skill s;
   s.manifest.name = "probe";

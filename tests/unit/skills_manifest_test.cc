@@ -28,6 +28,7 @@ namespace {
 
 namespace json = boost::json;
 namespace fs = std::filesystem;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A folder under /tmp (itest-*), removed with what it holds.
@@ -344,6 +345,36 @@ TEST(SkillManifest, RByExtensionOrByNameAndItsProfile) {
   absl::StatusOr<Skill> julia = Load(unnamed.path());
   ASSERT_FALSE(julia.ok());
   EXPECT_THAT(std::string(julia.status().message()), HasSubstr(R"(expected "python", "shell" or "r")"));
+}
+
+TEST(SkillManifest, AnRSkillRequiresRPackages) {
+  Folder dir;
+  dir.Write("skill.yaml", "name: r-table\nversion: 1.0.0\nentry: main.R\n"
+                          "requires: [data.table>=1.14.8-1, Matrix, jsonlite >= 1.8]\n");
+  dir.Write("main.R", "cat(1)\n");
+  absl::StatusOr<Skill> s = Load(dir.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<std::string> canonical;
+  for (const Requirement& r : s->manifest.requirements) canonical.push_back(r.Canonical());
+  EXPECT_THAT(canonical, ElementsAre("data.table>=1.14.8-1", "Matrix", "jsonlite>=1.8"));
+  // R's names are case-sensitive: Matrix and matrix are two packages.
+  dir.Write("skill.yaml", "name: r-table\nversion: 1.0.0\nentry: main.R\nrequires: [Matrix, matrix]\n");
+  EXPECT_TRUE(Load(dir.path()).ok());
+  dir.Write("skill.yaml", "name: r-table\nversion: 1.0.0\nentry: main.R\nrequires: [Matrix, Matrix>=1]\n");
+  absl::StatusOr<Skill> twice = Load(dir.path());
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(std::string(twice.status().message()), HasSubstr("requires[1]: 'Matrix' is required already"));
+  dir.Write("skill.yaml", "name: r-table\nversion: 1.0.0\nentry: main.R\nrequires: [numpy~=1.4]\n");
+  absl::StatusOr<Skill> python = Load(dir.path());
+  ASSERT_FALSE(python.ok());
+  EXPECT_THAT(std::string(python.status().message()), HasSubstr("requires[0]: 'numpy~=1.4': '~=' is Python's"));
+  // The same names for a Python skill read as PEP 503 reads them.
+  dir.Write("skill.yaml", "name: py-table\nversion: 1.0.0\nentry: main.py\nrequires: [data.table, Matrix]\n");
+  dir.Write("main.py", kScript);
+  absl::StatusOr<Skill> py = Load(dir.path());
+  ASSERT_TRUE(py.ok()) << py.status();
+  EXPECT_EQ(py->manifest.requirements[0].name, "data-table");
+  EXPECT_EQ(py->manifest.requirements[1].name, "matrix");
 }
 
 TEST(SkillManifest, SeccompStrictReads) {
