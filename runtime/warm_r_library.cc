@@ -315,6 +315,15 @@ void BecomeProgram(char** argv, size_t argc, uint32_t mode, size_t index, const 
   _exit(127);
 }
 
+// Closes every fd from `first` up: close_range (Linux 5.9), else one by one
+// up to the fd limit.
+void CloseFrom(unsigned first) {
+  if (syscall(SYS_close_range, first, ~0u, 0u) == 0) return;
+  struct rlimit limit;
+  const rlim_t top = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY ? limit.rlim_cur : 65536;
+  for (rlim_t fd = first; fd < top; ++fd) close(static_cast<int>(fd));
+}
+
 // One message and its fds (close-on-exec) into `data` and `control`, through
 // `iov` and `msg`, which the caller reads the fds from.
 ssize_t Receive(int sock, char* data, size_t size, char* control, size_t control_size, struct iovec* iov,
@@ -374,7 +383,7 @@ void Serve(int sock, const char* exe, int* locale_changed) {
   for (int i = 0; i < 3; ++i) {
     if (fds[i] < 0 || dup2(fds[i], i) != i) _exit(126);
   }
-  syscall(SYS_close_range, 3u, ~0u, 0u);  // the start's -e file, these fds: only stdio stays
+  CloseFrom(3);  // the start's -e file, these fds: only stdio stays
   clearerr(stdin);
   clearerr(stdout);
   clearerr(stderr);
@@ -509,7 +518,7 @@ void TemplateChild(const Plan& plan, int* fds, int nfds, int parent_alive, const
     FailSetup(control >= 0 ? control : fds[kJoinedCount + 1], "close fds", "warm interpreter", errno);
   }
   control = kControlFd;
-  syscall(SYS_close_range, 5u, ~0u, 0u);
+  CloseFrom(5);
   if (prctl(PR_SET_SECUREBITS, 0xEF, 0, 0, 0) != 0) FailSetup(control, "prctl(PR_SET_SECUREBITS)", "", errno);
   for (int cap = 0; cap < 64; ++cap) {
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
