@@ -156,8 +156,6 @@ void SetEnvironmentVariables(const Profile& profile, const environments::Environ
 
 const char* PythonPathPrelude() { return kPrelude; }
 
-const char* RLauncher() { return runtime::RSkillLauncher(); }
-
 std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile, const SkillRoute& route) {
   if (skill.manifest.interpreter == skills::Interpreter::kShell) {
     return {"/bin/sh", "-c", skill.script, skill.manifest.name};  // $0 is the skill's name

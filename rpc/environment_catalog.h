@@ -88,11 +88,6 @@ inline constexpr char kPythonPathVariable[] = "CUBICLE_PYTHON_PATH";
 // uncaught exception's traceback starts at the script's frame.
 const char* PythonPathPrelude();
 
-// The shell program an R skill runs under, as `/bin/sh -c LAUNCHER NAME
-// SCRIPT`: it writes SCRIPT to a file in the sandbox's /tmp and execs
-// `Rscript --vanilla FILE` (runtime/warm_r.h RSkillLauncher).
-const char* RLauncher();
-
 // How a skill runs (docs/skills.md, "Calling a skill").
 struct SkillRoute {
   const environments::Environment* environment = nullptr;  // none
@@ -107,7 +102,7 @@ struct SkillRoute {
 // (served without starting an interpreter) when it serves the run; else
 // `python3 -I` (or the profile's Python interpreter argv) — then, with a python path,
 // `-c PRELUDE SCRIPT`. Shell: `/bin/sh -c SCRIPT NAME`. R: `/bin/sh -c
-// LAUNCHER NAME SCRIPT` (RLauncher), which a profile's warm R interpreter
+// LAUNCHER NAME SCRIPT` (runtime/warm_r.h RSkillLauncher), which a profile's warm R interpreter
 // {"argv": ["Rscript", "--vanilla"]} serves itself.
 std::vector<std::string> SkillArgv(const skills::Skill& skill, const Profile& profile, const SkillRoute& route = {});
 

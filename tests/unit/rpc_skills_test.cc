@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/config.h"
+#include "runtime/warm_r.h"
 
 namespace cubicle::rpc {
 namespace {
@@ -150,10 +151,10 @@ TEST(SkillArgv, RTakesTheLauncherAndTheScriptAsItsArgument) {
   skills::Skill s = PythonSkill();
   s.manifest.interpreter = skills::Interpreter::kR;
   s.script = std::string(20000, '#') + "\ncat('hi')\n";
-  EXPECT_THAT(SkillArgv(s, config.profiles.at("py")), ElementsAre("/bin/sh", "-c", RLauncher(), "word-stats", s.script));
+  EXPECT_THAT(SkillArgv(s, config.profiles.at("py")), ElementsAre("/bin/sh", "-c", runtime::RSkillLauncher(), "word-stats", s.script));
   EXPECT_THAT(SkillArgv(s, config.profiles.at("plain")),
-              ElementsAre("/bin/sh", "-c", RLauncher(), "word-stats", s.script));
-  EXPECT_THAT(RLauncher(), HasSubstr("exec Rscript --vanilla"));
+              ElementsAre("/bin/sh", "-c", runtime::RSkillLauncher(), "word-stats", s.script));
+  EXPECT_THAT(runtime::RSkillLauncher(), HasSubstr("exec Rscript --vanilla"));
 }
 
 TEST(SkillsConfig, DirMustBeAnExistingAbsoluteDirectory) {
