@@ -24,7 +24,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "tests/integration/daemon_fixture.h"
 #include "tests/support/daemon_client.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -66,10 +66,10 @@ except OSError as e:
 print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": seen}), flush=True)
 )py";
 
-class Environments : public HostHygieneTest {
+class Environments : public DaemonFixture {
  protected:
   void SetUp() override {
-    HostHygieneTest::SetUp();
+    DaemonFixture::SetUp();
     char real[PATH_MAX];
     if (::realpath("/usr/bin/python3", real) == nullptr) GTEST_SKIP() << "the host has no /usr/bin/python3";
     host_python_ = real;
@@ -82,12 +82,6 @@ class Environments : public HostHygieneTest {
     skills_ = dir_.Join("skills");
     envs_ = dir_.Join("environments");
     for (const std::string& d : {skills_, envs_}) ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
-  }
-
-  void TearDown() override {
-    if (daemon_ != nullptr && daemon_->process().started()) daemon_->Stop();
-    daemon_.reset();
-    HostHygieneTest::TearDown();
   }
 
   // A file under `root`, the folders missing on its way made (each 0755:
@@ -153,14 +147,6 @@ class Environments : public HostHygieneTest {
     return *daemon_;
   }
 
-  json::value Call(const std::string& method, const std::string& params) {
-    return daemon_->Call(RequestLine(++id_, method, params));
-  }
-  json::value Result(const std::string& method, const std::string& params) {
-    json::value reply = Call(method, params);
-    EXPECT_TRUE(HasResult(reply)) << method << " " << params << ": " << json::serialize(reply);
-    return HasResult(reply) ? reply.at("result") : json::value(nullptr);
-  }
   // skill.call by name; the skill's own result.
   json::value CallSkill(const std::string& skill, const std::string& more = "") {
     json::value r = Result("skill.call", absl::StrCat(R"({"skill": )", Quoted(skill), R"(, "method": "m")", more, "}"));
@@ -168,33 +154,6 @@ class Environments : public HostHygieneTest {
   }
   bool Marked(const std::string& name = "ran") const { return ::access(mark_.Join(name).c_str(), F_OK) == 0; }
 
-  bool Reload() {
-    auto count = [&] {
-      json::value h = Result("health", "");
-      return h.is_object() ? h.at("reloads").at("ok").as_int64() + h.at("reloads").at("refused").as_int64() : -1;
-    };
-    const int64_t before = count();
-    daemon_->process().Signal(SIGHUP);
-    for (int i = 0; i < 3000; ++i) {  // at most 30 s
-      if (count() > before) return true;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
-  }
-  json::value PoolStats(const std::string& pool) {
-    json::value stats = Result("pool.stats", "");
-    return stats.is_object() ? stats.at("pools").at(pool) : json::value(nullptr);
-  }
-  // Polls (at most 30 s) until `pool` holds `idle` zygotes and builds none.
-  bool Quiet(const std::string& pool, int64_t idle) {
-    for (int i = 0; i < 3000; ++i) {
-      json::value p = PoolStats(pool);
-      if (p.is_object() && p.at("idle").as_int64() >= idle && p.at("building").as_int64() == 0) return true;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
-  }
-  std::string Log() { return daemon_->process().StderrSoFar(); }
 
   TempDir dir_;
   TempDir gate_;
@@ -202,8 +161,6 @@ class Environments : public HostHygieneTest {
   std::string host_python_;  // the real path of the host's python3
   std::string site_;         // lib/python3.X/site-packages, for the host's X
   std::string skills_, envs_;
-  std::unique_ptr<SocketDaemon> daemon_;
-  int64_t id_ = 0;
 };
 
 TEST_F(Environments, ListedDescribedReportedAndReloaded) {

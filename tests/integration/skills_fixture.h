@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/integration/daemon_fixture.h"
 #include "tests/support/daemon_client.h"
 #include "tests/support/host_snapshot.h"
 #include "tests/support/sandbox_runner.h"
@@ -43,10 +44,10 @@ constexpr char kShellSkill[] =
     "read -r line\n"
     "printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"greeting\":\"hello from %s\"}}\\n' \"$0\"\n";
 
-class Skills : public HostHygieneTest {
+class Skills : public DaemonFixture {
  protected:
   void SetUp() override {
-    HostHygieneTest::SetUp();
+    DaemonFixture::SetUp();
     ASSERT_EQ(::chmod(gate_.path().c_str(), 0755), 0);  // the sandbox user looks in it
     // word-stats requires numpy>=1.10: the python profile's python_path
     // holds its metadata (the module itself is not needed: the skill does
@@ -56,12 +57,6 @@ class Skills : public HostHygieneTest {
     ASSERT_TRUE(WriteFile(gate_.Join("pylib/numpy-1.26.0.dist-info/METADATA"), "Name: numpy\nVersion: 1.26.0\n"));
     skills_ = dir_.Join("skills");
     ASSERT_EQ(::mkdir(skills_.c_str(), 0755), 0);
-  }
-
-  void TearDown() override {
-    if (daemon_ != nullptr && daemon_->process().started()) daemon_->Stop();
-    daemon_.reset();
-    HostHygieneTest::TearDown();
   }
 
   // A file under the skills directory, its folders made.
@@ -112,14 +107,6 @@ class Skills : public HostHygieneTest {
     return *daemon_;
   }
 
-  json::value Call(const std::string& method, const std::string& params) {
-    return daemon_->Call(RequestLine(++id_, method, params));
-  }
-  json::value Result(const std::string& method, const std::string& params) {
-    json::value reply = Call(method, params);
-    EXPECT_TRUE(HasResult(reply)) << method << " " << params << ": " << json::serialize(reply);
-    return HasResult(reply) ? reply.at("result") : json::value(nullptr);
-  }
   // skill.call {"skill": REFERENCE, ...}: the skill's own result, with
   // "skill" (name, version, id) beside it.
   json::value CallSkill(const std::string& reference, const std::string& more = "") {
@@ -131,36 +118,6 @@ class Skills : public HostHygieneTest {
                                                                         : json::serialize(result);
   }
 
-  // SIGHUP, then the daemon's "reloads" once it has counted this one.
-  bool Reload() {
-    auto count = [&] {
-      json::value h = Result("health", "");
-      return h.is_object() ? h.at("reloads").at("ok").as_int64() + h.at("reloads").at("refused").as_int64() : -1;
-    };
-    const int64_t before = count();
-    daemon_->process().Signal(SIGHUP);
-    for (int i = 0; i < 3000; ++i) {  // at most 30 s
-      if (count() > before) return true;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
-  }
-
-  // Polls (at most 30 s) until `pool` holds `idle` zygotes and builds none.
-  bool Quiet(const std::string& pool, int64_t idle) {
-    for (int i = 0; i < 3000; ++i) {
-      json::value p = PoolStats(pool);
-      if (p.is_object() && p.at("idle").as_int64() >= idle && p.at("building").as_int64() == 0) return true;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
-  }
-  json::value PoolStats(const std::string& pool) {
-    json::value stats = Result("pool.stats", "");
-    return stats.is_object() ? stats.at("pools").at(pool) : json::value(nullptr);
-  }
-
-  std::string Log() { return daemon_->process().StderrSoFar(); }
 
   TempDir dir_;
   TempDir gate_;
@@ -168,8 +125,6 @@ class Skills : public HostHygieneTest {
   std::string skills_more_;  // more members of "skills", after its dir
   std::string python_more_;  // more members of profile "python", each after a comma
   std::string config_;
-  std::unique_ptr<SocketDaemon> daemon_;
-  int64_t id_ = 0;
 };
 
 }  // namespace
