@@ -10,6 +10,7 @@
 #include "base/json_reader.h"
 #include "runtime/capture.h"
 #include "runtime/warm.h"
+#include "runtime/warm_r.h"
 #include "runtime/zygote.h"
 
 namespace cubicle::rpc {
@@ -58,15 +59,13 @@ absl::Status CheckProfile(const Profile& profile) {
   const Interpreter& interpreter = *profile.interpreter;
   const std::string path = json_read::Member(json_read::Member("profiles", profile.name), "interpreter");
   runtime::ExecRequest request;
-  request.argv = interpreter.argv;
-  if (!runtime::IsRInterpreter(interpreter)) {
-    request.argv.insert(request.argv.end(), {"-c", kImportEach});
+  if (runtime::IsRInterpreter(interpreter)) {
+    request.argv = runtime::RProgramCommandLine(interpreter, kLoadEach, interpreter.preload);
   } else {
-    request.argv.insert(request.argv.end(), {"-e", kLoadEach});
-    // Rscript passes what follows its -e on to commandArgs(TRUE); R needs --args.
-    if (interpreter.argv[0].substr(interpreter.argv[0].rfind('/') + 1) == "R") request.argv.push_back("--args");
+    request.argv = interpreter.argv;
+    request.argv.insert(request.argv.end(), {"-c", kImportEach});
+    request.argv.insert(request.argv.end(), interpreter.preload.begin(), interpreter.preload.end());
   }
-  request.argv.insert(request.argv.end(), interpreter.preload.begin(), interpreter.preload.end());
   request.env = profile.spec.env;  // as a zygote starts its interpreter: the spec's env, cwd "/" (the default)
   // As long as a pool waits for a zygote's interpreter to be ready.
   request.timeout = runtime::ZygoteOptions{}.ready_timeout;

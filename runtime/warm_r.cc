@@ -50,17 +50,6 @@ bool IsRFlag(const std::string& flag) {
   return std::any_of(std::begin(kFlags), std::end(kFlags), [&](const char* f) { return flag == f; });
 }
 
-std::vector<std::string> WithBootstrap(const WarmInterpreter& interpreter, std::vector<std::string> args) {
-  std::vector<std::string> argv = interpreter.argv;
-  argv.push_back("-e");
-  argv.push_back(kBootstrap);
-  // Rscript passes what follows its -e programs on after --args itself.
-  if (!IsRscript(interpreter)) argv.push_back("--args");
-  argv.insert(argv.end(), args.begin(), args.end());
-  argv.insert(argv.end(), interpreter.preload.begin(), interpreter.preload.end());
-  return argv;
-}
-
 }  // namespace
 
 const char* RSkillLauncher() { return kLauncher; }
@@ -114,12 +103,27 @@ std::optional<WarmInvocation> MatchRInvocation(const WarmInterpreter& interprete
   return WarmInvocation{WarmMode::kScript, next};
 }
 
+std::vector<std::string> RProgramCommandLine(const WarmInterpreter& interpreter, const std::string& program,
+                                             const std::vector<std::string>& args) {
+  std::vector<std::string> argv = interpreter.argv;
+  argv.push_back("-e");
+  argv.push_back(program);
+  // Rscript passes what follows its -e programs on after --args itself.
+  if (!IsRscript(interpreter)) argv.push_back("--args");
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 std::vector<std::string> RWarmCommandLine(const WarmInterpreter& interpreter, int socket_fd) {
-  return WithBootstrap(interpreter, {absl::StrCat(socket_fd)});
+  std::vector<std::string> args = {absl::StrCat(socket_fd)};
+  args.insert(args.end(), interpreter.preload.begin(), interpreter.preload.end());
+  return RProgramCommandLine(interpreter, kBootstrap, args);
 }
 
 std::vector<std::string> RTemplateCommandLine(const WarmInterpreter& interpreter, int socket_fd, int owner_fd) {
-  return WithBootstrap(interpreter, {"template", absl::StrCat(socket_fd), absl::StrCat(owner_fd)});
+  std::vector<std::string> args = {"template", absl::StrCat(socket_fd), absl::StrCat(owner_fd)};
+  args.insert(args.end(), interpreter.preload.begin(), interpreter.preload.end());
+  return RProgramCommandLine(interpreter, kBootstrap, args);
 }
 
 std::string_view RLibrary() {

@@ -46,6 +46,10 @@ bool IsRPackageName(const std::string& name);
 
 absl::Status ValidateRInterpreter(const WarmInterpreter& interpreter);
 std::optional<WarmInvocation> MatchRInvocation(const WarmInterpreter& interpreter, const std::vector<std::string>& argv);
+// `interpreter` running R `program` (its -e) with `args` as
+// commandArgs(TRUE): Rscript passes them on itself, R needs --args first.
+std::vector<std::string> RProgramCommandLine(const WarmInterpreter& interpreter, const std::string& program,
+                                             const std::vector<std::string>& args);
 std::vector<std::string> RWarmCommandLine(const WarmInterpreter& interpreter, int socket_fd);
 std::vector<std::string> RTemplateCommandLine(const WarmInterpreter& interpreter, int socket_fd, int owner_fd);
 
